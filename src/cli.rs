@@ -1,0 +1,123 @@
+//! The command line (clap derive): the commands and their flags; doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// owl runs coding agents unattended overnight, and stops before the Account is spent.
+#[derive(Debug, Parser)]
+#[command(name = "owl", version, about, long_about = None)]
+pub struct Cli {
+    /// The config file (default: $OWL_CONFIG, else $XDG_CONFIG_HOME/owl/config.yaml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What owl can be asked to do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One scheduling step: run the next eligible Job once, then exit.
+    Tick {
+        /// Print the decision and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accounts and their windows, the current Run, the queue, and why nothing runs.
+    Status {
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Queue a Job; prints its id alone on stdout.
+    Add(AddArgs),
+    /// The Jobs (default: those not finished).
+    Jobs {
+        /// Include finished Jobs.
+        #[arg(long)]
+        all: bool,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One Job, its Runs and its Handoff.
+    Show {
+        /// The Job's id.
+        job: String,
+        /// Print as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A Run's transcript, readable.
+    Logs {
+        /// The Run's id.
+        run: i64,
+        /// Print the stream exactly as recorded.
+        #[arg(long)]
+        raw: bool,
+        /// Keep printing as the Run writes more, until it ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Stop a Job (a running Run is terminated) and never run it again.
+    Cancel {
+        /// The Job's id.
+        job: String,
+    },
+    /// Put a failed, blocked or cancelled Job back in the queue.
+    Requeue {
+        /// The Job's id.
+        job: String,
+    },
+    /// Work with the config.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check the agent CLI and its version, credential stores, git, the database.
+    Doctor,
+}
+
+/// `owl config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the config and print it resolved.
+    Check,
+}
+
+/// `owl add`
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The git repository to work in (default: the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// The ref the Job's branch starts from (default: HEAD).
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub base: String,
+    /// The Account to run on (default: defaults.account, else the one with the most headroom).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// Higher runs first.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+    /// Fail the Job after this many Runs without `done`.
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
+    /// The spending cap of each Run, in USD.
+    #[arg(long, value_name = "X")]
+    pub max_budget_usd: Option<f64>,
+    /// The spending cap of all the Job's Runs together, in USD.
+    #[arg(long, value_name = "X")]
+    pub max_job_budget_usd: Option<f64>,
+    /// A name for the Job, used as its id (letters, digits, '.', '_', '-').
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: Option<String>,
+}

@@ -1,0 +1,121 @@
+//! `owl add`: check the repository and the base, then queue a Job and print its id alone.
+
+use std::io::Read;
+
+use anyhow::{Context, Result};
+
+use super::Ctx;
+use crate::bad_input;
+use crate::cli::AddArgs;
+use crate::config::{did_you_mean, is_safe_name};
+use crate::model::NewJob;
+
+pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
+    let prompt = read_prompt(&args)?;
+    let repo = match &args.repo {
+        Some(r) => r.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let (repo, _base_commit) = crate::workspace::check_repo(&repo, &args.base)
+        .map_err(|e| crate::error::BadInput(format!("{e:#}")))?;
+
+    let defaults = &ctx.config.defaults;
+    let account = args.account.clone().or_else(|| defaults.account.clone());
+    if let Some(name) = &account {
+        if !ctx.config.accounts.contains_key(name) {
+            let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
+            bad_input!(
+                "account '{name}' is not configured in {}{}",
+                ctx.config.source,
+                did_you_mean(name, &known)
+            );
+        }
+    }
+    for (flag, value) in [
+        ("--max-budget-usd", args.max_budget_usd),
+        ("--max-job-budget-usd", args.max_job_budget_usd),
+    ] {
+        if value.is_some_and(|x| x.is_nan() || x <= 0.0) {
+            bad_input!("{flag} must be a number greater than 0");
+        }
+    }
+    if args.max_runs == Some(0) {
+        bad_input!("--max-runs must be at least 1");
+    }
+
+    let mut store = ctx.open_store()?;
+    let id = match &args.name {
+        Some(name) => {
+            if !is_safe_name(name) {
+                bad_input!(
+                    "job name '{name}' may hold only letters, digits, '.', '_' and '-', \
+                     must not start with '.' or '-', and must not contain '..'"
+                );
+            }
+            if store.job_exists(name)? {
+                bad_input!("a job named '{name}' exists already");
+            }
+            name.clone()
+        }
+        None => fresh_id(&store)?,
+    };
+    let job = NewJob {
+        id: id.clone(),
+        name: args.name.clone(),
+        prompt,
+        repo: repo.display().to_string(),
+        base: args.base.clone(),
+        account,
+        priority: args.priority.unwrap_or(defaults.priority),
+        max_runs: args.max_runs.unwrap_or(defaults.max_runs),
+        max_run_time_secs: defaults.max_run_time.as_secs(),
+        max_budget_usd: args.max_budget_usd.or(defaults.max_budget_usd),
+        max_job_budget_usd: args.max_job_budget_usd.or(defaults.max_job_budget_usd),
+        permission_mode: defaults.permission_mode.clone(),
+        allowed_tools: defaults.allowed_tools.clone(),
+        disallowed_tools: defaults.disallowed_tools.clone(),
+        model: defaults.model.clone(),
+    };
+    store.insert_job(&job, crate::clock::now()?)?;
+    println!("{id}");
+    Ok(crate::error::EXIT_OK)
+}
+
+fn read_prompt(args: &AddArgs) -> Result<String> {
+    let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
+        (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
+            crate::error::BadInput(format!("reading prompt file {}: {e}", file.display()))
+        })?,
+        (None, Some("-")) => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the prompt from stdin")?;
+            s
+        }
+        (None, Some(p)) => p.to_string(),
+        (None, None) => {
+            bad_input!("owl add needs a prompt: PROMPT, --prompt-file FILE, or - for stdin")
+        }
+    };
+    if prompt.trim().is_empty() {
+        bad_input!("the prompt is empty");
+    }
+    Ok(prompt)
+}
+
+/// A short random id, like a git short hash: typable, and unlikely to collide with a
+/// branch left by an earlier state dir.
+fn fresh_id(store: &crate::store::Store) -> Result<String> {
+    let mut urandom = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
+    loop {
+        let mut bytes = [0u8; 3];
+        urandom.read_exact(&mut bytes)?;
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        // An id of digits only would read like a Run id.
+        if id.bytes().all(|b| b.is_ascii_digit()) || store.job_exists(&id)? {
+            continue;
+        }
+        return Ok(id);
+    }
+}

@@ -1,0 +1,11 @@
+//! `owl config check`: the config validated and printed resolved (credentials hidden).
+
+use anyhow::Result;
+
+use super::Ctx;
+
+pub fn run(ctx: &Ctx) -> Result<u8> {
+    println!("# owl config: valid, read from {}", ctx.config.source);
+    print!("{}", serde_yaml::to_string(&ctx.config)?);
+    Ok(0)
+}

@@ -1,0 +1,46 @@
+//! `owl jobs`: the Jobs, one line each, or as JSON.
+
+use anyhow::Result;
+
+use super::{print_json, Ctx, JobJson};
+
+pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
+    let Some(store) = ctx.read_store()? else {
+        if json {
+            println!("[]");
+        } else {
+            println!("no jobs yet (add one with `owl add`)");
+        }
+        return Ok(0);
+    };
+    let jobs = store.jobs(all)?;
+    let mut rows = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        rows.push(JobJson::new(ctx, job, store.runs_of(&job.id)?.len()));
+    }
+    if json {
+        print_json(&rows)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        println!("no {}jobs", if all { "" } else { "unfinished " });
+        return Ok(0);
+    }
+    println!(
+        "{:<14} {:<10} {:>4} {:>5}  {:<10} PROMPT",
+        "ID", "STATE", "PRI", "RUNS", "ACCOUNT"
+    );
+    for j in rows {
+        let prompt = j.prompt.lines().next().unwrap_or("");
+        println!(
+            "{:<14} {:<10} {:>4} {:>5}  {:<10} {}",
+            j.id,
+            j.state,
+            j.priority,
+            format!("{}/{}", j.runs, j.max_runs),
+            j.account.as_deref().unwrap_or("any"),
+            crate::text::truncate(prompt, 60)
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,90 @@
+//! `owl logs`: a Run's transcript, readable or raw, optionally followed as it grows.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::Ctx;
+use crate::driver::{self, AgentEvent, Driver};
+
+pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
+    let Some(store) = ctx.read_store()? else {
+        crate::bad_input!("no run {run_id}: nothing has run yet");
+    };
+    let Some(run) = store.run(run_id)? else {
+        crate::bad_input!("no run {run_id} (see `owl show JOB`)");
+    };
+    let path = ctx.run_log(&run.job_id, run_id);
+    let mut file =
+        std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let kind = ctx
+        .config
+        .accounts
+        .get(&run.account)
+        .map_or(crate::config::DriverKind::ClaudeCode, |a| a.driver);
+    let driver = driver::for_kind(kind);
+    let mut out = std::io::stdout().lock();
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let mut chunk = Vec::new();
+        file.read_to_end(&mut chunk)?;
+        if raw {
+            out.write_all(&chunk)?;
+        } else {
+            pending.extend_from_slice(&chunk);
+            let complete = pending
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            for line in BufReader::new(&pending[..complete]).split(b'\n') {
+                if let Some(text) = readable(driver.as_ref(), &line?) {
+                    writeln!(out, "{text}")?;
+                }
+            }
+            pending.drain(..complete);
+        }
+        out.flush()?;
+        let finished = store.run(run_id)?.is_some_and(|r| r.outcome.is_some());
+        if !follow || finished {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    if !raw && !pending.is_empty() {
+        if let Some(text) = readable(driver.as_ref(), &pending) {
+            writeln!(out, "{text}")?;
+        }
+    }
+    Ok(0)
+}
+
+/// One transcript line in words; `None` for lines not worth a person's attention.
+fn readable(driver: &dyn Driver, line: &[u8]) -> Option<String> {
+    match driver.parse_line(line) {
+        Ok(AgentEvent::Init {
+            session_id,
+            model,
+            version,
+        }) => Some(format!(
+            "[init] session {} model {} (claude {})",
+            session_id.unwrap_or_default(),
+            model.unwrap_or_default(),
+            version.unwrap_or_default()
+        )),
+        Ok(AgentEvent::Assistant { summary }) => Some(format!("[assistant] {summary}")),
+        Ok(AgentEvent::Result(r)) => Some(format!(
+            "[result] {}{} — {} turns, ${:.4}{}",
+            r.subtype,
+            if r.is_error { " (error)" } else { "" },
+            r.num_turns.unwrap_or(0),
+            r.cost_usd.unwrap_or(0.0),
+            r.text
+                .map(|t| format!(": {}", crate::text::truncate(&t, 200)))
+                .unwrap_or_default()
+        )),
+        Ok(AgentEvent::ControlResponse { .. }) => None,
+        Ok(other) => Some(format!("[{}]", other.describe())),
+        Err(e) => Some(format!("[unreadable line: {e}]")),
+    }
+}

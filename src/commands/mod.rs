@@ -1,0 +1,168 @@
+//! The commands of DESIGN §4, one file each; this file holds what they share.
+
+mod add;
+mod cancel;
+mod config_check;
+mod doctor;
+mod jobs;
+mod logs;
+mod show;
+mod status;
+mod tick;
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::cli::{Cli, Command, ConfigCommand};
+use crate::config::Config;
+use crate::model::Job;
+use crate::store::Store;
+
+/// Runs one command; the returned code is the process's exit code.
+pub fn dispatch(cli: Cli) -> Result<u8> {
+    let config = crate::config::load(cli.config.as_deref())?;
+    let ctx = Ctx { config };
+    match cli.command {
+        Command::Tick { dry_run, json } => tick::run(&ctx, dry_run, json),
+        Command::Status { json } => status::run(&ctx, json),
+        Command::Add(args) => add::run(&ctx, args),
+        Command::Jobs { all, json } => jobs::run(&ctx, all, json),
+        Command::Show { job, json } => show::run(&ctx, &job, json),
+        Command::Logs { run, raw, follow } => logs::run(&ctx, run, raw, follow),
+        Command::Cancel { job } => cancel::cancel(&ctx, &job),
+        Command::Requeue { job } => cancel::requeue(&ctx, &job),
+        Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
+        Command::Doctor => doctor::run(&ctx),
+    }
+}
+
+/// What every command works from.
+pub struct Ctx {
+    pub config: Config,
+}
+
+impl Ctx {
+    fn db_path(&self) -> PathBuf {
+        self.config.state_dir.join("owl.db")
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.config.state_dir.join("tick.lock")
+    }
+
+    fn worktrees_dir(&self) -> PathBuf {
+        self.config.state_dir.join("worktrees")
+    }
+
+    fn logs_dir(&self, job_id: &str) -> PathBuf {
+        self.config.state_dir.join("logs").join(job_id)
+    }
+
+    /// The stdout log of a Run.
+    fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs_dir(job_id).join(format!("{run_id}.jsonl"))
+    }
+
+    /// The stderr log of a Run, beside its stdout log.
+    fn run_stderr_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs_dir(job_id).join(format!("{run_id}.stderr.txt"))
+    }
+
+    /// Opens the database for a command that writes, creating the state dir (0700).
+    fn open_store(&self) -> Result<Store> {
+        ensure_private_dir(&self.config.state_dir)?;
+        Store::open(&self.db_path())
+    }
+
+    /// Opens the database for a command that only reads; `None` before the first write.
+    fn read_store(&self) -> Result<Option<Store>> {
+        Store::open_existing(&self.db_path())
+    }
+
+    /// Looks a Job up, or fails with a usage error naming it.
+    fn job(&self, store: &Store, id: &str) -> Result<Job> {
+        store.job(id)?.ok_or_else(|| {
+            crate::error::BadInput(format!("no job '{id}' (see `owl jobs --all`)")).into()
+        })
+    }
+}
+
+/// Creates a directory (and its parents) readable by the user alone.
+pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Creates a new file readable by the user alone.
+fn create_private_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))
+}
+
+/// A Job as `jobs --json` and `show --json` print it (a stable shape, separate from the row).
+#[derive(Debug, Serialize)]
+pub struct JobJson {
+    pub id: String,
+    pub name: Option<String>,
+    pub state: String,
+    pub reason: Option<String>,
+    pub repo: String,
+    pub base: String,
+    pub branch: String,
+    pub worktree: String,
+    pub account: Option<String>,
+    pub priority: i64,
+    pub not_before: Option<String>,
+    pub runs: usize,
+    pub max_runs: u32,
+    pub created_at: String,
+    pub updated_at: String,
+    pub prompt: String,
+}
+
+impl JobJson {
+    fn new(ctx: &Ctx, job: &Job, runs: usize) -> JobJson {
+        JobJson {
+            id: job.id.clone(),
+            name: job.name.clone(),
+            state: job.state.to_string(),
+            reason: job.reason.clone(),
+            repo: job.repo.clone(),
+            base: job.base.clone(),
+            branch: job.branch(),
+            worktree: crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
+                .display()
+                .to_string(),
+            account: job.account.clone(),
+            priority: job.priority,
+            not_before: job.not_before.map(crate::clock::rfc3339),
+            runs,
+            max_runs: job.max_runs,
+            created_at: crate::clock::rfc3339(job.created_at),
+            updated_at: crate::clock::rfc3339(job.updated_at),
+            prompt: job.prompt.clone(),
+        }
+    }
+}
+
+fn print_json(value: &impl Serialize) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn opt_time(t: Option<DateTime<Utc>>) -> Option<String> {
+    t.map(crate::clock::rfc3339)
+}

@@ -1,0 +1,196 @@
+//! `owl show`: one Job's whole story: its state, branch, worktree, Handoff and every Run.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::{opt_time, print_json, Ctx, JobJson};
+use crate::clock::{human, rfc3339};
+use crate::model::{PermissionDenial, Run};
+use crate::workspace::BranchSummary;
+
+#[derive(Debug, Serialize)]
+struct ShowJson {
+    #[serde(flatten)]
+    job: JobJson,
+    handoff: Option<String>,
+    commits: Option<usize>,
+    files_changed: Option<usize>,
+    insertions: Option<usize>,
+    deletions: Option<usize>,
+    runs: Vec<RunJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunJson {
+    id: i64,
+    account: String,
+    outcome: Option<String>,
+    stop_reason: Option<String>,
+    exit_code: Option<i32>,
+    session_id: Option<String>,
+    cost_usd: Option<f64>,
+    num_turns: Option<i64>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    api_retries: i64,
+    agent_version: Option<String>,
+    started_at: String,
+    ended_at: Option<String>,
+    duration_secs: Option<i64>,
+    permission_denials: Vec<PermissionDenial>,
+    log: String,
+}
+
+pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
+    let Some(store) = ctx.read_store()? else {
+        crate::bad_input!("no job '{id}': no jobs have been added yet");
+    };
+    let job = ctx.job(&store, id)?;
+    let runs = store.runs_of(&job.id)?;
+    let handoff = crate::workspace::read_handoff(&job).unwrap_or(None);
+    let summary = crate::workspace::branch_summary(&job).unwrap_or(None);
+    let run_rows: Vec<RunJson> = runs.iter().map(|r| run_json(ctx, r)).collect();
+    if json {
+        let s = summary.clone().unwrap_or_default();
+        let has = summary.is_some();
+        print_json(&ShowJson {
+            job: JobJson::new(ctx, &job, runs.len()),
+            handoff,
+            commits: has.then_some(s.commits),
+            files_changed: has.then_some(s.files_changed),
+            insertions: has.then_some(s.insertions),
+            deletions: has.then_some(s.deletions),
+            runs: run_rows,
+        })?;
+        return Ok(0);
+    }
+    let j = JobJson::new(ctx, &job, runs.len());
+    println!(
+        "Job {}{}",
+        j.id,
+        j.name
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  state:    {}{}",
+        j.state,
+        j.reason
+            .as_deref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default()
+    );
+    if let Some(t) = &j.not_before {
+        println!("  waits until {t}");
+    }
+    println!("  repo:     {} (base {})", j.repo, j.base);
+    println!(
+        "  branch:   {}{}",
+        j.branch,
+        describe_summary(summary.as_ref())
+    );
+    println!("  worktree: {}", j.worktree);
+    println!(
+        "  account:  {}; priority {}; runs {}/{}",
+        j.account.as_deref().unwrap_or("any"),
+        j.priority,
+        j.runs,
+        j.max_runs
+    );
+    println!(
+        "  prompt:   {}",
+        crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
+    );
+    println!();
+    match &handoff {
+        Some(h) => {
+            println!("Handoff (.owl/handoff.md at the branch head):");
+            for line in h.lines() {
+                println!("  | {line}");
+            }
+        }
+        None => println!("Handoff: none yet"),
+    }
+    println!();
+    if run_rows.is_empty() {
+        println!("Runs: none yet");
+    }
+    for r in &run_rows {
+        print_run(r);
+    }
+    Ok(0)
+}
+
+fn describe_summary(s: Option<&BranchSummary>) -> String {
+    match s {
+        Some(s) if s.commits > 0 => format!(
+            " — {} commit{} beyond the base, {} file{} changed, +{} -{}",
+            s.commits,
+            if s.commits == 1 { "" } else { "s" },
+            s.files_changed,
+            if s.files_changed == 1 { "" } else { "s" },
+            s.insertions,
+            s.deletions
+        ),
+        Some(_) => " — no commits beyond the base yet".into(),
+        None => " — not created yet".into(),
+    }
+}
+
+fn print_run(r: &RunJson) {
+    let outcome = r.outcome.as_deref().unwrap_or("running");
+    let duration = r
+        .duration_secs
+        .map(|s| human(chrono::Duration::seconds(s)))
+        .unwrap_or_else(|| "-".into());
+    let cost = r
+        .cost_usd
+        .map(|c| format!("${c:.4}"))
+        .unwrap_or_else(|| "-".into());
+    println!(
+        "Run {} on {}: {outcome}, {duration}, {cost}, started {}",
+        r.id, r.account, r.started_at
+    );
+    if let Some(reason) = &r.stop_reason {
+        println!("  reason: {reason}");
+    }
+    if let Some(s) = &r.session_id {
+        println!("  session: {s} (claude --resume {s}, in the worktree)");
+    }
+    if r.api_retries > 0 {
+        println!("  API retries: {}", r.api_retries);
+    }
+    if !r.permission_denials.is_empty() {
+        println!(
+            "  denied tools ({}): the permission mode refused these calls:",
+            r.permission_denials.len()
+        );
+        for d in &r.permission_denials {
+            println!("    - {} {}", d.tool_name, d.detail);
+        }
+    }
+    println!("  log: {}", r.log);
+}
+
+fn run_json(ctx: &Ctx, r: &Run) -> RunJson {
+    RunJson {
+        id: r.id,
+        account: r.account.clone(),
+        outcome: r.outcome.map(|o| o.to_string()),
+        stop_reason: r.stop_reason.clone(),
+        exit_code: r.exit_code,
+        session_id: r.session_id.clone(),
+        cost_usd: r.cost_usd,
+        num_turns: r.num_turns,
+        input_tokens: r.input_tokens,
+        output_tokens: r.output_tokens,
+        api_retries: r.api_retries,
+        agent_version: r.agent_version.clone(),
+        started_at: rfc3339(r.started_at),
+        ended_at: opt_time(r.ended_at),
+        duration_secs: r.ended_at.map(|e| (e - r.started_at).num_seconds().max(0)),
+        permission_denials: r.permission_denials.clone(),
+        log: ctx.run_log(&r.job_id, r.id).display().to_string(),
+    }
+}

@@ -1,0 +1,275 @@
+//! `owl status`: what runs, what waits and why, from the database alone (never the tick lock).
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{opt_time, print_json, Ctx};
+use crate::clock::{human, local_hm, rfc3339};
+use crate::schedule::{fmt_percent, AccountView, Decision, Plan, QueueEntry};
+
+#[derive(Debug, Serialize)]
+struct StatusJson {
+    running: Option<RunningJson>,
+    accounts: Vec<AccountJson>,
+    queue: Vec<QueueJson>,
+    /// What the next tick would do: the Job it would run, or null.
+    next: Option<NextJson>,
+    summary: String,
+}
+
+#[derive(Debug, Serialize)]
+struct RunningJson {
+    job_id: String,
+    run_id: i64,
+    account: String,
+    pid: Option<i64>,
+    started_at: String,
+    elapsed_secs: i64,
+    last_event: Option<String>,
+    api_retries: i64,
+    session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct AccountJson {
+    name: String,
+    schedulable: bool,
+    reason: String,
+    has_ceiling: bool,
+    not_logged_in: Option<String>,
+    agent_problem: Option<String>,
+    windows: Vec<WindowJson>,
+}
+
+#[derive(Debug, Serialize)]
+struct WindowJson {
+    window: String,
+    percent: Option<f64>,
+    ceiling: Option<f64>,
+    resets_at: Option<String>,
+    observed_at: String,
+    source: String,
+    run_id: Option<i64>,
+    /// The figure is from before the Window reset, so it no longer counts.
+    stale: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct QueueJson {
+    job_id: String,
+    state: String,
+    not_before: Option<String>,
+    account: Option<String>,
+    eligible: bool,
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+struct NextJson {
+    job_id: String,
+    account: String,
+}
+
+pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
+    let now = crate::clock::now()?;
+    let Some(store) = ctx.read_store()? else {
+        let views = crate::schedule::account_views(&ctx.config, &[], &Default::default(), now);
+        let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
+        return emit(ctx, json, None, &views, &plan, now);
+    };
+    let running = store.running_runs()?.into_iter().next_back();
+    let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
+    let running = running.map(|r| RunningJson {
+        job_id: r.job_id,
+        run_id: r.id,
+        account: r.account,
+        pid: r.pid,
+        started_at: rfc3339(r.started_at),
+        elapsed_secs: (now - r.started_at).num_seconds().max(0),
+        last_event: r.last_event,
+        api_retries: r.api_retries,
+        session_id: r.session_id,
+    });
+    emit(ctx, json, running, &views, &plan, now)
+}
+
+fn emit(
+    ctx: &Ctx,
+    json: bool,
+    running: Option<RunningJson>,
+    views: &[AccountView],
+    plan: &Plan,
+    now: DateTime<Utc>,
+) -> Result<u8> {
+    let summary = summary(running.as_ref(), views, plan);
+    if json {
+        let out = StatusJson {
+            running,
+            accounts: views.iter().map(account_json).collect(),
+            queue: plan.queue.iter().map(queue_json).collect(),
+            next: match &plan.decision {
+                Decision::Run { job_id, account } => Some(NextJson {
+                    job_id: job_id.clone(),
+                    account: account.clone(),
+                }),
+                Decision::Idle { .. } => None,
+            },
+            summary,
+        };
+        print_json(&out)?;
+        return Ok(0);
+    }
+    match &running {
+        Some(r) => println!(
+            "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
+            r.job_id,
+            r.run_id,
+            r.account,
+            r.pid.map_or("?".into(), |p| p.to_string()),
+            human(chrono::Duration::seconds(r.elapsed_secs)),
+            r.last_event.as_deref().unwrap_or("none yet"),
+            if r.api_retries > 0 {
+                format!(" ({} API retries)", r.api_retries)
+            } else {
+                String::new()
+            }
+        ),
+        None => println!("Running: nothing"),
+    }
+    println!();
+    println!("Accounts:");
+    for a in views {
+        print_account(a, now);
+    }
+    println!();
+    if plan.queue.is_empty() {
+        println!("Queue: empty (add work with `owl add`)");
+    } else {
+        println!("Queue, in the order tick takes it:");
+        for (i, q) in plan.queue.iter().enumerate() {
+            println!(
+                "  {}. {:<12} {:<8} {}",
+                i + 1,
+                q.job_id,
+                q.state.as_str(),
+                q.reason
+            );
+        }
+    }
+    println!();
+    println!("{summary}");
+    if let Some(w) = ctx.config.schedule.window {
+        println!("Schedule window: {w} (local time)");
+    }
+    Ok(0)
+}
+
+fn print_account(a: &AccountView, now: DateTime<Utc>) {
+    let state = if a.schedulable {
+        "schedulable"
+    } else {
+        "not schedulable"
+    };
+    println!("  {}: {state} — {}", a.name, a.reason);
+    if let Some(why) = &a.agent_problem {
+        println!("    agent CLI refused at the last tick: {why}");
+    }
+    if let Some(why) = &a.not_logged_in {
+        println!(
+            "    not logged in: {why}; log in with CLAUDE_CONFIG_DIR=<credentialStore> claude"
+        );
+    }
+    if a.windows.is_empty() {
+        println!("    no utilization observed yet");
+    }
+    for w in &a.windows {
+        let percent = match w.percent {
+            Some(p) => format!("{}%", fmt_percent(p)),
+            None => "reset since".into(),
+        };
+        let ceiling = match w.ceiling {
+            Some(c) => format!("ceiling {}%", fmt_percent(c)),
+            None => "no ceiling".into(),
+        };
+        let resets = match w.resets_at {
+            Some(t) if t > now => format!("resets in {} ({})", human(t - now), local_hm(t)),
+            Some(t) => format!("reset at {}", local_hm(t)),
+            None => "reset time unknown".into(),
+        };
+        let run = w.run_id.map(|r| format!(", run {r}")).unwrap_or_default();
+        println!(
+            "    {:<17} {:>11}  {:<13} {resets}; observed {} ago by {}{run}",
+            w.window,
+            percent,
+            ceiling,
+            human(now - w.observed_at),
+            w.source
+        );
+    }
+}
+
+fn summary(running: Option<&RunningJson>, views: &[AccountView], plan: &Plan) -> String {
+    if let Some(r) = running {
+        return format!("A Run is in progress: job {} (run {}).", r.job_id, r.run_id);
+    }
+    if let Decision::Run { job_id, account } = &plan.decision {
+        if let Some(problem) = views
+            .iter()
+            .find(|a| &a.name == account)
+            .and_then(|a| a.agent_problem.as_ref())
+        {
+            return format!(
+                "Nothing runs: the last tick refused to start job {job_id} on {account}: {problem}; \
+                 the Job stays queued and the next tick checks the agent CLI again."
+            );
+        }
+    }
+    describe_decision(&plan.decision)
+}
+
+/// One sentence for the decision a tick would make now.
+pub fn describe_decision(d: &Decision) -> String {
+    match d {
+        Decision::Run { job_id, account } => {
+            format!("The next tick runs job {job_id} on {account}.")
+        }
+        Decision::Idle { reason } => format!("Nothing would run now: {reason}."),
+    }
+}
+
+fn account_json(a: &AccountView) -> AccountJson {
+    AccountJson {
+        name: a.name.clone(),
+        schedulable: a.schedulable,
+        reason: a.reason.clone(),
+        has_ceiling: a.has_ceiling,
+        not_logged_in: a.not_logged_in.clone(),
+        agent_problem: a.agent_problem.clone(),
+        windows: a
+            .windows
+            .iter()
+            .map(|w| WindowJson {
+                window: w.window.clone(),
+                percent: w.percent,
+                ceiling: w.ceiling,
+                resets_at: opt_time(w.resets_at),
+                observed_at: rfc3339(w.observed_at),
+                source: w.source.clone(),
+                run_id: w.run_id,
+                stale: w.percent.is_none(),
+            })
+            .collect(),
+    }
+}
+
+fn queue_json(q: &QueueEntry) -> QueueJson {
+    QueueJson {
+        job_id: q.job_id.clone(),
+        state: q.state.to_string(),
+        not_before: opt_time(q.not_before),
+        account: q.account.clone(),
+        eligible: q.eligible,
+        reason: q.reason.clone(),
+    }
+}

@@ -1,0 +1,375 @@
+//! `owl tick`: one scheduling step, top to bottom: lock, pick, prepare, run, record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{create_private_file, ensure_private_dir, print_json, Ctx};
+use crate::driver::{self, AgentEvent, Driver, RunRequest};
+use crate::handoff::Handoff;
+use crate::model::{Job, JobState, RunOutcome};
+use crate::outcome::{self, AfterRun, StopCause};
+use crate::schedule::{self, AccountView, Decision, Plan};
+use crate::store::{RunFinish, RunStart, Store};
+use crate::supervise::{self, process, LocalExecutor, Observer, RunReport, RunSpec};
+
+/// What `tick --json` prints.
+#[derive(Debug, Default, Serialize)]
+struct TickJson {
+    /// `ran`, `idle` or `busy`.
+    action: &'static str,
+    job_id: Option<String>,
+    run_id: Option<i64>,
+    account: Option<String>,
+    outcome: Option<RunOutcome>,
+    stop_reason: Option<String>,
+    /// The Job's state after the Run.
+    job_state: Option<JobState>,
+    /// Why idle or busy, in words.
+    reason: Option<String>,
+    dry_run: bool,
+}
+
+pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
+    ensure_private_dir(&ctx.config.state_dir)?;
+    let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
+        let holder = crate::lock::holder(&ctx.lock_path())
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        let reason = format!("another tick holds {}{holder}", ctx.lock_path().display());
+        return report(
+            json,
+            TickJson {
+                action: "busy",
+                reason: Some(reason),
+                dry_run,
+                ..Default::default()
+            },
+        );
+    };
+    let mut store = ctx.open_store()?;
+    let now = crate::clock::now()?;
+    let (_, plan) = make_plan(ctx, &store, now)?;
+
+    let (job_id, account) = match &plan.decision {
+        Decision::Idle { reason } => {
+            if dry_run && !json {
+                print_plan(&plan);
+            }
+            return report(
+                json,
+                TickJson {
+                    action: "idle",
+                    reason: Some(reason.clone()),
+                    dry_run,
+                    ..Default::default()
+                },
+            );
+        }
+        Decision::Run { job_id, account } => (job_id.clone(), account.clone()),
+    };
+    if dry_run {
+        if !json {
+            print_plan(&plan);
+        }
+        return report(
+            json,
+            TickJson {
+                action: "ran",
+                job_id: Some(job_id),
+                account: Some(account),
+                reason: Some("dry run: nothing was started".into()),
+                dry_run,
+                ..Default::default()
+            },
+        );
+    }
+
+    let account_cfg = &ctx.config.accounts[&account];
+    let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
+    let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
+    let version = match driver::check_agent(driver.as_ref(), &command) {
+        Ok(v) => {
+            if store.account_note(&account)?.agent_problem.is_some() {
+                store.set_agent_problem(&account, None, now)?;
+            }
+            v
+        }
+        Err(why) => {
+            // The Job stays queued: a CLI we have not tested must not spend the night.
+            store.set_agent_problem(&account, Some(&why), now)?;
+            anyhow::bail!("not starting job {job_id} on {account}: {why}");
+        }
+    };
+
+    let job = ctx.job(&store, &job_id)?;
+    let worktree = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
+        Ok(w) => w,
+        Err(e) => {
+            let why = format!("preparing the worktree: {e:#}");
+            store.set_job_state(&job.id, JobState::Failed, Some(&why), None, now)?;
+            return Err(e.context(format!("job {} failed", job.id)));
+        }
+    };
+
+    process::become_subreaper().context("becoming a child subreaper")?;
+    let owl_pid = std::process::id() as i32;
+    let run_id = store.start_run(&RunStart {
+        job_id: job.id.clone(),
+        account: account.clone(),
+        agent_version: Some(version),
+        owl_pid: owl_pid.into(),
+        owl_start_time: process::stat(owl_pid).map(|s| s.start_time),
+        boot_id: process::boot_id(),
+        started_at: now,
+    })?;
+
+    // From here on the Run is recorded whatever happens.
+    let run_report = execute(ctx, &mut store, &job, &account, &worktree, run_id, driver)
+        .unwrap_or_else(|e| RunReport {
+            stop: None,
+            stderr_tail: format!("owl could not run the agent: {e:#}"),
+            ..Default::default()
+        });
+    let (outcome, job_state) = record(ctx, &mut store, &job, &account, run_id, &run_report)?;
+    report(
+        json,
+        TickJson {
+            action: "ran",
+            job_id: Some(job.id.clone()),
+            run_id: Some(run_id),
+            account: Some(account),
+            outcome: Some(outcome.outcome),
+            stop_reason: outcome.stop_reason,
+            job_state: Some(job_state),
+            reason: None,
+            dry_run,
+        },
+    )
+}
+
+/// Reads the state and decides what a tick would do now.
+pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<AccountView>, Plan)> {
+    let jobs = store.jobs(false)?;
+    let snapshots = store.latest_snapshots()?;
+    let mut notes = BTreeMap::new();
+    for name in ctx.config.accounts.keys() {
+        notes.insert(name.clone(), store.account_note(name)?);
+    }
+    let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
+    let plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
+    Ok((views, plan))
+}
+
+/// Starts and supervises the agent; an error means it could not be started.
+fn execute(
+    ctx: &Ctx,
+    store: &mut Store,
+    job: &Job,
+    account: &str,
+    worktree: &std::path::Path,
+    run_id: i64,
+    driver: Arc<dyn Driver>,
+) -> Result<RunReport> {
+    let account_cfg = &ctx.config.accounts[account];
+    let handoff = crate::workspace::read_handoff(job)?;
+    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref());
+    let command = &ctx.config.drivers.get(account_cfg.driver).command;
+    let invocation = driver.invocation(&RunRequest {
+        command,
+        account: account_cfg,
+        permission_mode: &job.permission_mode,
+        max_budget_usd: job.max_budget_usd,
+        allowed_tools: &job.allowed_tools,
+        disallowed_tools: &job.disallowed_tools,
+        model: job.model.as_deref(),
+        standing_instructions: crate::prompt::STANDING_INSTRUCTIONS,
+    });
+    ensure_private_dir(&ctx.logs_dir(&job.id))?;
+    let spec = RunSpec {
+        driver,
+        invocation: &invocation,
+        cwd: worktree,
+        run_id,
+        prompt: &prompt,
+        stdout_log: create_private_file(&ctx.run_log(&job.id, run_id))?,
+        stderr_log: create_private_file(&ctx.run_stderr_log(&job.id, run_id))?,
+        max_run_time: Duration::from_secs(job.max_run_time_secs),
+        stall_timeout: ctx.config.stall_timeout,
+        grace_window: ctx.config.grace_window,
+    };
+    let mut observer = TickObserver {
+        store,
+        run_id,
+        job_id: &job.id,
+        last_flush: Instant::now(),
+        dirty: false,
+    };
+    supervise::supervise(spec, &LocalExecutor, &mut observer)
+        .with_context(|| format!("starting the agent '{}'", invocation.program.display()))
+}
+
+/// Records the Run's end and moves its Job on.
+fn record(
+    _ctx: &Ctx,
+    store: &mut Store,
+    job: &Job,
+    account: &str,
+    run_id: i64,
+    report: &RunReport,
+) -> Result<(outcome::Classified, JobState)> {
+    let now = crate::clock::now()?;
+    let classified = outcome::classify(
+        report.result.as_ref(),
+        report.exit,
+        report.stop.as_ref(),
+        &report.stderr_tail,
+    );
+    let handoff = match crate::workspace::read_handoff(job) {
+        Ok(Some(text)) => Handoff::parse(&text),
+        Ok(None) => Err(format!("the Run left no {}", crate::handoff::HANDOFF_PATH)),
+        Err(e) => Err(format!("reading {}: {e:#}", crate::handoff::HANDOFF_PATH)),
+    };
+    let runs = store.runs_of(&job.id)?.len() as u32;
+    let transition = outcome::next_job_state(&AfterRun {
+        outcome: &classified,
+        stop: report.stop.as_ref(),
+        rate_limit_reset: report
+            .rate_limit_reset
+            .and_then(|s| DateTime::from_timestamp(s, 0)),
+        handoff,
+        runs,
+        max_runs: job.max_runs,
+        now,
+    });
+    let r = report.result.as_ref();
+    let finish = RunFinish {
+        outcome: Some(classified.outcome),
+        stop_reason: classified.stop_reason.clone(),
+        exit_code: report.exit.code.or(report.exit.signal.map(|s| 128 + s)),
+        session_id: report.session_id.clone(),
+        cost_usd: r.and_then(|r| r.cost_usd),
+        num_turns: r.and_then(|r| r.num_turns),
+        input_tokens: r.and_then(|r| r.input_tokens),
+        output_tokens: r.and_then(|r| r.output_tokens),
+        permission_denials: r.map(|r| r.permission_denials.clone()).unwrap_or_default(),
+        api_retries: report.api_retries,
+        last_event: report.last_event.clone(),
+    };
+    store.finish_run(
+        run_id,
+        &finish,
+        transition.state,
+        transition.reason.as_deref(),
+        transition.not_before,
+        now,
+    )?;
+    // "Not logged in" stays on the Account until a Run on it succeeds.
+    match (classified.outcome, r.and_then(|r| r.api_error_status)) {
+        (RunOutcome::Failed, Some(401)) => store.set_not_logged_in(
+            account,
+            Some(classified.stop_reason.as_deref().unwrap_or("401")),
+            now,
+        )?,
+        (RunOutcome::Succeeded, _) if store.account_note(account)?.not_logged_in.is_some() => {
+            store.set_not_logged_in(account, None, now)?
+        }
+        _ => {}
+    }
+    let state = store.job_state(&job.id)?.unwrap_or(transition.state);
+    Ok((classified, state))
+}
+
+/// Keeps the database current while the Run goes on, and notices a cancel.
+struct TickObserver<'a> {
+    store: &'a mut Store,
+    run_id: i64,
+    job_id: &'a str,
+    last_flush: Instant,
+    dirty: bool,
+}
+
+/// How often live progress is written for `owl status`.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+impl TickObserver<'_> {
+    fn flush(&mut self, report: &RunReport) {
+        let last = report.last_event.as_deref().unwrap_or("");
+        if let Err(e) = self.store.set_run_progress(
+            self.run_id,
+            last,
+            report.api_retries,
+            report.session_id.as_deref(),
+        ) {
+            tracing::warn!("recording progress of run {}: {e:#}", self.run_id);
+        }
+        self.last_flush = Instant::now();
+        self.dirty = false;
+    }
+}
+
+impl Observer for TickObserver<'_> {
+    fn spawned(&mut self, pid: i32) {
+        let start = process::stat(pid).map(|s| s.start_time);
+        if let Err(e) = self.store.set_run_process(self.run_id, pid.into(), start) {
+            tracing::warn!("recording the agent's pid for run {}: {e:#}", self.run_id);
+        }
+    }
+
+    fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause> {
+        self.dirty = true;
+        if matches!(event, AgentEvent::Init { .. }) || self.last_flush.elapsed() >= PROGRESS_EVERY {
+            self.flush(report);
+        }
+        None
+    }
+
+    fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
+        if self.dirty && self.last_flush.elapsed() >= PROGRESS_EVERY {
+            self.flush(report);
+        }
+        match self.store.job_state(self.job_id) {
+            Ok(Some(JobState::Cancelled)) => Some(StopCause::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+fn print_plan(plan: &Plan) {
+    println!("{}", super::status::describe_decision(&plan.decision));
+    for (i, q) in plan.queue.iter().enumerate() {
+        println!("  {}. {} ({}): {}", i + 1, q.job_id, q.state, q.reason);
+    }
+}
+
+fn report(json: bool, out: TickJson) -> Result<u8> {
+    if json {
+        print_json(&out)?;
+        return Ok(0);
+    }
+    match out.action {
+        "busy" => println!("busy: {}", out.reason.unwrap_or_default()),
+        "idle" if !out.dry_run => println!("idle: {}", out.reason.unwrap_or_default()),
+        "idle" => {}
+        _ if out.dry_run => {}
+        _ => {
+            let outcome = out.outcome.map_or("?", |o| o.as_str());
+            let reason = out
+                .stop_reason
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
+            println!(
+                "ran: job {} run {} on {}: {outcome}{reason}; the job is now {}",
+                out.job_id.unwrap_or_default(),
+                out.run_id.unwrap_or_default(),
+                out.account.unwrap_or_default(),
+                out.job_state.map_or("?", |s| s.as_str()),
+            );
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,496 @@
+//! The claude-code Driver: Claude Code's `-p` stream-json protocol, as recorded from 2.1.197.
+
+use serde_json::{json, Value};
+
+use super::{
+    AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError, RateLimitInfo, RunRequest,
+};
+use crate::config::DriverKind;
+use crate::model::PermissionDenial;
+use crate::text::truncate;
+
+/// The Claude Code CLI.
+pub struct ClaudeCode;
+
+/// Inherited credentials that would silently replace the Account's plan login: with an API
+/// key the CLI reports no utilization at all (PROTOCOL.md §4.1).
+const INHERITED_CREDENTIALS: [&str; 3] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
+
+/// The versions owl is tested against: 2.1.x (recorded on 2.1.197).
+const TESTED_MAJOR_MINOR: (u64, u64) = (2, 1);
+
+impl ClaudeCode {
+    /// What Claude Code can do for owl.
+    pub const CAPABILITIES: Capabilities = Capabilities {
+        usage_reporting: true,
+        interrupt: true,
+    };
+}
+
+impl Driver for ClaudeCode {
+    fn kind(&self) -> DriverKind {
+        DriverKind::ClaudeCode
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Self::CAPABILITIES
+    }
+
+    fn version_args(&self) -> Vec<String> {
+        vec!["--version".into()]
+    }
+
+    fn check_version(&self, stdout: &str) -> Result<String, String> {
+        let line = stdout.trim();
+        let version = line
+            .strip_suffix(" (Claude Code)")
+            .filter(|v| v.split('.').count() == 3 && v.split('.').all(is_number))
+            .ok_or_else(|| format!("'{line}' is not a Claude Code version"))?;
+        let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if (major, minor) != TESTED_MAJOR_MINOR {
+            return Err(format!(
+                "Claude Code {version} is outside the tested range {}.{}.x (tested on 2.1.197)",
+                TESTED_MAJOR_MINOR.0, TESTED_MAJOR_MINOR.1
+            ));
+        }
+        Ok(version.to_string())
+    }
+
+    fn invocation(&self, req: &RunRequest) -> Invocation {
+        let mut args: Vec<String> = [
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            // stream-json output without --verbose is refused by the CLI.
+            "--verbose",
+            "--permission-mode",
+            req.permission_mode,
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(budget) = req.max_budget_usd {
+            args.push("--max-budget-usd".into());
+            args.push(format_usd(budget));
+        }
+        // Both take space-separated values until the next option.
+        if !req.allowed_tools.is_empty() {
+            args.push("--allowedTools".into());
+            args.extend(req.allowed_tools.iter().cloned());
+        }
+        if !req.disallowed_tools.is_empty() {
+            args.push("--disallowedTools".into());
+            args.extend(req.disallowed_tools.iter().cloned());
+        }
+        if let Some(model) = req.model {
+            args.push("--model".into());
+            args.push(model.into());
+        }
+        args.push("--append-system-prompt".into());
+        args.push(req.standing_instructions.into());
+
+        let mut env_set = Vec::new();
+        if let Some(store) = &req.account.credential_store {
+            env_set.push(("CLAUDE_CONFIG_DIR".to_string(), store.display().to_string()));
+        }
+        env_set.extend(req.account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let env_remove = INHERITED_CREDENTIALS
+            .iter()
+            .filter(|k| !req.account.env.contains_key(**k))
+            .map(|k| k.to_string())
+            .collect();
+
+        Invocation {
+            program: req.command.to_path_buf(),
+            args,
+            env_set,
+            env_remove,
+        }
+    }
+
+    fn prompt_input(&self, prompt: &str) -> Vec<u8> {
+        let msg = json!({"type": "user", "message": {"role": "user", "content": prompt}});
+        line_bytes(&msg)
+    }
+
+    fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>> {
+        let msg = json!({
+            "type": "control_request",
+            "request_id": request_id,
+            "request": {"subtype": "interrupt"}
+        });
+        Some(line_bytes(&msg))
+    }
+
+    fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError> {
+        let text = std::str::from_utf8(line).map_err(|_| LineError::NotUtf8)?;
+        let v: Value = serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or(LineError::NoType)?;
+        Ok(match (kind, str_at(&v, "subtype")) {
+            ("system", Some("init")) => AgentEvent::Init {
+                session_id: string_at(&v, "session_id"),
+                model: string_at(&v, "model"),
+                version: string_at(&v, "claude_code_version"),
+            },
+            ("system", Some("api_retry")) => AgentEvent::ApiRetry {
+                attempt: v.get("attempt").and_then(Value::as_i64).unwrap_or(0),
+                max_retries: v.get("max_retries").and_then(Value::as_i64).unwrap_or(0),
+                error_status: v.get("error_status").and_then(Value::as_i64),
+            },
+            ("assistant", _) => AgentEvent::Assistant {
+                summary: summarize_assistant(&v),
+            },
+            ("user", _) => AgentEvent::ToolResult {
+                is_error: content_blocks(&v).any(|b| {
+                    b.get("type").and_then(Value::as_str) == Some("tool_result")
+                        && b.get("is_error").and_then(Value::as_bool) == Some(true)
+                }),
+            },
+            ("rate_limit_event", _) => AgentEvent::RateLimit(parse_rate_limit(&v)),
+            ("control_response", _) => {
+                let resp = v.get("response").unwrap_or(&Value::Null);
+                AgentEvent::ControlResponse {
+                    request_id: string_at(resp, "request_id").unwrap_or_default(),
+                    ok: str_at(resp, "subtype") == Some("success"),
+                }
+            }
+            ("result", _) => AgentEvent::Result(parse_result(&v)),
+            (other, _) => AgentEvent::Other {
+                kind: other.chars().take(64).collect(),
+            },
+        })
+    }
+}
+
+fn is_number(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `5` for 5.0, `0.25` for 0.25: what the CLI's `--max-budget-usd` accepts.
+fn format_usd(x: f64) -> String {
+    format!("{x}")
+}
+
+fn line_bytes(v: &Value) -> Vec<u8> {
+    let mut bytes = v.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn string_at(v: &Value, key: &str) -> Option<String> {
+    str_at(v, key).map(String::from)
+}
+
+fn content_blocks(v: &Value) -> impl Iterator<Item = &Value> {
+    v.pointer("/message/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+fn summarize_assistant(v: &Value) -> String {
+    let parts: Vec<String> = content_blocks(v)
+        .map(|b| match str_at(b, "type") {
+            Some("text") => {
+                let text = str_at(b, "text").unwrap_or("");
+                format!("\"{}\"", truncate(text.trim(), 60))
+            }
+            Some("tool_use") => format!("tool {}", str_at(b, "name").unwrap_or("?")),
+            Some(other) => other.to_string(),
+            None => "?".into(),
+        })
+        .collect();
+    if parts.is_empty() {
+        "message".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn parse_rate_limit(v: &Value) -> RateLimitInfo {
+    let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
+    RateLimitInfo {
+        status: string_at(info, "status").unwrap_or_else(|| "allowed".into()),
+        resets_at: info
+            .get("resetsAt")
+            .and_then(Value::as_f64)
+            .map(|x| x as i64),
+        window: string_at(info, "rateLimitType"),
+        utilization: info.get("utilization").and_then(Value::as_f64),
+    }
+}
+
+fn parse_result(v: &Value) -> AgentResult {
+    let subtype = string_at(v, "subtype").unwrap_or_default();
+    // modelUsage is per model and complete; usage can read 0 on an early stop (max-budget).
+    let model_usage = v.get("modelUsage").and_then(Value::as_object);
+    let sum = |key: &str| -> Option<i64> {
+        model_usage.map(|m| m.values().filter_map(|u| u.get(key)?.as_i64()).sum())
+    };
+    let input_tokens = sum("inputTokens").or_else(|| v.pointer("/usage/input_tokens")?.as_i64());
+    let output_tokens = sum("outputTokens").or_else(|| v.pointer("/usage/output_tokens")?.as_i64());
+    AgentResult {
+        budget_exhausted: subtype == "error_max_budget_usd",
+        is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+        api_error_status: v.get("api_error_status").and_then(Value::as_i64),
+        text: string_at(v, "result"),
+        errors: v
+            .get("errors")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        terminal_reason: string_at(v, "terminal_reason"),
+        session_id: string_at(v, "session_id"),
+        cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+        num_turns: v.get("num_turns").and_then(Value::as_i64),
+        input_tokens,
+        output_tokens,
+        permission_denials: v
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(parse_denial).collect())
+            .unwrap_or_default(),
+        subtype,
+    }
+}
+
+fn parse_denial(d: &Value) -> PermissionDenial {
+    let input = d.get("tool_input").unwrap_or(&Value::Null);
+    let detail = ["command", "file_path", "path", "pattern", "url"]
+        .iter()
+        .find_map(|k| str_at(input, k))
+        .map(|s| truncate(s, 200))
+        .unwrap_or_default();
+    PermissionDenial {
+        tool_name: string_at(d, "tool_name").unwrap_or_else(|| "?".into()),
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Account;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    const FIXTURES: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/claude-code-2.1.197"
+    );
+
+    fn events(name: &str) -> Vec<AgentEvent> {
+        let text = std::fs::read_to_string(format!("{FIXTURES}/{name}")).unwrap();
+        text.lines()
+            .map(|l| ClaudeCode.parse_line(l.as_bytes()).unwrap())
+            .collect()
+    }
+
+    fn result_of(name: &str) -> AgentResult {
+        events(name)
+            .into_iter()
+            .find_map(|e| match e {
+                AgentEvent::Result(r) => Some(r),
+                _ => None,
+            })
+            .expect("a result line")
+    }
+
+    #[test]
+    fn success_transcript() {
+        let ev = events("success.jsonl");
+        assert!(matches!(&ev[0], AgentEvent::Init { version: Some(v), .. } if v == "2.1.197"));
+        let r = result_of("success.jsonl");
+        assert!(!r.is_error);
+        assert_eq!(r.subtype, "success");
+        assert_eq!(r.cost_usd, Some(0.006375));
+        assert_eq!(r.num_turns, Some(1));
+        assert_eq!(r.input_tokens, Some(1200));
+        assert_eq!(r.output_tokens, Some(15));
+        assert_eq!(r.terminal_reason.as_deref(), Some("completed"));
+        assert!(r.session_id.is_some());
+    }
+
+    #[test]
+    fn denied_tool_is_read_from_permission_denials() {
+        let r = result_of("tool-denied.jsonl");
+        assert!(!r.is_error);
+        assert_eq!(r.permission_denials.len(), 1);
+        assert_eq!(r.permission_denials[0].tool_name, "Bash");
+        assert!(r.permission_denials[0]
+            .detail
+            .starts_with("git add hello.txt"));
+    }
+
+    #[test]
+    fn max_budget_401_429_500() {
+        let r = result_of("max-budget.jsonl");
+        assert!(r.budget_exhausted && r.is_error);
+        assert_eq!(r.errors, vec!["Reached maximum budget ($0.0001)"]);
+        assert_eq!(result_of("api-401-oauth.jsonl").api_error_status, Some(401));
+        assert_eq!(
+            result_of("rate-limit-rejected.jsonl").api_error_status,
+            Some(429)
+        );
+        assert_eq!(
+            result_of("api-500-max-retries-2.jsonl").api_error_status,
+            Some(500)
+        );
+        let retries = events("api-500-max-retries-2.jsonl")
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    AgentEvent::ApiRetry {
+                        error_status: Some(500),
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(retries, 2);
+    }
+
+    #[test]
+    fn rejected_rate_limit_event() {
+        let rl = events("rate-limit-rejected.jsonl")
+            .into_iter()
+            .find_map(|e| match e {
+                AgentEvent::RateLimit(i) => Some(i),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(rl.status, "rejected");
+        assert_eq!(rl.resets_at, Some(1796020271));
+        assert_eq!(rl.window.as_deref(), Some("five_hour"));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for line in [
+            &b"not json"[..],
+            b"\xff\xfe",
+            b"{}",
+            b"[]",
+            b"{\"type\":42}",
+            b"{\"type\":\"result\"}",
+            b"{\"type\":\"assistant\",\"message\":{\"content\":\"x\"}}",
+            b"{\"type\":\"rate_limit_event\",\"rate_limit_info\":[1]}",
+            b"{\"type\":\"brand_new\"}",
+            b"\0\0\0",
+        ] {
+            let _ = ClaudeCode.parse_line(line);
+        }
+        assert_eq!(ClaudeCode.parse_line(b"\xff"), Err(LineError::NotUtf8));
+        assert_eq!(ClaudeCode.parse_line(b"{}"), Err(LineError::NoType));
+        assert!(matches!(
+            ClaudeCode.parse_line(b"{\"type\":\"brand_new\"}"),
+            Ok(AgentEvent::Other { .. })
+        ));
+        let r = match ClaudeCode.parse_line(b"{\"type\":\"result\"}") {
+            Ok(AgentEvent::Result(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        assert!(!r.is_error && r.cost_usd.is_none());
+    }
+
+    #[test]
+    fn versions() {
+        let d = ClaudeCode;
+        assert_eq!(
+            d.check_version("2.1.197 (Claude Code)\n").unwrap(),
+            "2.1.197"
+        );
+        assert_eq!(d.check_version("2.1.0 (Claude Code)").unwrap(), "2.1.0");
+        assert!(d
+            .check_version("2.2.0 (Claude Code)")
+            .unwrap_err()
+            .contains("outside"));
+        assert!(d.check_version("3.1.197 (Claude Code)").is_err());
+        assert!(d
+            .check_version("hello")
+            .unwrap_err()
+            .contains("not a Claude Code version"));
+    }
+
+    #[test]
+    fn invocation_removes_inherited_keys_unless_the_account_sets_them() {
+        let mut env = BTreeMap::new();
+        env.insert("CLAUDE_CODE_OAUTH_TOKEN".to_string(), "tok".to_string());
+        let account = Account {
+            driver: DriverKind::ClaudeCode,
+            credential_store: Some("/creds/work".into()),
+            env,
+            limits: None,
+        };
+        let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];
+        let inv = ClaudeCode.invocation(&RunRequest {
+            command: Path::new("claude"),
+            account: &account,
+            permission_mode: "dontAsk",
+            max_budget_usd: Some(2.5),
+            allowed_tools: &tools,
+            disallowed_tools: &[],
+            model: Some("claude-sonnet-4-5"),
+            standing_instructions: "be good",
+        });
+        assert_eq!(
+            inv.args,
+            [
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "dontAsk",
+                "--max-budget-usd",
+                "2.5",
+                "--allowedTools",
+                "Read",
+                "Bash(git add:*)",
+                "--model",
+                "claude-sonnet-4-5",
+                "--append-system-prompt",
+                "be good"
+            ]
+        );
+        assert!(inv
+            .env_set
+            .contains(&("CLAUDE_CONFIG_DIR".into(), "/creds/work".into())));
+        assert!(inv
+            .env_set
+            .contains(&("CLAUDE_CODE_OAUTH_TOKEN".into(), "tok".into())));
+        assert_eq!(
+            inv.env_remove,
+            ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+        );
+    }
+
+    #[test]
+    fn prompt_is_one_stream_json_user_line() {
+        let bytes = ClaudeCode.prompt_input("fix \"it\"\nplease");
+        assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 1);
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["message"]["content"], "fix \"it\"\nplease");
+    }
+}

@@ -1,0 +1,230 @@
+//! The Driver seam (ADR-0018): what owl needs from an agent CLI, and the events it turns output into.
+
+mod claude_code;
+
+use std::path::PathBuf;
+
+use crate::config::{Account, DriverKind};
+use crate::model::PermissionDenial;
+
+pub use claude_code::ClaudeCode;
+
+/// What a Driver can do; owl plans around what is missing instead of assuming it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The agent reports the Account's utilization, so a Ceiling can be kept.
+    pub usage_reporting: bool,
+    /// The agent can be asked on stdin to abort its turn and still report how it ended.
+    pub interrupt: bool,
+}
+
+/// The capabilities of a Driver, known without building one (config validation needs them).
+pub fn capabilities(kind: DriverKind) -> Capabilities {
+    match kind {
+        DriverKind::ClaudeCode => ClaudeCode::CAPABILITIES,
+    }
+}
+
+/// The Driver for a configured kind.
+pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
+    match kind {
+        DriverKind::ClaudeCode => Box::new(ClaudeCode),
+    }
+}
+
+/// A command to start: argv and environment changes, never a shell string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Variables set for the child. May hold credentials: never log the values.
+    pub env_set: Vec<(String, String)>,
+    /// Inherited variables removed from the child's environment.
+    pub env_remove: Vec<String>,
+}
+
+/// What a Driver needs to build one Run's command.
+#[derive(Debug, Clone)]
+pub struct RunRequest<'a> {
+    pub command: &'a std::path::Path,
+    pub account: &'a Account,
+    pub permission_mode: &'a str,
+    pub max_budget_usd: Option<f64>,
+    pub allowed_tools: &'a [String],
+    pub disallowed_tools: &'a [String],
+    pub model: Option<&'a str>,
+    /// owl's standing instructions, appended to the agent's system prompt.
+    pub standing_instructions: &'a str,
+}
+
+/// One line of the agent's output, understood.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// The agent started its session.
+    Init {
+        session_id: Option<String>,
+        model: Option<String>,
+        version: Option<String>,
+    },
+    /// The model said something or asked for a tool.
+    Assistant { summary: String },
+    /// A tool ran (or was refused) and its result went back to the model.
+    ToolResult { is_error: bool },
+    /// The agent is retrying a failing API call.
+    ApiRetry {
+        attempt: i64,
+        max_retries: i64,
+        error_status: Option<i64>,
+    },
+    /// The provider's view of the Account's rate limit.
+    RateLimit(RateLimitInfo),
+    /// The answer to a control request owl wrote on stdin.
+    ControlResponse { request_id: String, ok: bool },
+    /// How the turn ended.
+    Result(AgentResult),
+    /// A line of a type this Driver does not use.
+    Other { kind: String },
+}
+
+impl AgentEvent {
+    /// A few words for `owl status`'s "last event".
+    pub fn describe(&self) -> String {
+        match self {
+            AgentEvent::Init { model, .. } => {
+                format!("init ({})", model.as_deref().unwrap_or("unknown model"))
+            }
+            AgentEvent::Assistant { summary } => format!("assistant: {summary}"),
+            AgentEvent::ToolResult { is_error: false } => "tool result".into(),
+            AgentEvent::ToolResult { is_error: true } => "tool result (error)".into(),
+            AgentEvent::ApiRetry {
+                attempt,
+                max_retries,
+                error_status,
+            } => format!(
+                "api retry {attempt}/{max_retries} (status {})",
+                error_status.map_or("none".into(), |s| s.to_string())
+            ),
+            AgentEvent::RateLimit(info) => format!(
+                "rate limit {} ({})",
+                info.status,
+                info.window.as_deref().unwrap_or("unknown window")
+            ),
+            AgentEvent::ControlResponse { request_id, .. } => {
+                format!("control response {request_id}")
+            }
+            AgentEvent::Result(r) => format!("result {}", r.subtype),
+            AgentEvent::Other { kind } => kind.clone(),
+        }
+    }
+}
+
+/// A `rate_limit_event`, in the agent's units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimitInfo {
+    /// `allowed`, `allowed_warning` or `rejected`.
+    pub status: String,
+    /// Epoch seconds.
+    pub resets_at: Option<i64>,
+    pub window: Option<String>,
+    /// A fraction 0–1; only present in warning states.
+    pub utilization: Option<f64>,
+}
+
+/// The agent's own account of how its turn ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AgentResult {
+    pub subtype: String,
+    pub is_error: bool,
+    pub api_error_status: Option<i64>,
+    /// The agent stopped because it reached its spending cap.
+    pub budget_exhausted: bool,
+    pub text: Option<String>,
+    pub errors: Vec<String>,
+    pub terminal_reason: Option<String>,
+    pub session_id: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub num_turns: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub permission_denials: Vec<PermissionDenial>,
+}
+
+/// Why a stdout line could not be turned into an event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LineError {
+    NotUtf8,
+    NotJson(String),
+    NoType,
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineError::NotUtf8 => f.write_str("not UTF-8"),
+            LineError::NotJson(e) => write!(f, "not JSON: {e}"),
+            LineError::NoType => f.write_str("a JSON line without a 'type'"),
+        }
+    }
+}
+
+/// Knows one agent CLI: its command line, its environment, its output.
+pub trait Driver: Send + Sync {
+    /// The kind, as named in config.yaml.
+    fn kind(&self) -> DriverKind;
+
+    /// What this agent can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Arguments that make the CLI print its version.
+    fn version_args(&self) -> Vec<String>;
+
+    /// The version from the CLI's `--version` output, or why owl will not run it.
+    fn check_version(&self, stdout: &str) -> Result<String, String>;
+
+    /// The command for one Run.
+    fn invocation(&self, req: &RunRequest) -> Invocation;
+
+    /// The bytes that hand the prompt to the agent on stdin.
+    fn prompt_input(&self, prompt: &str) -> Vec<u8>;
+
+    /// The bytes that ask the agent to abort its turn, when it can be asked.
+    fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>>;
+
+    /// Turns one stdout line (without its newline) into an event.
+    fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
+}
+
+/// How long `--version` may take before owl calls the agent CLI broken.
+const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs the agent CLI's version command and checks it against the tested range.
+pub fn check_agent(driver: &dyn Driver, command: &std::path::Path) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(command)
+        .args(driver.version_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run '{}': {e}", command.display()))?;
+    let deadline = std::time::Instant::now() + VERSION_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("'{} --version' did not answer", command.display()));
+            }
+        }
+    }
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        use std::io::Read;
+        let _ = stdout.read_to_string(&mut out);
+    }
+    driver.check_version(&out)
+}

@@ -1,0 +1,79 @@
+//! The Handoff (ADR-0026): `.owl/handoff.md` on the Job's branch, which carries a Job from one Run to the next.
+
+/// Where the agent leaves the Handoff, relative to the worktree root.
+pub const HANDOFF_PATH: &str = ".owl/handoff.md";
+
+/// What the agent says about the Job on the Handoff's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffStatus {
+    Done,
+    Continue,
+    Blocked,
+}
+
+/// A parsed Handoff.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Handoff {
+    pub status: HandoffStatus,
+    /// Everything after the status line.
+    pub body: String,
+}
+
+impl Handoff {
+    /// Parses a Handoff; the first non-empty line must be `status: done|continue|blocked`.
+    pub fn parse(text: &str) -> Result<Handoff, String> {
+        let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+        let first = lines.next().unwrap_or("").trim();
+        let value = first
+            .strip_prefix("status:")
+            .map(str::trim)
+            .ok_or_else(|| {
+                format!(
+                    "{HANDOFF_PATH} does not start with 'status: ...' (found '{}')",
+                    crate::text::truncate(first, 60)
+                )
+            })?;
+        let status = match value.to_ascii_lowercase().as_str() {
+            "done" => HandoffStatus::Done,
+            "continue" => HandoffStatus::Continue,
+            "blocked" => HandoffStatus::Blocked,
+            other => {
+                return Err(format!(
+                    "{HANDOFF_PATH} has status '{other}'; expected done, continue or blocked"
+                ))
+            }
+        };
+        let body = lines.collect::<Vec<_>>().join("\n").trim().to_string();
+        Ok(Handoff { status, body })
+    }
+
+    /// The first line of the body: the reason shown for a blocked Job.
+    pub fn summary(&self) -> String {
+        self.body
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("the Handoff gives no reason")
+            .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_status_and_body() {
+        let h = Handoff::parse("\nstatus: Blocked\n\n## Why\nneeds credentials\n").unwrap();
+        assert_eq!(h.status, HandoffStatus::Blocked);
+        assert_eq!(h.summary(), "Why");
+        assert!(h.body.contains("needs credentials"));
+        assert!(Handoff::parse("status: maybe")
+            .unwrap_err()
+            .contains("'maybe'"));
+        assert!(Handoff::parse("hello")
+            .unwrap_err()
+            .contains("does not start"));
+        assert!(Handoff::parse("").is_err());
+    }
+}

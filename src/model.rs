@@ -1,0 +1,244 @@
+//! The vocabulary of DESIGN.md: Job, Run, Snapshot and their states, as owl holds them in memory.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// Where a Job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    /// Waits until `not_before`, e.g. a Window's reset.
+    Waiting,
+    Done,
+    Blocked,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [JobState; 7] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Waiting,
+        JobState::Done,
+        JobState::Blocked,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Waiting => "waiting",
+            JobState::Done => "done",
+            JobState::Blocked => "blocked",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// A finished Job is never picked again unless a person requeues it.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Blocked | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown job state '{s}'"))
+    }
+}
+
+/// How a Run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    Succeeded,
+    /// The agent reported an error, exited non-zero, or never said how it ended.
+    Failed,
+    /// Stopped by owl: a ceiling, a cancel, or owl itself being told to stop.
+    Interrupted,
+    TimedOut,
+    BudgetExhausted,
+    /// Rejected by the provider's rate limiter.
+    RateLimited,
+    /// The supervising tick died; found by a later tick.
+    Lost,
+}
+
+impl RunOutcome {
+    const ALL: [RunOutcome; 7] = [
+        RunOutcome::Succeeded,
+        RunOutcome::Failed,
+        RunOutcome::Interrupted,
+        RunOutcome::TimedOut,
+        RunOutcome::BudgetExhausted,
+        RunOutcome::RateLimited,
+        RunOutcome::Lost,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Succeeded => "succeeded",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::TimedOut => "timed_out",
+            RunOutcome::BudgetExhausted => "budget_exhausted",
+            RunOutcome::RateLimited => "rate_limited",
+            RunOutcome::Lost => "lost",
+        }
+    }
+}
+
+impl fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunOutcome {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RunOutcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| format!("unknown run outcome '{s}'"))
+    }
+}
+
+/// A unit of work: a prompt against a repository at a base ref.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: String,
+    pub name: Option<String>,
+    pub prompt: String,
+    pub repo: String,
+    pub base: String,
+    /// `None`: any schedulable Account.
+    pub account: Option<String>,
+    pub priority: i64,
+    pub max_runs: u32,
+    pub max_run_time_secs: u64,
+    pub max_budget_usd: Option<f64>,
+    pub max_job_budget_usd: Option<f64>,
+    pub permission_mode: String,
+    pub allowed_tools: Vec<String>,
+    pub disallowed_tools: Vec<String>,
+    pub model: Option<String>,
+    pub state: JobState,
+    /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
+    pub reason: Option<String>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Job {
+    /// The Job's branch in its repository.
+    pub fn branch(&self) -> String {
+        format!("owl/{}", self.id)
+    }
+}
+
+/// A Job as `owl add` describes it, before it has an id.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub id: String,
+    pub name: Option<String>,
+    pub prompt: String,
+    pub repo: String,
+    pub base: String,
+    pub account: Option<String>,
+    pub priority: i64,
+    pub max_runs: u32,
+    pub max_run_time_secs: u64,
+    pub max_budget_usd: Option<f64>,
+    pub max_job_budget_usd: Option<f64>,
+    pub permission_mode: String,
+    pub allowed_tools: Vec<String>,
+    pub disallowed_tools: Vec<String>,
+    pub model: Option<String>,
+}
+
+/// One execution of the agent on a Job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub id: i64,
+    pub job_id: String,
+    pub account: String,
+    /// `None` while the Run is in progress.
+    pub outcome: Option<RunOutcome>,
+    pub stop_reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub session_id: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub num_turns: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub api_retries: i64,
+    pub last_event: Option<String>,
+    pub agent_version: Option<String>,
+    pub pid: Option<i64>,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+}
+
+/// A tool call the agent's permission mode refused.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct PermissionDenial {
+    pub tool_name: String,
+    /// A short rendering of the tool input (the Bash command, the file path).
+    pub detail: String,
+}
+
+/// The observed utilization of one Window of one Account.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub account: String,
+    pub window: String,
+    pub percent: f64,
+    pub resets_at: Option<DateTime<Utc>>,
+    pub observed_at: DateTime<Utc>,
+    /// `get_usage`, `rate_limit_event` or `probe`.
+    pub source: String,
+    pub run_id: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_their_names() {
+        for st in JobState::ALL {
+            assert_eq!(st.as_str().parse::<JobState>().unwrap(), st);
+        }
+        for o in RunOutcome::ALL {
+            assert_eq!(o.as_str().parse::<RunOutcome>().unwrap(), o);
+        }
+        assert!("nope".parse::<JobState>().is_err());
+    }
+}

@@ -1,0 +1,528 @@
+//! Eligibility and the pick: pure functions of (Jobs, Accounts, Snapshots, now), so every decision can be explained and tested.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Local, Utc};
+use serde::Serialize;
+
+use crate::clock::{human, local_hm};
+use crate::config::{Config, TimeWindow};
+use crate::model::{Job, JobState, Snapshot};
+use crate::store::AccountNote;
+
+/// One Window of one Account as scheduling sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WindowView {
+    pub window: String,
+    /// `None` when the last figure is from before the Window's reset (it no longer holds).
+    pub percent: Option<f64>,
+    pub ceiling: Option<f64>,
+    pub resets_at: Option<DateTime<Utc>>,
+    pub observed_at: DateTime<Utc>,
+    pub source: String,
+    pub run_id: Option<i64>,
+    /// The figure is at or above the Ceiling.
+    pub over: bool,
+}
+
+/// One Account as scheduling sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccountView {
+    pub name: String,
+    pub schedulable: bool,
+    /// Why it is or is not schedulable, in words.
+    pub reason: String,
+    /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
+    pub headroom: f64,
+    /// When the Account becomes schedulable again, if it is blocked by a Window.
+    pub until: Option<DateTime<Utc>>,
+    pub has_ceiling: bool,
+    pub windows: Vec<WindowView>,
+    pub not_logged_in: Option<String>,
+    pub agent_problem: Option<String>,
+}
+
+/// Which Ceiling governs a Window: `fiveHourMax` for `five_hour`, `weeklyMax` for every `seven_day*`.
+pub fn ceiling_for(
+    window: &str,
+    limits: Option<&crate::config::Limits>,
+) -> Option<(&'static str, f64)> {
+    let limits = limits?;
+    if window == "five_hour" {
+        limits.five_hour_max.map(|x| ("fiveHourMax", x))
+    } else if window.starts_with("seven_day") {
+        limits.weekly_max.map(|x| ("weeklyMax", x))
+    } else {
+        None
+    }
+}
+
+/// Builds the view of every configured Account from its newest Snapshots and notes.
+pub fn account_views(
+    config: &Config,
+    snapshots: &[Snapshot],
+    notes: &BTreeMap<String, AccountNote>,
+    now: DateTime<Utc>,
+) -> Vec<AccountView> {
+    config
+        .accounts
+        .iter()
+        .map(|(name, account)| {
+            let limits = account.limits.as_ref();
+            let windows: Vec<WindowView> = snapshots
+                .iter()
+                .filter(|s| &s.account == name)
+                .map(|s| {
+                    // A figure from before its Window reset says nothing about now.
+                    let stale = s.resets_at.is_some_and(|r| r <= now);
+                    let percent = (!stale).then_some(s.percent);
+                    let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
+                    WindowView {
+                        window: s.window.clone(),
+                        percent,
+                        ceiling,
+                        resets_at: s.resets_at,
+                        observed_at: s.observed_at,
+                        source: s.source.clone(),
+                        run_id: s.run_id,
+                        over: matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
+                    }
+                })
+                .collect();
+            let note = notes.get(name).cloned().unwrap_or_default();
+            let has_ceiling =
+                limits.is_some_and(|l| l.five_hour_max.is_some() || l.weekly_max.is_some());
+            let binding = binding_window(&windows, limits);
+            let headroom = windows
+                .iter()
+                .filter_map(|w| Some(w.ceiling? - w.percent?))
+                .fold(100.0_f64, f64::min);
+            // An agent CLI problem does not stop scheduling: every tick checks the CLI
+            // again, so the Job runs as soon as the CLI is fixed. Status tells it.
+            let (schedulable, reason, until) = if let Some(w) = binding {
+                (false, over_reason(name, w, limits, now), w.resets_at)
+            } else if !has_ceiling {
+                (true, "no ceiling".to_string(), None)
+            } else if windows.iter().all(|w| w.percent.is_none()) {
+                (
+                    true,
+                    "under its ceilings (no current figure observed yet)".to_string(),
+                    None,
+                )
+            } else {
+                (true, "under its ceilings".to_string(), None)
+            };
+            AccountView {
+                name: name.clone(),
+                schedulable,
+                reason,
+                headroom,
+                until,
+                has_ceiling,
+                windows,
+                not_logged_in: note.not_logged_in,
+                agent_problem: note.agent_problem,
+            }
+        })
+        .collect()
+}
+
+/// The Window that keeps the Account from being scheduled: the one over its Ceiling that
+/// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
+fn binding_window<'a>(
+    windows: &'a [WindowView],
+    _limits: Option<&crate::config::Limits>,
+) -> Option<&'a WindowView> {
+    windows
+        .iter()
+        .filter(|w| w.over)
+        .max_by_key(|w| w.resets_at)
+}
+
+fn over_reason(
+    name: &str,
+    w: &WindowView,
+    limits: Option<&crate::config::Limits>,
+    now: DateTime<Utc>,
+) -> String {
+    let key = ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k);
+    let until = match w.resets_at {
+        Some(t) => format!(
+            "not scheduled until {} (in {})",
+            local_hm(t),
+            human(t - now)
+        ),
+        None => "not scheduled until a new figure is observed".into(),
+    };
+    format!(
+        "{name}: {} {}% >= {key} {} — {until}",
+        w.window,
+        fmt_percent(w.percent.unwrap_or(0.0)),
+        fmt_percent(w.ceiling.unwrap_or(0.0)),
+    )
+}
+
+/// `63`, `55.5`: a percent without float noise.
+pub fn fmt_percent(x: f64) -> String {
+    let r = (x * 10.0).round() / 10.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
+/// Why one Job will or will not run now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueEntry {
+    pub job_id: String,
+    pub state: JobState,
+    pub not_before: Option<DateTime<Utc>>,
+    /// The Account it would run on, when it would run now.
+    pub account: Option<String>,
+    pub eligible: bool,
+    pub reason: String,
+}
+
+/// What a tick would do now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Run { job_id: String, account: String },
+    Idle { reason: String },
+}
+
+/// The plan: every unfinished Job in the order a tick takes them, and the decision.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub queue: Vec<QueueEntry>,
+    pub decision: Decision,
+}
+
+/// Orders the unfinished Jobs (highest priority first, then oldest) and picks the first
+/// that may run now.
+pub fn plan(
+    jobs: &[Job],
+    accounts: &[AccountView],
+    window: Option<TimeWindow>,
+    now: DateTime<Utc>,
+) -> Plan {
+    let mut open: Vec<&Job> = jobs.iter().filter(|j| !j.state.is_finished()).collect();
+    // Stable sort keeps insertion order (oldest first) within a priority.
+    open.sort_by_key(|j| std::cmp::Reverse(j.priority));
+
+    let local = now.with_timezone(&Local).time();
+    let outside = window.filter(|w| !w.contains(local));
+    let running = jobs.iter().find(|j| j.state == JobState::Running);
+
+    let mut queue = Vec::new();
+    let mut chosen: Option<(String, String)> = None;
+    for job in open {
+        let (eligible, account, reason) = judge(job, accounts, now);
+        let reason = match (&chosen, eligible) {
+            (_, true) if outside.is_some() => format!(
+                "ready, but outside the schedule window {}",
+                outside.expect("checked")
+            ),
+            (_, true) if running.is_some() => format!(
+                "ready, after the Run of {} in progress",
+                running.expect("checked").id
+            ),
+            (None, true) => {
+                chosen = Some((job.id.clone(), account.clone().unwrap_or_default()));
+                let name = account.as_deref().unwrap_or("?");
+                match accounts
+                    .iter()
+                    .find(|a| a.name == name)
+                    .and_then(|a| a.agent_problem.as_ref())
+                {
+                    Some(problem) => format!(
+                        "next: runs on {name}, but the last tick refused the agent CLI: {problem}"
+                    ),
+                    None => format!("next: runs on {name}"),
+                }
+            }
+            (Some((first, _)), true) => format!("ready, after {first}"),
+            (_, false) => reason,
+        };
+        queue.push(QueueEntry {
+            job_id: job.id.clone(),
+            state: job.state,
+            not_before: job.not_before,
+            account: account.filter(|_| eligible),
+            eligible,
+            reason,
+        });
+    }
+
+    let decision = match chosen {
+        Some((job_id, account)) => Decision::Run { job_id, account },
+        None => Decision::Idle {
+            reason: idle_reason(&queue, accounts, outside, running),
+        },
+    };
+    Plan { queue, decision }
+}
+
+/// Whether a Job may run now, on which Account, and why not.
+fn judge(
+    job: &Job,
+    accounts: &[AccountView],
+    now: DateTime<Utc>,
+) -> (bool, Option<String>, String) {
+    match job.state {
+        JobState::Running => return (false, job.account.clone(), "running now".into()),
+        JobState::Waiting => {
+            if let Some(t) = job.not_before.filter(|t| *t > now) {
+                let why = job.reason.as_deref().unwrap_or("waiting");
+                return (
+                    false,
+                    None,
+                    format!("waits until {} (in {}): {why}", local_hm(t), human(t - now)),
+                );
+            }
+        }
+        _ => {}
+    }
+    match &job.account {
+        Some(name) => match accounts.iter().find(|a| &a.name == name) {
+            None => (false, None, format!("account '{name}' is not configured")),
+            Some(a) if !a.schedulable => (false, None, format!("waits for account {}", a.reason)),
+            Some(a) => (true, Some(a.name.clone()), String::new()),
+        },
+        None => {
+            let best = accounts
+                .iter()
+                .filter(|a| a.schedulable)
+                .max_by(|a, b| a.headroom.total_cmp(&b.headroom).then(b.name.cmp(&a.name)));
+            match best {
+                Some(a) => (true, Some(a.name.clone()), String::new()),
+                None => {
+                    let why: Vec<&str> = accounts.iter().map(|a| a.reason.as_str()).collect();
+                    (
+                        false,
+                        None,
+                        format!(
+                            "waits for any Account to be schedulable ({})",
+                            why.join("; ")
+                        ),
+                    )
+                }
+            }
+        }
+    }
+}
+
+fn idle_reason(
+    queue: &[QueueEntry],
+    accounts: &[AccountView],
+    outside: Option<TimeWindow>,
+    running: Option<&Job>,
+) -> String {
+    if let Some(job) = running {
+        return format!("a Run of {} is in progress", job.id);
+    }
+    if queue.is_empty() {
+        return "the queue is empty".into();
+    }
+    if let Some(w) = outside {
+        return format!("it is outside the schedule window {w}");
+    }
+    let blocked: Vec<&AccountView> = accounts.iter().filter(|a| !a.schedulable).collect();
+    let waiting = queue
+        .iter()
+        .filter(|q| q.state == JobState::Waiting)
+        .count();
+    let mut parts = Vec::new();
+    for a in &blocked {
+        let n = queue
+            .iter()
+            .filter(|q| q.reason.contains(&format!("account {}:", a.name)))
+            .count();
+        if n > 0 {
+            parts.push(format!("{} ({n} {} wait for it)", a.reason, jobs_word(n)));
+        }
+    }
+    if parts.is_empty() && waiting > 0 {
+        let next = queue.iter().filter_map(|q| q.not_before).min();
+        return match next {
+            Some(t) => format!(
+                "{waiting} {} {} until a later time; the first at {}",
+                jobs_word(waiting),
+                if waiting == 1 { "waits" } else { "wait" },
+                local_hm(t)
+            ),
+            None => format!("{waiting} {} waiting", jobs_word(waiting)),
+        };
+    }
+    if parts.is_empty() {
+        return "no Job is eligible".into();
+    }
+    parts.join("; ")
+}
+
+fn jobs_word(n: usize) -> &'static str {
+    if n == 1 {
+        "Job"
+    } else {
+        "Jobs"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        crate::clock::parse(s).unwrap()
+    }
+
+    fn job(id: &str, priority: i64, account: Option<&str>) -> Job {
+        Job {
+            id: id.into(),
+            name: None,
+            prompt: "p".into(),
+            repo: "/r".into(),
+            base: "HEAD".into(),
+            account: account.map(String::from),
+            priority,
+            max_runs: 5,
+            max_run_time_secs: 60,
+            max_budget_usd: None,
+            max_job_budget_usd: None,
+            permission_mode: "dontAsk".into(),
+            allowed_tools: vec![],
+            disallowed_tools: vec![],
+            model: None,
+            state: JobState::Queued,
+            reason: None,
+            not_before: None,
+            created_at: t("2026-11-30T00:00:00Z"),
+            updated_at: t("2026-11-30T00:00:00Z"),
+        }
+    }
+
+    fn cfg() -> Config {
+        config::parse(
+            "accounts:\n  work:\n    limits: {fiveHourMax: 60, weeklyMax: 50}\n  home:\n    limits: {fiveHourMax: 60}\n  free: {}\n",
+            "x",
+        )
+        .unwrap()
+    }
+
+    fn snap(account: &str, window: &str, percent: f64, resets: &str) -> Snapshot {
+        Snapshot {
+            account: account.into(),
+            window: window.into(),
+            percent,
+            resets_at: Some(t(resets)),
+            observed_at: t("2026-11-30T01:00:00Z"),
+            source: "get_usage".into(),
+            run_id: None,
+        }
+    }
+
+    const NOW: &str = "2026-11-30T02:00:00Z";
+
+    #[test]
+    fn priority_first_then_oldest() {
+        let views = account_views(&cfg(), &[], &BTreeMap::new(), t(NOW));
+        let jobs = vec![job("a", 0, None), job("b", 5, None), job("c", 5, None)];
+        let p = plan(&jobs, &views, None, t(NOW));
+        let order: Vec<&str> = p.queue.iter().map(|q| q.job_id.as_str()).collect();
+        assert_eq!(order, ["b", "c", "a"]);
+        assert!(matches!(p.decision, Decision::Run { ref job_id, .. } if job_id == "b"));
+    }
+
+    #[test]
+    fn an_account_over_its_ceiling_is_not_scheduled() {
+        let snaps = vec![snap("work", "five_hour", 72.0, "2026-11-30T03:40:00Z")];
+        let views = account_views(&cfg(), &snaps, &BTreeMap::new(), t(NOW));
+        let work = views.iter().find(|a| a.name == "work").unwrap();
+        assert!(!work.schedulable);
+        assert!(
+            work.reason
+                .starts_with("work: five_hour 72% >= fiveHourMax 60 — not scheduled until"),
+            "{}",
+            work.reason
+        );
+        let p = plan(&[job("a", 0, Some("work"))], &views, None, t(NOW));
+        assert!(matches!(p.decision, Decision::Idle { .. }));
+        assert!(p.queue[0].reason.starts_with("waits for account work:"));
+    }
+
+    #[test]
+    fn a_figure_from_before_the_reset_is_discarded() {
+        let snaps = vec![snap("work", "five_hour", 95.0, "2026-11-30T01:30:00Z")];
+        let views = account_views(&cfg(), &snaps, &BTreeMap::new(), t(NOW));
+        let work = views.iter().find(|a| a.name == "work").unwrap();
+        assert!(work.schedulable);
+        assert_eq!(work.windows[0].percent, None);
+    }
+
+    #[test]
+    fn weekly_max_applies_to_every_seven_day_window() {
+        let snaps = vec![
+            snap("work", "seven_day", 30.0, "2026-12-04T00:00:00Z"),
+            snap("work", "seven_day_opus", 55.0, "2026-12-04T00:00:00Z"),
+        ];
+        let views = account_views(&cfg(), &snaps, &BTreeMap::new(), t(NOW));
+        let work = views.iter().find(|a| a.name == "work").unwrap();
+        assert!(!work.schedulable, "{}", work.reason);
+        assert!(work.reason.contains("seven_day_opus 55% >= weeklyMax 50"));
+    }
+
+    #[test]
+    fn an_unbound_job_goes_to_the_most_headroom() {
+        let snaps = vec![
+            snap("work", "five_hour", 50.0, "2026-11-30T03:00:00Z"),
+            snap("home", "five_hour", 20.0, "2026-11-30T03:00:00Z"),
+        ];
+        let mut c = cfg();
+        c.accounts.remove("free");
+        let views = account_views(&c, &snaps, &BTreeMap::new(), t(NOW));
+        let p = plan(&[job("a", 0, None)], &views, None, t(NOW));
+        assert_eq!(
+            p.decision,
+            Decision::Run {
+                job_id: "a".into(),
+                account: "home".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_waiting_job_runs_after_not_before() {
+        let views = account_views(&cfg(), &[], &BTreeMap::new(), t(NOW));
+        let mut j = job("a", 0, Some("work"));
+        j.state = JobState::Waiting;
+        j.not_before = Some(t("2026-11-30T03:00:00Z"));
+        let p = plan(std::slice::from_ref(&j), &views, None, t(NOW));
+        assert!(
+            matches!(p.decision, Decision::Idle { ref reason } if reason.contains("1 Job waits"))
+        );
+        let p = plan(&[j], &views, None, t("2026-11-30T03:00:01Z"));
+        assert!(matches!(p.decision, Decision::Run { .. }));
+    }
+
+    #[test]
+    fn idle_reasons() {
+        let views = account_views(&cfg(), &[], &BTreeMap::new(), t(NOW));
+        let p = plan(&[], &views, None, t(NOW));
+        assert_eq!(
+            p.decision,
+            Decision::Idle {
+                reason: "the queue is empty".into()
+            }
+        );
+        let mut done = job("d", 0, None);
+        done.state = JobState::Done;
+        assert!(plan(&[done], &views, None, t(NOW)).queue.is_empty());
+    }
+
+    #[test]
+    fn float_noise_is_not_printed() {
+        assert_eq!(fmt_percent(55.00000000000001), "55");
+        assert_eq!(fmt_percent(62.46), "62.5");
+    }
+}

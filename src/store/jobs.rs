@@ -1,0 +1,144 @@
+//! Jobs: insert, look up, list and move between states.
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{json_vec, parse_json_vec, time_col, Store};
+use crate::clock::rfc3339;
+use crate::model::{Job, JobState, NewJob};
+
+const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
+    max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
+    disallowed_tools, model, state, reason, not_before, created_at, updated_at";
+
+fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
+    let state: String = r.get(15)?;
+    Ok(Job {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        prompt: r.get(2)?,
+        repo: r.get(3)?,
+        base: r.get(4)?,
+        account: r.get(5)?,
+        priority: r.get(6)?,
+        max_runs: r.get(7)?,
+        max_run_time_secs: r.get::<_, i64>(8)?.max(0) as u64,
+        max_budget_usd: r.get(9)?,
+        max_job_budget_usd: r.get(10)?,
+        permission_mode: r.get(11)?,
+        allowed_tools: parse_json_vec(&r.get::<_, String>(12)?),
+        disallowed_tools: parse_json_vec(&r.get::<_, String>(13)?),
+        model: r.get(14)?,
+        state: state.parse().unwrap_or(JobState::Failed),
+        reason: r.get(16)?,
+        not_before: time_col(r.get(17)?),
+        created_at: time_col(r.get(18)?).unwrap_or_default(),
+        updated_at: time_col(r.get(19)?).unwrap_or_default(),
+    })
+}
+
+impl Store {
+    /// Queues a new Job; fails when its id is taken.
+    pub fn insert_job(&mut self, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
+                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16)"
+                ),
+                params![
+                    job.id,
+                    job.name,
+                    job.prompt,
+                    job.repo,
+                    job.base,
+                    job.account,
+                    job.priority,
+                    job.max_runs,
+                    job.max_run_time_secs as i64,
+                    job.max_budget_usd,
+                    job.max_job_budget_usd,
+                    job.permission_mode,
+                    json_vec(&job.allowed_tools),
+                    json_vec(&job.disallowed_tools),
+                    job.model,
+                    rfc3339(now),
+                ],
+            )
+            .with_context(|| format!("inserting job {}", job.id))?;
+            Ok(())
+        })
+    }
+
+    /// Whether a Job id is taken.
+    pub fn job_exists(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .query_row("SELECT 1 FROM jobs WHERE id = ?1", [id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// One Job by id.
+    pub fn job(&self, id: &str) -> Result<Option<Job>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+                [id],
+                job_from_row,
+            )
+            .optional()?)
+    }
+
+    /// Jobs in the order they were added; finished ones only when `all`.
+    pub fn jobs(&self, all: bool) -> Result<Vec<Job>> {
+        let filter = if all {
+            ""
+        } else {
+            "WHERE state NOT IN ('done','blocked','failed','cancelled')"
+        };
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY seq"
+        ))?;
+        let jobs = stmt
+            .query_map([], job_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(jobs)
+    }
+
+    /// Moves a Job to `state`, with the reason and `not_before` that go with it.
+    pub fn set_job_state(
+        &mut self,
+        id: &str,
+        state: JobState,
+        reason: Option<&str>,
+        not_before: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5 \
+                 WHERE id = ?1",
+                params![
+                    id,
+                    state.as_str(),
+                    reason,
+                    not_before.map(rfc3339),
+                    rfc3339(now)
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The Job's state as stored right now (a cancel from another process shows here).
+    pub fn job_state(&self, id: &str) -> Result<Option<JobState>> {
+        let s: Option<String> = self
+            .conn
+            .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()?;
+        Ok(s.and_then(|s| s.parse().ok()))
+    }
+}

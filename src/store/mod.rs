@@ -1,0 +1,103 @@
+//! SQLite state at `stateDir/owl.db`: opening it safely, migrations, and every write in `BEGIN IMMEDIATE`.
+
+mod jobs;
+mod migrations;
+mod notes;
+mod runs;
+mod snapshots;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+
+pub use notes::AccountNote;
+pub use runs::{RunFinish, RunStart};
+
+/// The open database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed, 0600) and migrates the database.
+    pub fn open(path: &Path) -> Result<Store> {
+        if !path.exists() {
+            // Create it ourselves so it is 0600 from its first byte; SQLite gives the
+            // -wal and -shm files the same mode as the database.
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("creating database {}", path.display()))?;
+        }
+        let conn = Connection::open(path)
+            .with_context(|| format!("opening database {}", path.display()))?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .with_context(|| format!("setting WAL on {}", path.display()))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        migrations::migrate(&mut store.conn)
+            .with_context(|| format!("migrating database {}", path.display()))?;
+        Ok(store)
+    }
+
+    /// Opens an existing database for reading without creating it; `None` when there is none yet.
+    pub fn open_existing(path: &Path) -> Result<Option<Store>> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        Store::open(path).map(Some)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
+    /// a concurrent writer waits on the busy timeout instead of failing mid-transaction.
+    pub fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)
+            .context("starting a write transaction")?;
+        let out = f(&tx)?;
+        tx.commit().context("committing a write transaction")?;
+        Ok(out)
+    }
+
+    /// The schema version this database is at.
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// A quick integrity check for `owl doctor`.
+    pub fn quick_check(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
+    }
+}
+
+fn json_vec(v: &[String]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
+}
+
+fn parse_json_vec<T: serde::de::DeserializeOwned>(s: &str) -> Vec<T> {
+    serde_json::from_str(s).unwrap_or_default()
+}
+
+fn time_col(s: Option<String>) -> Option<chrono::DateTime<chrono::Utc>> {
+    s.as_deref().and_then(crate::clock::parse)
+}

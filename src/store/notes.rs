@@ -1,0 +1,79 @@
+//! Per-Account notes that outlive a Run: "not logged in", an agent CLI owl cannot use.
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension};
+
+use super::{time_col, Store};
+use crate::clock::rfc3339;
+
+/// What owl has learned about an Account that status and doctor must tell.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountNote {
+    /// Set by a 401 result; cleared by the next Run that succeeds.
+    pub not_logged_in: Option<String>,
+    /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
+    pub agent_problem: Option<String>,
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+impl Store {
+    /// The note on one Account (empty when there is none).
+    pub fn account_note(&self, account: &str) -> Result<AccountNote> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT not_logged_in, agent_problem, updated_at FROM account_notes \
+                 WHERE account = ?1",
+                [account],
+                |r| {
+                    Ok(AccountNote {
+                        not_logged_in: r.get(0)?,
+                        agent_problem: r.get(1)?,
+                        updated_at: time_col(r.get(2)?),
+                    })
+                },
+            )
+            .optional()?
+            .unwrap_or_default())
+    }
+
+    /// Sets or clears "not logged in" on an Account.
+    pub fn set_not_logged_in(
+        &mut self,
+        account: &str,
+        why: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.upsert_note(account, "not_logged_in", why, now)
+    }
+
+    /// Sets or clears the agent CLI problem on an Account.
+    pub fn set_agent_problem(
+        &mut self,
+        account: &str,
+        why: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.upsert_note(account, "agent_problem", why, now)
+    }
+
+    fn upsert_note(
+        &mut self,
+        account: &str,
+        column: &'static str,
+        value: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                &format!(
+                    "INSERT INTO account_notes (account, {column}, updated_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT(account) DO UPDATE SET {column} = ?2, updated_at = ?3"
+                ),
+                params![account, value, rfc3339(now)],
+            )?;
+            Ok(())
+        })
+    }
+}

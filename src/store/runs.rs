@@ -1,0 +1,213 @@
+//! Runs: started with the Job moving to `running`, finished with the Job's next state, in one transaction each.
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
+use rusqlite::{params, OptionalExtension, Row};
+
+use super::{parse_json_vec, time_col, Store};
+use crate::clock::rfc3339;
+use crate::model::{JobState, PermissionDenial, Run, RunOutcome};
+
+/// What is known about a Run when it starts.
+#[derive(Debug, Clone)]
+pub struct RunStart {
+    pub job_id: String,
+    pub account: String,
+    pub agent_version: Option<String>,
+    /// owl's own pid, start time (clock ticks since boot) and the boot id: together they
+    /// identify the supervising tick even after its pid is reused.
+    pub owl_pid: i64,
+    pub owl_start_time: Option<i64>,
+    pub boot_id: Option<String>,
+    pub started_at: DateTime<Utc>,
+}
+
+/// Everything recorded when a Run ends.
+#[derive(Debug, Clone, Default)]
+pub struct RunFinish {
+    pub outcome: Option<RunOutcome>,
+    pub stop_reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub session_id: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub num_turns: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub api_retries: i64,
+    pub last_event: Option<String>,
+}
+
+const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
+    cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
+    last_event, agent_version, pid, started_at, ended_at";
+
+fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
+    let outcome: Option<String> = r.get(3)?;
+    Ok(Run {
+        id: r.get(0)?,
+        job_id: r.get(1)?,
+        account: r.get(2)?,
+        outcome: outcome.and_then(|o| o.parse().ok()),
+        stop_reason: r.get(4)?,
+        exit_code: r.get(5)?,
+        session_id: r.get(6)?,
+        cost_usd: r.get(7)?,
+        num_turns: r.get(8)?,
+        input_tokens: r.get(9)?,
+        output_tokens: r.get(10)?,
+        permission_denials: parse_json_vec(&r.get::<_, String>(11)?),
+        api_retries: r.get(12)?,
+        last_event: r.get(13)?,
+        agent_version: r.get(14)?,
+        pid: r.get(15)?,
+        started_at: time_col(r.get(16)?).unwrap_or_default(),
+        ended_at: time_col(r.get(17)?),
+    })
+}
+
+impl Store {
+    /// Records a new Run and moves its Job to `running`, atomically.
+    pub fn start_run(&mut self, start: &RunStart) -> Result<i64> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
+                 boot_id, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    start.job_id,
+                    start.account,
+                    start.agent_version,
+                    start.owl_pid,
+                    start.owl_start_time,
+                    start.boot_id,
+                    rfc3339(start.started_at),
+                ],
+            )
+            .with_context(|| format!("recording a run of job {}", start.job_id))?;
+            let id = tx.last_insert_rowid();
+            tx.execute(
+                "UPDATE jobs SET state = 'running', reason = NULL, not_before = NULL, \
+                 updated_at = ?2 WHERE id = ?1",
+                params![start.job_id, rfc3339(start.started_at)],
+            )?;
+            Ok(id)
+        })
+    }
+
+    /// Records the agent's process identity once it is spawned.
+    pub fn set_run_process(
+        &mut self,
+        run_id: i64,
+        pid: i64,
+        start_time: Option<i64>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET pid = ?2, pgid = ?2, child_start_time = ?3 WHERE id = ?1",
+                params![run_id, pid, start_time],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records live progress of a Run in flight, for `owl status`.
+    pub fn set_run_progress(
+        &mut self,
+        run_id: i64,
+        last_event: &str,
+        api_retries: i64,
+        session_id: Option<&str>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET last_event = ?2, api_retries = ?3, \
+                 session_id = COALESCE(?4, session_id) WHERE id = ?1",
+                params![run_id, last_event, api_retries, session_id],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Records how a Run ended and moves its Job on, atomically: a crash between the two
+    /// would otherwise leave a finished Run with a Job stuck in `running`.
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        finish: &RunFinish,
+        job_state: JobState,
+        job_reason: Option<&str>,
+        not_before: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET outcome = ?2, stop_reason = ?3, exit_code = ?4, \
+                 session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \
+                 input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
+                 api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13 \
+                 WHERE id = ?1",
+                params![
+                    run_id,
+                    finish.outcome.map(RunOutcome::as_str),
+                    finish.stop_reason,
+                    finish.exit_code,
+                    finish.session_id,
+                    finish.cost_usd,
+                    finish.num_turns,
+                    finish.input_tokens,
+                    finish.output_tokens,
+                    serde_json::to_string(&finish.permission_denials)?,
+                    finish.api_retries,
+                    finish.last_event,
+                    rfc3339(now),
+                ],
+            )?;
+            tx.execute(
+                "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5 \
+                 WHERE id = (SELECT job_id FROM runs WHERE id = ?1) AND state != 'cancelled'",
+                params![
+                    run_id,
+                    job_state.as_str(),
+                    job_reason,
+                    not_before.map(rfc3339),
+                    rfc3339(now)
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// One Run by id.
+    pub fn run(&self, id: i64) -> Result<Option<Run>> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [id],
+                run_from_row,
+            )
+            .optional()?)
+    }
+
+    /// The Runs of one Job, oldest first.
+    pub fn runs_of(&self, job_id: &str) -> Result<Vec<Run>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 ORDER BY id"
+        ))?;
+        let runs = stmt
+            .query_map([job_id], run_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(runs)
+    }
+
+    /// Runs still in progress (at most one, unless a tick died).
+    pub fn running_runs(&self) -> Result<Vec<Run>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE outcome IS NULL ORDER BY id"
+        ))?;
+        let runs = stmt
+            .query_map([], run_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(runs)
+    }
+}

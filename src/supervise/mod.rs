@@ -1,0 +1,375 @@
+//! One Run from spawn to reaped: reader threads, a waiter and a stdin writer feed one event loop, which owns every decision and the stop sequence.
+
+pub mod process;
+mod reader;
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::driver::{AgentEvent, AgentResult, Driver, Invocation};
+use crate::outcome::{ExitInfo, StopCause};
+pub use process::{Executor, LocalExecutor};
+pub use reader::LINE_CAP;
+
+/// How long an interrupted agent gets to write its `result` line.
+pub const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+/// How long an agent whose stdin was closed by a stop gets to exit by itself before SIGTERM.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How long the readers get to reach EOF once the agent has exited and its leftovers are killed.
+const READER_WAIT: Duration = Duration::from_secs(2);
+/// How often the loop wakes with nothing to read, to let the observer look around.
+const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// What the threads of a Run tell the event loop. They only report; the loop decides.
+#[derive(Debug)]
+pub enum Event {
+    /// A stdout line the Driver understood.
+    Line(Box<AgentEvent>),
+    /// A stdout line logged but not understood (garbage, too long, unknown shape).
+    Skipped(String),
+    StdoutClosed,
+    /// stderr reached end of file; carries its tail.
+    StderrClosed(String),
+    /// A log could not be written: the Run must stop.
+    LogFailed(String),
+    /// The agent process exited and was reaped.
+    Exited(ExitInfo),
+}
+
+/// Everything needed to supervise one Run.
+pub struct RunSpec<'a> {
+    pub driver: Arc<dyn Driver>,
+    pub invocation: &'a Invocation,
+    pub cwd: &'a Path,
+    pub run_id: i64,
+    pub prompt: &'a str,
+    pub stdout_log: File,
+    pub stderr_log: File,
+    pub max_run_time: Duration,
+    pub stall_timeout: Duration,
+    pub grace_window: Duration,
+}
+
+/// The step that started the Run, told what happens as it happens.
+pub trait Observer {
+    /// The agent is running as `pid`, leader of its own process group.
+    fn spawned(&mut self, pid: i32);
+    /// A line was understood; returning a cause stops the Run (e.g. a ceiling crossed).
+    fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause>;
+    /// Called about twice a second; returning a cause stops the Run (e.g. a cancel).
+    fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause>;
+}
+
+/// What happened in a Run, as the loop saw it.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    pub result: Option<AgentResult>,
+    pub exit: ExitInfo,
+    pub stop: Option<StopCause>,
+    pub stderr_tail: String,
+    pub session_id: Option<String>,
+    pub agent_version: Option<String>,
+    pub api_retries: i64,
+    pub last_event: Option<String>,
+    /// When a `rejected` rate limit resets (epoch seconds).
+    pub rate_limit_reset: Option<i64>,
+    pub lines: u64,
+    pub skipped_lines: u64,
+    /// Processes still alive after the agent exited, killed by owl.
+    pub survivors_killed: usize,
+    pub log_error: Option<String>,
+}
+
+/// Where the stop sequence is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    Running,
+    /// An interrupt was written; waiting for the `result` line.
+    Interrupting(Instant),
+    /// stdin is closed; waiting for the agent to exit by itself.
+    Closing(Instant),
+    /// SIGTERM went to the group; SIGKILL after the grace window.
+    Terminating(Instant),
+    Killed,
+}
+
+/// Runs the agent to its end and returns what happened. An error means it never started.
+pub fn supervise(
+    spec: RunSpec,
+    executor: &dyn Executor,
+    observer: &mut dyn Observer,
+) -> io::Result<RunReport> {
+    let mut child = executor.spawn(spec.invocation, spec.cwd, spec.run_id)?;
+    let pid = child.id() as i32;
+    observer.spawned(pid);
+
+    let (tx, rx) = mpsc::sync_channel::<Event>(1024);
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let stdin = child.stdin.take().expect("stdin is piped");
+    spawn_thread("owl-stdout", {
+        let (tx, driver) = (tx.clone(), spec.driver.clone());
+        move || reader::read_stdout(stdout, spec.stdout_log, driver, tx)
+    });
+    spawn_thread("owl-stderr", {
+        let tx = tx.clone();
+        move || reader::read_stderr(stderr, spec.stderr_log, tx)
+    });
+    spawn_thread("owl-waiter", move || wait_for(child, tx));
+    let mut stdin = Some(spawn_stdin_writer(stdin));
+
+    send(&stdin, spec.driver.prompt_input(spec.prompt));
+    let mut lp = Loop {
+        driver: spec.driver.as_ref(),
+        pid,
+        stage: Stage::Running,
+        report: RunReport::default(),
+        grace: spec.grace_window,
+    };
+    let started = Instant::now();
+    let mut last_output = Instant::now();
+    let mut last_heartbeat = Instant::now();
+    let (mut stdout_open, mut stderr_open) = (true, true);
+    let mut readers_deadline: Option<Instant> = None;
+
+    loop {
+        if lp.report_exited() && !stdout_open && !stderr_open {
+            break;
+        }
+        if readers_deadline.is_some_and(|d| Instant::now() >= d) {
+            // A descendant we could not kill still holds a pipe: do not wait forever.
+            break;
+        }
+        let now = Instant::now();
+        let mut wake = now + HEARTBEAT;
+        if lp.stage == Stage::Running && !lp.report_exited() {
+            wake = wake
+                .min(started + spec.max_run_time)
+                .min(last_output + spec.stall_timeout);
+        }
+        if let Some(d) = lp.stage_deadline() {
+            wake = wake.min(d);
+        }
+        if let Some(d) = readers_deadline {
+            wake = wake.min(d);
+        }
+        match rx.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(Event::Line(ev)) => {
+                let ev = *ev;
+                last_output = Instant::now();
+                lp.report.lines += 1;
+                lp.note(&ev);
+                if let AgentEvent::Result(r) = &ev {
+                    lp.report.result = Some(r.clone());
+                    // One turn per Run: closing stdin lets the CLI exit.
+                    stdin = None;
+                    if matches!(lp.stage, Stage::Running | Stage::Interrupting(_)) {
+                        let wait = if lp.report.stop.is_some() {
+                            CLOSE_WAIT
+                        } else {
+                            spec.grace_window
+                        };
+                        lp.stage = Stage::Closing(Instant::now() + wait);
+                    }
+                }
+                if let Some(cause) = observer.event(&ev, &lp.report) {
+                    lp.begin_stop(cause, &mut stdin);
+                }
+            }
+            Ok(Event::Skipped(why)) => {
+                last_output = Instant::now();
+                lp.report.lines += 1;
+                lp.report.skipped_lines += 1;
+                tracing::debug!(run = spec.run_id, "skipped a stdout line: {why}");
+            }
+            Ok(Event::StdoutClosed) => {
+                stdout_open = false;
+                // The conversation is over even if the process lingers.
+                if lp.stage == Stage::Running && !lp.report_exited() {
+                    stdin = None;
+                    lp.stage = Stage::Closing(Instant::now() + CLOSE_WAIT);
+                }
+            }
+            Ok(Event::StderrClosed(tail)) => {
+                stderr_open = false;
+                lp.report.stderr_tail = tail;
+            }
+            Ok(Event::LogFailed(e)) => {
+                if lp.report.log_error.is_none() {
+                    lp.report.log_error = Some(e.clone());
+                    lp.begin_stop(StopCause::LogWrite(e), &mut stdin);
+                }
+            }
+            Ok(Event::Exited(info)) => {
+                lp.report.exit = info;
+                lp.stage = Stage::Killed;
+                stdin = None;
+                // Whatever the agent left behind, in its group or reparented to us, goes now.
+                process::signal_group(pid, libc::SIGKILL);
+                lp.report.survivors_killed = process::kill_descendants();
+                readers_deadline = Some(Instant::now() + READER_WAIT);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+
+        let now = Instant::now();
+        if lp.stage == Stage::Running && !lp.report_exited() {
+            if now >= started + spec.max_run_time {
+                lp.begin_stop(StopCause::MaxRunTime, &mut stdin);
+            } else if now >= last_output + spec.stall_timeout {
+                lp.begin_stop(StopCause::Stalled, &mut stdin);
+            }
+        }
+        if now >= last_heartbeat + HEARTBEAT {
+            last_heartbeat = now;
+            if !lp.report_exited() {
+                if let Some(cause) = observer.heartbeat(&lp.report) {
+                    lp.begin_stop(cause, &mut stdin);
+                }
+            }
+        }
+        lp.advance(&mut stdin);
+    }
+    Ok(lp.report)
+}
+
+struct Loop<'a> {
+    driver: &'a dyn Driver,
+    pid: i32,
+    stage: Stage,
+    report: RunReport,
+    grace: Duration,
+}
+
+impl Loop<'_> {
+    fn report_exited(&self) -> bool {
+        self.stage == Stage::Killed
+    }
+
+    fn stage_deadline(&self) -> Option<Instant> {
+        match self.stage {
+            Stage::Interrupting(d) | Stage::Closing(d) | Stage::Terminating(d) => Some(d),
+            Stage::Running | Stage::Killed => None,
+        }
+    }
+
+    fn note(&mut self, ev: &AgentEvent) {
+        self.report.last_event = Some(ev.describe());
+        match ev {
+            AgentEvent::Init {
+                session_id,
+                version,
+                ..
+            } => {
+                self.report.session_id = session_id.clone().or(self.report.session_id.take());
+                self.report.agent_version = version.clone();
+            }
+            AgentEvent::ApiRetry { .. } => self.report.api_retries += 1,
+            AgentEvent::RateLimit(info) if info.status == "rejected" => {
+                self.report.rate_limit_reset = info.resets_at;
+            }
+            AgentEvent::Result(r) if r.session_id.is_some() => {
+                self.report.session_id = r.session_id.clone();
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts the stop sequence (once; a later cause does not replace the first).
+    fn begin_stop(&mut self, cause: StopCause, stdin: &mut Option<Sender<Vec<u8>>>) {
+        if self.report.stop.is_some() || self.stage == Stage::Killed {
+            return;
+        }
+        tracing::info!(pid = self.pid, "stopping the run: {}", cause.reason());
+        self.report.stop = Some(cause);
+        if self.stage != Stage::Running {
+            return;
+        }
+        let interrupt = self
+            .driver
+            .capabilities()
+            .interrupt
+            .then(|| self.driver.interrupt_input("owl-interrupt"))
+            .flatten();
+        match (interrupt, stdin.as_ref()) {
+            (Some(bytes), Some(_)) if self.report.result.is_none() => {
+                send(stdin, bytes);
+                self.stage = Stage::Interrupting(Instant::now() + INTERRUPT_WAIT);
+            }
+            _ => {
+                *stdin = None;
+                self.stage = Stage::Closing(Instant::now() + CLOSE_WAIT);
+            }
+        }
+    }
+
+    /// Moves the stop sequence on when its current deadline has passed.
+    fn advance(&mut self, stdin: &mut Option<Sender<Vec<u8>>>) {
+        let now = Instant::now();
+        match self.stage {
+            Stage::Interrupting(d) if now >= d => {
+                *stdin = None;
+                self.stage = Stage::Closing(now + CLOSE_WAIT);
+            }
+            Stage::Closing(d) if now >= d => {
+                process::signal_group(self.pid, libc::SIGTERM);
+                self.stage = Stage::Terminating(now + self.grace);
+            }
+            Stage::Terminating(d) if now >= d => {
+                process::signal_group(self.pid, libc::SIGKILL);
+                // Stay here: the waiter reports the exit, which moves us to Killed.
+                self.stage = Stage::Terminating(now + self.grace);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) {
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawning a supervisor thread");
+}
+
+fn wait_for(mut child: std::process::Child, tx: SyncSender<Event>) {
+    use std::os::unix::process::ExitStatusExt;
+    let info = match child.wait() {
+        Ok(status) => ExitInfo {
+            code: status.code(),
+            signal: status.signal(),
+        },
+        Err(_) => ExitInfo::default(),
+    };
+    let _ = tx.send(Event::Exited(info));
+}
+
+/// The agent's stdin lives on its own thread: a child that stops reading must never
+/// block the loop. Dropping the returned sender closes stdin.
+fn spawn_stdin_writer(mut stdin: std::process::ChildStdin) -> Sender<Vec<u8>> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    spawn_thread("owl-stdin", move || {
+        for bytes in rx {
+            if stdin
+                .write_all(&bytes)
+                .and_then(|()| stdin.flush())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    tx
+}
+
+fn send(stdin: &Option<Sender<Vec<u8>>>, bytes: Vec<u8>) {
+    if let Some(tx) = stdin {
+        let _ = tx.send(bytes);
+    }
+}

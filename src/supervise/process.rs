@@ -1,0 +1,209 @@
+//! Every syscall owl makes about processes: spawning into a process group, signals, the subreaper, /proc.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::driver::Invocation;
+
+/// The environment marker every descendant of a Run inherits, so that survivors can be
+/// found by identity even in another session.
+pub const RUN_ID_VAR: &str = "OWL_RUN_ID";
+
+/// Starts commands for Runs: today a local child process, later a container (ADR-0005).
+pub trait Executor {
+    /// Starts the agent with piped stdio in `cwd`.
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child>;
+}
+
+/// Runs the agent as a direct child of owl.
+pub struct LocalExecutor;
+
+impl Executor for LocalExecutor {
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
+        let mut cmd = Command::new(&inv.program);
+        cmd.args(&inv.args)
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env(RUN_ID_VAR, run_id.to_string())
+            // Its own process group, so one signal reaches the agent and what it started
+            // in that group (not its Bash tool, which makes its own session: see the subreaper).
+            .process_group(0);
+        for key in &inv.env_remove {
+            cmd.env_remove(key);
+        }
+        for (key, value) in &inv.env_set {
+            cmd.env(key, value);
+        }
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // If owl dies, the agent is told at once instead of spending the Account alone.
+                // PDEATHSIG follows the forking thread: owl spawns from its main thread.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // owl may have died between fork and prctl; then nobody would signal us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        cmd.spawn()
+    }
+}
+
+/// Sends a signal to a whole process group; a group already gone is not an error.
+pub fn signal_group(pgid: i32, signal: i32) {
+    // SAFETY: kill(2) with a negative pid signals the group; no memory is touched.
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Sends a signal to one process; one already gone is not an error.
+pub fn signal_pid(pid: i32, signal: i32) {
+    // SAFETY: kill(2) touches no memory.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Makes owl a child subreaper: processes orphaned under it (the CLI's Bash tool runs in
+/// its own session, so a group kill misses it) are reparented to owl instead of init.
+pub fn become_subreaper() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Kills every process below owl and reaps it; returns how many there were.
+///
+/// As a subreaper owl inherits every orphan of a Run, so after the agent is gone each
+/// remaining descendant is a leftover: a tool process, a forked server, a grandchild
+/// holding a pipe.
+pub fn kill_descendants() -> usize {
+    let me = std::process::id() as i32;
+    let mut killed = 0;
+    // Killing a process reparents its children to us; a few passes catch every level.
+    for _ in 0..32 {
+        let found = descendants_of(me);
+        if found.is_empty() {
+            break;
+        }
+        for pid in &found {
+            signal_pid(*pid, libc::SIGKILL);
+        }
+        killed += found.len();
+        reap_children();
+    }
+    reap_children();
+    killed
+}
+
+/// Reaps every exited child without blocking.
+pub fn reap_children() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only to `status`.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            break;
+        }
+    }
+}
+
+/// Every live (non-zombie) process whose chain of parents leads to `root`.
+pub fn descendants_of(root: i32) -> Vec<i32> {
+    let table: Vec<(i32, i32, char)> = all_pids()
+        .into_iter()
+        .filter_map(|pid| stat(pid).map(|s| (pid, s.ppid, s.state)))
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for (pid, ppid, state) in &table {
+            if *ppid == parent && !out.contains(pid) {
+                frontier.push(*pid);
+                if *state != 'Z' {
+                    out.push(*pid);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The fields of `/proc/<pid>/stat` owl uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Clock ticks since boot: with the pid and the boot id, identifies a process for good.
+    pub start_time: i64,
+}
+
+/// Reads `/proc/<pid>/stat`; `None` when the process is gone.
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+fn parse_stat(text: &str) -> Option<ProcStat> {
+    // The command name is in parentheses and may itself hold spaces and ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// This boot's id, which tells a pid from before a reboot from one after.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_a_hostile_command_name() {
+        let line = "1234 (a) b (c) S 1 1234 1234 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(
+            (s.state, s.ppid, s.pgrp, s.start_time),
+            ('S', 1, 1234, 987654)
+        );
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn reads_our_own_stat() {
+        let s = stat(std::process::id() as i32).unwrap();
+        assert!(s.start_time > 0);
+        assert!(boot_id().is_some_and(|b| b.len() >= 32));
+    }
+}

@@ -1,0 +1,118 @@
+//! The pipe readers: stdout written byte-exact to the Run's log and parsed line by line, stderr logged with its tail kept.
+
+use std::fs::File;
+use std::io::{ErrorKind, Read, Write};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+
+use super::Event;
+use crate::driver::Driver;
+
+/// A stdout line longer than this is still logged whole, but not parsed: owl's memory
+/// stays bounded whatever the agent prints.
+pub const LINE_CAP: usize = 16 * 1024 * 1024;
+
+/// How much of stderr is kept for the reason of a Run that ended without a result.
+pub const STDERR_TAIL: usize = 2048;
+
+/// Reads the agent's stdout to EOF: every byte to `log`, every complete line to the Driver.
+pub fn read_stdout(
+    mut pipe: impl Read,
+    mut log: File,
+    driver: Arc<dyn Driver>,
+    tx: SyncSender<Event>,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let mut overlong = false;
+    let mut log_ok = true;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let chunk = &buf[..n];
+        if log_ok {
+            if let Err(e) = log.write_all(chunk) {
+                log_ok = false;
+                let _ = tx.send(Event::LogFailed(e.to_string()));
+            }
+        }
+        // Keep draining after a log failure: a full pipe would block the agent forever.
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            append_capped(&mut line, &rest[..i], &mut overlong);
+            emit(&line, overlong, driver.as_ref(), &tx);
+            line.clear();
+            overlong = false;
+            rest = &rest[i + 1..];
+        }
+        append_capped(&mut line, rest, &mut overlong);
+    }
+    if !line.is_empty() || overlong {
+        emit(&line, overlong, driver.as_ref(), &tx);
+    }
+    if log_ok {
+        if let Err(e) = log.sync_all() {
+            let _ = tx.send(Event::LogFailed(e.to_string()));
+        }
+    }
+    let _ = tx.send(Event::StdoutClosed);
+}
+
+fn append_capped(line: &mut Vec<u8>, bytes: &[u8], overlong: &mut bool) {
+    if *overlong {
+        return;
+    }
+    if line.len() + bytes.len() > LINE_CAP {
+        *overlong = true;
+        // Give the memory back now, not when the line ends.
+        *line = Vec::new();
+    } else {
+        line.extend_from_slice(bytes);
+    }
+}
+
+fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, tx: &SyncSender<Event>) {
+    let event = if overlong {
+        Event::Skipped(format!("a line longer than {} MiB", LINE_CAP >> 20))
+    } else if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    } else {
+        match driver.parse_line(line) {
+            Ok(ev) => Event::Line(Box::new(ev)),
+            Err(e) => Event::Skipped(e.to_string()),
+        }
+    };
+    let _ = tx.send(event);
+}
+
+/// Reads the agent's stderr to EOF into `log`, keeping the tail.
+pub fn read_stderr(mut pipe: impl Read, mut log: File, tx: SyncSender<Event>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut tail: Vec<u8> = Vec::new();
+    let mut log_ok = true;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if log_ok {
+            if let Err(e) = log.write_all(&buf[..n]) {
+                log_ok = false;
+                let _ = tx.send(Event::LogFailed(e.to_string()));
+            }
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > STDERR_TAIL * 2 {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    }
+    let text = String::from_utf8_lossy(&tail);
+    let tail = crate::text::tail(&text, STDERR_TAIL).to_string();
+    let _ = tx.send(Event::StderrClosed(tail));
+}

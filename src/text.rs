@@ -1,0 +1,37 @@
+//! Small string helpers for what owl prints and stores.
+
+/// Cuts a string to `max` characters, marking the cut with `…`.
+pub fn truncate(s: &str, max: usize) -> String {
+    let mut chars = s.chars();
+    let head: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        format!("{head}…")
+    } else {
+        head
+    }
+}
+
+/// The last `max` bytes of a text, cut at a character boundary, for an error's tail.
+pub fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_at_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "hé…");
+        assert_eq!(truncate("hi", 5), "hi");
+        assert_eq!(tail("aéb", 2), "b");
+        assert_eq!(tail("abc", 10), "abc");
+    }
+}

@@ -1,0 +1,357 @@
+//! A stand-in for the Claude Code CLI in owl's tests: speaks the same stdin/stdout
+//! stream-json protocol and replays transcripts recorded from the real CLI, following a
+//! script file named by `FAKE_AGENT_SCRIPT`.
+//!
+//! Script lines (one step each; `#` starts a comment):
+//!   read-prompt                 wait for the stream-json user message on stdin
+//!   replay FILE [FROM [TO]]     print lines FROM..=TO (1-based) of a recorded transcript
+//!   emit TEXT                   print TEXT as one stdout line
+//!   emit-bytes ESCAPED          print bytes (\xNN, \n, \0 escapes), no newline added
+//!   emit-long BYTES             print one line of BYTES 'a's inside a JSON string
+//!   stderr TEXT                 print TEXT on stderr
+//!   sleep MS                    sleep (an interrupt cuts it short)
+//!   write PATH TEXT             write TEXT (\n escapes) to PATH under the cwd
+//!   commit MESSAGE              git add -A && git commit -m MESSAGE in the cwd
+//!   ignore-sigterm              ignore SIGTERM from now on
+//!   spawn-session SECS          start `sleep SECS` in a new session (like the Bash tool)
+//!   spawn-holding SECS          start `sleep SECS` that keeps our stdout open
+//!   close-stdout                close stdout and carry on
+//!   wait-stdin-eof              wait until stdin is closed
+//!   exit CODE                   exit now
+//! An `interrupt` control request aborts the script the way the real CLI aborts a turn.
+//! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt and stdin.jsonl there.
+
+// Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
+#![allow(clippy::zombie_processes)]
+
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+const FIXTURE_DIR: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/claude-code-2.1.197"
+);
+
+/// Environment variables whose presence the tests check (values of secrets are not kept).
+const RECORDED_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CONFIG_DIR",
+    "OWL_RUN_ID",
+    "FAKE_ACCOUNT_MARKER",
+];
+
+struct Shared {
+    out: Mutex<Option<std::io::Stdout>>,
+    interrupted: AtomicBool,
+    stdin_closed: AtomicBool,
+    prompt_seen: (Mutex<bool>, Condvar),
+    record: Option<PathBuf>,
+}
+
+impl Shared {
+    fn emit(&self, bytes: &[u8]) {
+        if let Some(out) = self.out.lock().unwrap().as_mut() {
+            let _ = out.write_all(bytes);
+            let _ = out.flush();
+        }
+    }
+
+    fn emit_line(&self, line: &str) {
+        let mut bytes = line.as_bytes().to_vec();
+        bytes.push(b'\n');
+        self.emit(&bytes);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--version") {
+        let v =
+            std::env::var("FAKE_AGENT_VERSION").unwrap_or_else(|_| "2.1.197 (Claude Code)".into());
+        println!("{v}");
+        return;
+    }
+    let record = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from);
+    if let Some(dir) = &record {
+        fs::create_dir_all(dir).unwrap();
+        fs::write(
+            dir.join("argv.json"),
+            serde_json::to_string(&args[1..]).unwrap(),
+        )
+        .unwrap();
+        let env: serde_json::Map<String, serde_json::Value> = RECORDED_ENV
+            .iter()
+            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v.into())))
+            .collect();
+        fs::write(
+            dir.join("env.json"),
+            serde_json::Value::Object(env).to_string(),
+        )
+        .unwrap();
+        fs::write(
+            dir.join("cwd.txt"),
+            std::env::current_dir().unwrap().display().to_string(),
+        )
+        .unwrap();
+        fs::write(dir.join("pid.txt"), std::process::id().to_string()).unwrap();
+        // Each Run records its own stdin.
+        let _ = fs::remove_file(dir.join("stdin.jsonl"));
+    }
+    let shared = Arc::new(Shared {
+        out: Mutex::new(Some(std::io::stdout())),
+        interrupted: AtomicBool::new(false),
+        stdin_closed: AtomicBool::new(false),
+        prompt_seen: (Mutex::new(false), Condvar::new()),
+        record,
+    });
+    std::thread::spawn({
+        let shared = shared.clone();
+        move || read_stdin(&shared)
+    });
+
+    let script_path =
+        std::env::var("FAKE_AGENT_SCRIPT").expect("FAKE_AGENT_SCRIPT names the script");
+    let script = fs::read_to_string(&script_path).expect("reading the script");
+    for raw in script.lines() {
+        if shared.interrupted.load(Ordering::SeqCst) {
+            break;
+        }
+        let line = raw.trim_start();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match cmd {
+            "read-prompt" => {
+                let (lock, cv) = &shared.prompt_seen;
+                let mut seen = lock.lock().unwrap();
+                while !*seen && !shared.stdin_closed.load(Ordering::SeqCst) {
+                    seen = cv.wait_timeout(seen, Duration::from_millis(50)).unwrap().0;
+                }
+            }
+            "replay" => replay(&shared, rest),
+            "emit" => shared.emit_line(rest),
+            "emit-bytes" => shared.emit(&unescape(rest)),
+            "emit-long" => {
+                let n: usize = rest.trim().parse().unwrap();
+                let mut line = Vec::with_capacity(n + 32);
+                line.extend_from_slice(b"{\"type\":\"assistant\",\"x\":\"");
+                line.resize(line.len() + n, b'a');
+                line.extend_from_slice(b"\"}\n");
+                shared.emit(&line);
+            }
+            "stderr" => eprintln!("{rest}"),
+            "sleep" => sleep_unless_interrupted(&shared, rest.trim().parse().unwrap()),
+            "write" => {
+                let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
+                let path = Path::new(path);
+                if let Some(parent) = path.parent() {
+                    fs::create_dir_all(parent).unwrap();
+                }
+                fs::write(path, unescape(text)).unwrap();
+            }
+            "commit" => {
+                git(&["add", "-A"]);
+                git(&[
+                    "-c",
+                    "user.name=Fake Agent",
+                    "-c",
+                    "user.email=agent@example.com",
+                    "commit",
+                    "-q",
+                    "-m",
+                    rest,
+                ]);
+            }
+            "ignore-sigterm" => unsafe {
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            },
+            "spawn-session" => {
+                let mut cmd = Command::new("sleep");
+                cmd.arg(rest.trim())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::setsid();
+                        Ok(())
+                    });
+                }
+                let child = cmd.spawn().unwrap();
+                note_child(&shared, child.id());
+            }
+            "spawn-holding" => {
+                // Inherits our stdout: the pipe stays open after we exit.
+                let child = Command::new("sleep")
+                    .arg(rest.trim())
+                    .stdin(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                note_child(&shared, child.id());
+            }
+            "close-stdout" => {
+                shared.out.lock().unwrap().take();
+                unsafe {
+                    libc::close(1);
+                }
+            }
+            "wait-stdin-eof" => {
+                while !shared.stdin_closed.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            "exit" => std::process::exit(rest.trim().parse().unwrap()),
+            other => panic!("unknown script step '{other}'"),
+        }
+    }
+    if shared.interrupted.load(Ordering::SeqCst) {
+        // What the real CLI prints after an interrupt aborts a tool turn (interrupt-control-request.jsonl).
+        replay_lines(&shared, "interrupt-control-request.jsonl 4 6", false);
+        while !shared.stdin_closed.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::process::exit(1);
+    }
+}
+
+fn read_stdin(shared: &Shared) {
+    let stdin = std::io::stdin();
+    let mut log = shared.record.as_ref().map(|d| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(d.join("stdin.jsonl"))
+            .unwrap()
+    });
+    for line in BufReader::new(stdin.lock()).lines() {
+        let Ok(line) = line else { break };
+        if let Some(f) = log.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        match v["type"].as_str() {
+            Some("user") => {
+                let (lock, cv) = &shared.prompt_seen;
+                *lock.lock().unwrap() = true;
+                cv.notify_all();
+            }
+            Some("control_request") => {
+                let id = v["request_id"].as_str().unwrap_or("");
+                if v["request"]["subtype"] == "interrupt" {
+                    shared.emit_line(&format!(
+                        r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{id}"}}}}"#
+                    ));
+                    shared.interrupted.store(true, Ordering::SeqCst);
+                }
+            }
+            _ => {}
+        }
+    }
+    shared.stdin_closed.store(true, Ordering::SeqCst);
+}
+
+fn replay(shared: &Shared, spec: &str) {
+    replay_lines(shared, spec, true)
+}
+
+/// Prints transcript lines; `abortable`: stop at an interrupt, as a turn in progress does.
+fn replay_lines(shared: &Shared, spec: &str, abortable: bool) {
+    let mut parts = spec.split_whitespace();
+    let file = parts.next().expect("replay FILE");
+    let from: usize = parts.next().map_or(1, |s| s.parse().unwrap());
+    let to: usize = parts.next().map_or(usize::MAX, |s| s.parse().unwrap());
+    let path = if Path::new(file).is_absolute() {
+        PathBuf::from(file)
+    } else {
+        Path::new(FIXTURE_DIR).join(file)
+    };
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if n < from || n > to {
+            continue;
+        }
+        if abortable && shared.interrupted.load(Ordering::SeqCst) {
+            return;
+        }
+        shared.emit_line(line);
+    }
+}
+
+fn sleep_unless_interrupted(shared: &Shared, ms: u64) {
+    let end = Instant::now() + Duration::from_millis(ms);
+    while Instant::now() < end && !shared.interrupted.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn git(args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?} failed");
+}
+
+fn note_child(shared: &Shared, pid: u32) {
+    if let Some(dir) = &shared.record {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("children.txt"))
+            .unwrap();
+        writeln!(f, "{pid}").unwrap();
+    }
+}
+
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'n' => {
+                    out.push(b'\n');
+                    i += 2;
+                }
+                b'0' => {
+                    out.push(0);
+                    i += 2;
+                }
+                b'\\' => {
+                    out.push(b'\\');
+                    i += 2;
+                }
+                b'x' if i + 3 < b.len() => {
+                    out.push(
+                        u8::from_str_radix(std::str::from_utf8(&b[i + 2..i + 4]).unwrap(), 16)
+                            .unwrap(),
+                    );
+                    i += 4;
+                }
+                _ => {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}

@@ -1,0 +1,289 @@
+//! The other commands: add's checks, config errors, jobs, requeue, logs, dry runs.
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+#[test]
+fn a_misspelled_key_exits_2_naming_file_line_and_key_and_changes_nothing() {
+    let env = TestEnv::new();
+    let id = env.add("Hello");
+    let db_before = std::fs::read(env.state.join("owl.db")).unwrap();
+    env.write_config("accounts:\n  work:\n    limits:\n      fiveHourMAx: 60\n");
+    let config = env.config.display().to_string();
+    for args in [
+        &["tick"][..],
+        &["status"],
+        &["add", "x"],
+        &["config", "check"],
+    ] {
+        env.owl()
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "reading config {config}: line 9: unknown key 'fiveHourMAx'"
+            )))
+            .stderr(predicate::str::contains("did you mean 'fiveHourMax'?"));
+    }
+    assert_eq!(std::fs::read(env.state.join("owl.db")).unwrap(), db_before);
+    env.write_config("accounts:\n  work: {}\n");
+    assert_eq!(env.show(&id)["state"], "queued");
+}
+
+#[test]
+fn config_check_prints_the_resolved_config_without_secrets() {
+    let env = TestEnv::new();
+    env.write_config(
+        "accounts:\n  work:\n    env:\n      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-SECRET\n",
+    );
+    env.owl()
+        .args(["config", "check"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("graceWindow: 2s"))
+        .stdout(predicate::str::contains(
+            "CLAUDE_CODE_OAUTH_TOKEN: <hidden>",
+        ))
+        .stdout(predicate::str::contains("SECRET").not());
+}
+
+#[test]
+fn add_refuses_what_it_cannot_run() {
+    let env = TestEnv::new();
+    let not_git = env.dir.path().join("plain");
+    std::fs::create_dir_all(&not_git).unwrap();
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&not_git)
+        .arg("x")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is not a git repository"));
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .args(["--base", "nope", "x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("base 'nope' does not resolve"));
+    for name in ["../escape", "a/b", ".hidden", "-x"] {
+        env.owl()
+            .args(["add", "--repo"])
+            .arg(&env.repo)
+            .arg(format!("--name={name}"))
+            .arg("x")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("job name"));
+    }
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .args(["--account", "wrok", "x"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean 'work'"));
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .arg("   ")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("the prompt is empty"));
+    // A good name becomes the id, and cannot be taken twice.
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .args(["--name", "fix-login", "x"])
+        .assert()
+        .success()
+        .stdout("fix-login\n");
+    env.owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .args(["--name", "fix-login", "x"])
+        .assert()
+        .code(2);
+    assert!(!env.dir.path().join("escape").exists());
+}
+
+#[test]
+fn add_reads_the_prompt_from_stdin_and_files() {
+    let env = TestEnv::new();
+    let out = env
+        .owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .arg("-")
+        .write_stdin("from stdin\n")
+        .assert()
+        .success();
+    let id = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(env.show(id.trim())["prompt"], "from stdin\n");
+    let file = env.dir.path().join("prompt.md");
+    std::fs::write(&file, "from a file").unwrap();
+    let out = env
+        .owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .arg("--prompt-file")
+        .arg(&file)
+        .assert()
+        .success();
+    let id = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert_eq!(env.show(id.trim())["prompt"], "from a file");
+}
+
+#[test]
+fn the_queue_is_taken_by_priority_then_age() {
+    let env = TestEnv::new();
+    let low = env.add("low");
+    let high = env
+        .owl()
+        .args(["add", "--priority", "5", "--repo"])
+        .arg(&env.repo)
+        .arg("high")
+        .assert()
+        .success();
+    let high = String::from_utf8(high.get_output().stdout.clone())
+        .unwrap()
+        .trim()
+        .to_string();
+    let status = env.status();
+    assert_eq!(status["queue"][0]["job_id"], high.as_str());
+    assert_eq!(status["queue"][1]["job_id"], low.as_str());
+    assert_eq!(status["next"]["job_id"], high.as_str());
+    assert_eq!(
+        status["summary"],
+        format!("The next tick runs job {high} on work.")
+    );
+
+    // A dry run decides and changes nothing.
+    let dry: Value = serde_json::from_slice(
+        &env.owl()
+            .args(["tick", "--dry-run", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(dry["job_id"], high.as_str());
+    assert!(dry["run_id"].is_null());
+    assert!(env.show(&high)["runs"].as_array().unwrap().is_empty());
+    env.owl()
+        .args(["tick", "--dry-run"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "1. {high} (queued): next: runs on work"
+        )));
+
+    let jobs: Value = serde_json::from_slice(
+        &env.owl()
+            .args(["jobs", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(jobs.as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn status_says_why_nothing_runs_on_an_empty_queue() {
+    let env = TestEnv::new();
+    let status = env.status();
+    assert!(status["running"].is_null());
+    assert_eq!(
+        status["summary"],
+        "Nothing would run now: the queue is empty."
+    );
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "Nothing would run now: the queue is empty.",
+        ));
+    assert_eq!(env.tick()["action"], "idle");
+}
+
+#[test]
+fn requeue_and_cancel_follow_the_states() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nwrite .owl/handoff.md status: blocked\\nneeds an API token\\n\ncommit handoff\nreplay success.jsonl\nwait-stdin-eof\n");
+    let id = env.add("Hello");
+    assert_eq!(env.tick()["job_state"], "blocked");
+    let show = env.show(&id);
+    assert_eq!(show["reason"], "needs an API token");
+    env.owl().args(["cancel", &id]).assert().code(2);
+    env.owl().args(["requeue", &id]).assert().success();
+    assert_eq!(env.show(&id)["state"], "queued");
+    env.owl().args(["requeue", &id]).assert().code(2);
+    env.owl().args(["cancel", &id]).assert().success();
+    assert_eq!(env.show(&id)["state"], "cancelled");
+    env.owl()
+        .args(["show", "nope"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no job 'nope'"));
+}
+
+#[test]
+fn logs_print_the_transcript_readable_and_raw() {
+    let env = TestEnv::new();
+    env.script(&done_script("tool-use.jsonl", 0));
+    env.add("Hello");
+    env.tick();
+    env.owl()
+        .args(["logs", "1", "--raw"])
+        .assert()
+        .success()
+        .stdout(crate::support::fixture("tool-use.jsonl"));
+    env.owl()
+        .args(["logs", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("[init] session"))
+        .stdout(predicate::str::contains("[assistant] tool Write"))
+        .stdout(predicate::str::contains("[result] success"));
+    env.owl().args(["logs", "99"]).assert().code(2);
+}
+
+#[test]
+fn doctor_checks_the_agent_and_the_database() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.dir.path().join("creds")).unwrap();
+    env.add("Hello");
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("claude-code 2.1.197"))
+        .stdout(predicate::str::contains("integrity ok"));
+}
+
+#[test]
+fn a_database_from_a_newer_owl_is_refused() {
+    let env = TestEnv::new();
+    env.add("Hello");
+    let conn = rusqlite_free_set_version(&env.state.join("owl.db"), 99);
+    assert!(conn);
+    env.owl()
+        .arg("status")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("newer owl"));
+}
+
+/// Sets user_version with the sqlite3 CLI when present, else by patching the header:
+/// user_version is the big-endian u32 at byte offset 60 of the database file.
+fn rusqlite_free_set_version(db: &std::path::Path, v: u32) -> bool {
+    let mut bytes = std::fs::read(db).unwrap();
+    bytes[60..64].copy_from_slice(&v.to_be_bytes());
+    std::fs::write(db, bytes).is_ok()
+}

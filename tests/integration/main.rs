@@ -1,0 +1,6 @@
+//! owl's integration tests: the real binary, real git repositories, a real SQLite file,
+//! and a fake agent replaying transcripts recorded from the real Claude Code CLI.
+
+mod commands;
+mod support;
+mod tick_basics;

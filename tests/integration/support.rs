@@ -1,0 +1,165 @@
+//! TestEnv: a temp dir with a real git repository, a state dir, a config pointing at the
+//! fake agent, and helpers to drive the real `owl` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// The fixed "now" of the tests: before the recorded transcripts' reset times.
+pub const NOW: &str = "2026-11-30T03:00:00Z";
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub repo: PathBuf,
+    pub state: PathBuf,
+    pub config: PathBuf,
+    pub script: PathBuf,
+    pub record: PathBuf,
+    pub extra_env: Vec<(String, String)>,
+}
+
+impl TestEnv {
+    /// A repository with one commit on `main`, and a config with one Account `work`.
+    pub fn new() -> TestEnv {
+        Self::with_config("")
+    }
+
+    /// Like [`TestEnv::new`], with extra top-level config lines appended.
+    pub fn with_config(extra: &str) -> TestEnv {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "demo\n").unwrap();
+        git(&repo, &["add", "README.md"]);
+        git(&repo, &["commit", "-q", "-m", "initial"]);
+        let env = TestEnv {
+            state: root.join("state"),
+            config: root.join("config.yaml"),
+            script: root.join("agent.script"),
+            record: root.join("record"),
+            repo,
+            dir,
+            extra_env: Vec::new(),
+        };
+        env.write_config(&format!(
+            "accounts:\n  work:\n    driver: claude-code\n    credentialStore: {}\n{extra}",
+            root.join("creds").display()
+        ));
+        env
+    }
+
+    /// Writes config.yaml with stateDir and the fake agent filled in, plus `body`.
+    pub fn write_config(&self, body: &str) {
+        let text = format!(
+            "stateDir: {}\ngraceWindow: 2s\ndrivers:\n  claude-code:\n    command: {}\n{body}",
+            self.state.display(),
+            env!("CARGO_BIN_EXE_owl-fake-agent")
+        );
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// Sets what the fake agent does on its next Run.
+    pub fn script(&self, text: &str) {
+        std::fs::write(&self.script, text).unwrap();
+    }
+
+    /// The `owl` binary with this environment.
+    pub fn owl(&self) -> Command {
+        Command::from_std(self.owl_std())
+    }
+
+    /// The `owl` binary as a std Command (for running it in the background).
+    pub fn owl_std(&self) -> StdCommand {
+        let mut cmd = StdCommand::new(env!("CARGO_BIN_EXE_owl"));
+        cmd.env("OWL_CONFIG", &self.config)
+            .env("HOME", self.dir.path().join("home"))
+            .env("TZ", "UTC")
+            .env("OWL_NOW", NOW)
+            .env("FAKE_AGENT_SCRIPT", &self.script)
+            .env("FAKE_AGENT_RECORD", &self.record)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_STATE_HOME");
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Queues a Job against the test repository and returns its id.
+    pub fn add(&self, prompt: &str) -> String {
+        let out = self
+            .owl()
+            .args(["add", "--repo"])
+            .arg(&self.repo)
+            .arg(prompt)
+            .assert()
+            .success();
+        let id = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+        id.trim().to_string()
+    }
+
+    /// Runs `owl tick --json` and returns its output.
+    pub fn tick(&self) -> Value {
+        let out = self.owl().args(["tick", "--json"]).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
+    pub fn show(&self, job: &str) -> Value {
+        let out = self.owl().args(["show", "--json", job]).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
+    pub fn status(&self) -> Value {
+        let out = self.owl().args(["status", "--json"]).assert().success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    }
+
+    /// What the fake agent recorded of its last Run.
+    pub fn recorded(&self, name: &str) -> String {
+        std::fs::read_to_string(self.record.join(name)).unwrap_or_default()
+    }
+
+    pub fn run_log(&self, job: &str, run: i64) -> PathBuf {
+        self.state
+            .join("logs")
+            .join(job)
+            .join(format!("{run}.jsonl"))
+    }
+}
+
+/// Runs git in `dir`, failing the test if it fails; returns stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = StdCommand::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A recorded transcript from tests/fixtures.
+pub fn fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/claude-code-2.1.197")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// A script that finishes the Job: writes and commits a Handoff, then replays `transcript`.
+pub fn done_script(transcript: &str, exit: i32) -> String {
+    format!(
+        "read-prompt\nwrite .owl/handoff.md status: done\\n\\nAll done.\\n\ncommit owl handoff\nreplay {transcript}\nwait-stdin-eof\nexit {exit}\n"
+    )
+}

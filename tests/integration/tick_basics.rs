@@ -1,0 +1,403 @@
+//! A tick from queued Job to recorded Run, on each recorded outcome of the real CLI.
+
+use std::os::unix::fs::PermissionsExt;
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::support::{done_script, fixture, git, TestEnv};
+
+#[test]
+fn success_runs_the_agent_in_the_worktree_and_records_everything() {
+    let mut env = TestEnv::new();
+    // Inherited API keys must not reach the agent: they would replace the plan login.
+    env.extra_env
+        .push(("ANTHROPIC_API_KEY".into(), "sk-ant-api03-FAKE".into()));
+    env.extra_env
+        .push(("CLAUDE_CODE_OAUTH_TOKEN".into(), "sk-ant-oat01-FAKE".into()));
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Say hello");
+
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran");
+    assert_eq!(tick["outcome"], "succeeded");
+    assert_eq!(tick["job_state"], "done");
+    let run_id = tick["run_id"].as_i64().unwrap();
+
+    let show = env.show(&id);
+    assert_eq!(show["state"], "done");
+    assert_eq!(show["branch"], format!("owl/{id}"));
+    let run = &show["runs"][0];
+    assert_eq!(run["outcome"], "succeeded");
+    assert_eq!(run["cost_usd"], 0.006375);
+    assert_eq!(run["exit_code"], 0);
+    assert_eq!(run["session_id"], session_of("success.jsonl").as_str());
+
+    // The log is the stdout, byte for byte.
+    let log = std::fs::read_to_string(env.run_log(&id, run_id)).unwrap();
+    assert_eq!(log, fixture("success.jsonl"));
+    let mode = std::fs::metadata(env.run_log(&id, run_id))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&env.state).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(
+        std::fs::metadata(env.state.join("owl.db"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+
+    // The agent ran in the Job's worktree with the documented argv, the prompt on stdin.
+    let worktree = env.state.join("worktrees").join(&id);
+    assert_eq!(
+        env.recorded("cwd.txt"),
+        worktree.canonicalize().unwrap().display().to_string()
+    );
+    let argv: Vec<String> = serde_json::from_str(&env.recorded("argv.json")).unwrap();
+    assert_eq!(
+        &argv[..8],
+        [
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "dontAsk"
+        ]
+    );
+    assert!(argv.windows(2).any(|w| w == ["--max-budget-usd", "5"]));
+    assert!(argv.contains(&"--append-system-prompt".to_string()));
+    assert!(
+        !argv.iter().any(|a| a.contains("Say hello")),
+        "the prompt goes on stdin, not argv"
+    );
+    let first: Value =
+        serde_json::from_str(env.recorded("stdin.jsonl").lines().next().unwrap()).unwrap();
+    assert_eq!(first["type"], "user");
+    assert_eq!(first["message"]["content"], "Say hello");
+    let agent_env: Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
+    assert!(agent_env.get("ANTHROPIC_API_KEY").is_none());
+    assert!(agent_env.get("CLAUDE_CODE_OAUTH_TOKEN").is_none());
+    assert_eq!(
+        agent_env["CLAUDE_CONFIG_DIR"],
+        env.dir.path().join("creds").display().to_string()
+    );
+    assert_eq!(agent_env["OWL_RUN_ID"], run_id.to_string());
+}
+
+fn session_of(transcript: &str) -> String {
+    let last: Value = serde_json::from_str(fixture(transcript).lines().last().unwrap()).unwrap();
+    last["session_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn tool_use_commits_on_the_job_branch_and_leaves_the_users_checkout_alone() {
+    let env = TestEnv::new();
+    env.script(
+        "read-prompt\nwrite hello.txt hello\\n\ncommit Add hello.txt (mock)\n\
+         write .owl/handoff.md status: done\\nwrote hello.txt\\n\ncommit owl handoff\n\
+         replay tool-use.jsonl\nwait-stdin-eof\nexit 0\n",
+    );
+    let id = env.add("Write hello.txt and commit it");
+    assert_eq!(env.tick()["outcome"], "succeeded");
+
+    let log = git(&env.repo, &["log", "--format=%s", &format!("owl/{id}")]);
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["owl handoff", "Add hello.txt (mock)", "initial"]
+    );
+    assert_eq!(
+        git(&env.repo, &["show", &format!("owl/{id}:hello.txt")]),
+        "hello\n"
+    );
+    // The user's checkout: still on main, untouched.
+    assert_eq!(
+        git(&env.repo, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "main"
+    );
+    assert!(!env.repo.join("hello.txt").exists());
+    assert_eq!(git(&env.repo, &["status", "--porcelain"]), "");
+
+    let show = env.show(&id);
+    assert_eq!(show["commits"], 2);
+    env.owl()
+        .args(["show", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("2 commits beyond the base"))
+        .stdout(predicate::str::contains("status: done"));
+}
+
+#[test]
+fn a_second_run_reuses_the_branch_and_worktree_and_sees_the_handoff() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nwrite .owl/handoff.md status: continue\\nnext: the tests\\n\ncommit handoff 1\nreplay success.jsonl\nwait-stdin-eof\n");
+    let id = env.add("Do it in two Runs");
+    assert_eq!(env.tick()["job_state"], "queued");
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["job_state"], "done");
+    let prompt: Value =
+        serde_json::from_str(env.recorded("stdin.jsonl").lines().next().unwrap()).unwrap();
+    let text = prompt["message"]["content"].as_str().unwrap();
+    assert!(text.starts_with("Do it in two Runs"), "{text}");
+    assert!(
+        text.contains("next: the tests"),
+        "the second Run's prompt carries the Handoff: {text}"
+    );
+    assert_eq!(env.show(&id)["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_denied_tool_is_recorded_and_shown() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay tool-denied.jsonl\nwait-stdin-eof\nexit 0\n");
+    let id = env.add("Commit hello.txt");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded");
+    // No Handoff: the Job goes back to the queue with a warning.
+    assert_eq!(tick["job_state"], "queued");
+    let show = env.show(&id);
+    assert!(show["reason"]
+        .as_str()
+        .unwrap()
+        .contains("warning: the Run left no .owl/handoff.md"));
+    let denial = &show["runs"][0]["permission_denials"][0];
+    assert_eq!(denial["tool_name"], "Bash");
+    assert!(denial["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("git add hello.txt"));
+    env.owl()
+        .args(["show", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("denied tools (1)"))
+        .stdout(predicate::str::contains("- Bash git add hello.txt"));
+}
+
+#[test]
+fn max_budget_is_budget_exhausted() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay max-budget.jsonl\nwait-stdin-eof\nexit 1\n");
+    let id = env.add("Spend");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "budget_exhausted");
+    assert_eq!(tick["stop_reason"], "Reached maximum budget ($0.0001)");
+    assert_eq!(env.show(&id)["runs"][0]["exit_code"], 1);
+}
+
+#[test]
+fn a_401_fails_the_run_and_flags_the_account_until_a_run_succeeds() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay api-401-oauth.jsonl\nwait-stdin-eof\nexit 1\n");
+    env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed");
+    assert!(tick["stop_reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("not logged in (401)"));
+    let status = env.status();
+    assert!(status["accounts"][0]["not_logged_in"]
+        .as_str()
+        .unwrap()
+        .contains("401"));
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("not logged in"));
+
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    assert!(env.status()["accounts"][0]["not_logged_in"].is_null());
+}
+
+#[test]
+fn a_429_rejection_is_rate_limited_and_waits_until_the_reset() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay rate-limit-rejected.jsonl\nwait-stdin-eof\nexit 1\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited");
+    assert_eq!(tick["job_state"], "waiting");
+    let show = env.show(&id);
+    // resetsAt 1796020271 from the recorded rate_limit_event.
+    assert_eq!(show["not_before"], "2026-11-30T06:31:11Z");
+    // Before the reset nothing runs; status says why.
+    let idle = env.tick();
+    assert_eq!(idle["action"], "idle");
+    assert!(idle["reason"].as_str().unwrap().contains("06:31"), "{idle}");
+    assert_eq!(env.status()["queue"][0]["state"], "waiting");
+}
+
+#[test]
+fn an_api_500_after_retries_fails_and_counts_the_retries() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay api-500-max-retries-2.jsonl\nwait-stdin-eof\nexit 1\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("API error 500"),
+        "{tick}"
+    );
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["api_retries"], 2);
+    assert_eq!(show["state"], "queued");
+}
+
+#[test]
+fn an_exit_without_a_result_line_is_failed_with_the_stderr_tail() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay signal-midstream-SIGTERM-pid.jsonl\nstderr fatal: something broke\nexit 143\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed");
+    assert_eq!(
+        tick["stop_reason"],
+        "the agent ended with exit code 143 and no result line: fatal: something broke"
+    );
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["exit_code"], 143);
+    let stderr =
+        std::fs::read_to_string(env.state.join("logs").join(&id).join("1.stderr.txt")).unwrap();
+    assert_eq!(stderr, "fatal: something broke\n");
+}
+
+#[test]
+fn a_version_outside_the_tested_range_leaves_the_job_queued_and_says_why() {
+    let mut env = TestEnv::new();
+    env.extra_env
+        .push(("FAKE_AGENT_VERSION".into(), "2.2.0 (Claude Code)".into()));
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.owl()
+        .arg("tick")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "Claude Code 2.2.0 is outside the tested range 2.1.x",
+        ));
+    assert_eq!(env.show(&id)["state"], "queued");
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    let status = env.status();
+    assert!(status["accounts"][0]["agent_problem"]
+        .as_str()
+        .unwrap()
+        .contains("2.2.0"));
+    assert!(
+        status["summary"].as_str().unwrap().contains("2.2.0"),
+        "{status}"
+    );
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("outside the tested range"));
+}
+
+#[test]
+fn a_missing_agent_cli_exits_1_and_keeps_the_job() {
+    let env = TestEnv::new();
+    env.write_config("accounts:\n  work: {}\n");
+    let text = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude");
+    std::fs::write(&env.config, text).unwrap();
+    let id = env.add("Hello");
+    env.owl()
+        .arg("tick")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cannot run '/nonexistent/claude'"));
+    assert_eq!(env.show(&id)["state"], "queued");
+}
+
+#[test]
+fn two_ticks_at_once_run_one_agent() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 3000\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.add("Slow");
+    let first = env
+        .owl_std()
+        .args(["tick", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first tick has its Run recorded (it holds the lock by then).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.status()["running"].is_null() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first tick never started its Run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let second = env.tick();
+    assert_eq!(second["action"], "busy");
+    assert!(second["reason"]
+        .as_str()
+        .unwrap()
+        .contains("another tick holds"));
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let first: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(first["action"], "ran");
+    assert_eq!(first["run_id"], 1);
+}
+
+#[test]
+fn max_run_time_stops_the_run_with_an_interrupt() {
+    let env = TestEnv::with_config("defaults:\n  maxRunTime: 1s\n");
+    env.script("read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Never ends");
+    let started = std::time::Instant::now();
+    let tick = env.tick();
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    assert_eq!(tick["outcome"], "timed_out");
+    assert_eq!(tick["stop_reason"], "maxRunTime reached");
+    // The interrupt was written on stdin and answered with the CLI's own result.
+    let stdin = env.recorded("stdin.jsonl");
+    assert!(stdin.contains(r#""subtype":"interrupt""#), "{stdin}");
+    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap();
+    assert!(log.contains("error_during_execution"));
+    assert_eq!(env.show(&id)["state"], "queued");
+}
+
+#[test]
+fn cancel_stops_a_running_run() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Long");
+    let tick = env
+        .owl_std()
+        .args(["tick", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.status()["running"].is_null() {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    env.owl().args(["cancel", &id]).assert().success();
+    let out = tick.wait_with_output().unwrap();
+    let tick: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "interrupted");
+    assert_eq!(tick["stop_reason"], "cancelled");
+    assert_eq!(env.show(&id)["state"], "cancelled");
+    assert_eq!(env.tick()["action"], "idle");
+}
