@@ -15,6 +15,7 @@ pub mod schedule;
 pub mod store;
 pub mod supervise;
 pub mod text;
+pub mod usage;
 pub mod workspace;
 
 use std::process::ExitCode;

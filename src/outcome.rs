@@ -14,6 +14,8 @@ pub enum StopCause {
         reason: String,
         resets_at: Option<DateTime<Utc>>,
     },
+    /// The provider rejected the Account (`rate_limit_event` with `status: rejected`).
+    RateLimited(String),
     MaxRunTime,
     Stalled,
     Cancelled,
@@ -28,6 +30,7 @@ impl StopCause {
     pub fn reason(&self) -> String {
         match self {
             StopCause::Ceiling { reason, .. } => reason.clone(),
+            StopCause::RateLimited(reason) => reason.clone(),
             StopCause::MaxRunTime => "maxRunTime reached".into(),
             StopCause::Stalled => "stalled".into(),
             StopCause::Cancelled => "cancelled".into(),
@@ -77,6 +80,7 @@ pub fn classify(
         let outcome = match cause {
             StopCause::MaxRunTime | StopCause::Stalled => RunOutcome::TimedOut,
             StopCause::LogWrite(_) => RunOutcome::Failed,
+            StopCause::RateLimited(_) => RunOutcome::RateLimited,
             _ => RunOutcome::Interrupted,
         };
         return done(outcome, Some(cause.reason()));

@@ -40,6 +40,9 @@ pub struct AccountView {
     pub windows: Vec<WindowView>,
     pub not_logged_in: Option<String>,
     pub agent_problem: Option<String>,
+    /// What the last preflight probe learned, and when.
+    pub last_probe: Option<String>,
+    pub last_probe_at: Option<DateTime<Utc>>,
 }
 
 /// Which Ceiling governs a Window: `fiveHourMax` for `five_hour`, `weeklyMax` for every `seven_day*`.
@@ -122,6 +125,8 @@ pub fn account_views(
                 windows,
                 not_logged_in: note.not_logged_in,
                 agent_problem: note.agent_problem,
+                last_probe: note.last_probe,
+                last_probe_at: note.last_probe_at,
             }
         })
         .collect()
@@ -336,10 +341,11 @@ fn idle_reason(
     for a in &blocked {
         let n = queue
             .iter()
-            .filter(|q| q.reason.contains(&format!("account {}:", a.name)))
+            .filter(|q| q.reason.contains(&a.reason))
             .count();
         if n > 0 {
-            parts.push(format!("{} ({n} {} wait for it)", a.reason, jobs_word(n)));
+            let verb = if n == 1 { "waits" } else { "wait" };
+            parts.push(format!("{} ({n} {} {verb} for it)", a.reason, jobs_word(n)));
         }
     }
     if parts.is_empty() && waiting > 0 {

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::{opt_time, print_json, Ctx};
 use crate::clock::{human, local_hm, rfc3339};
+use crate::model::JobState;
 use crate::schedule::{fmt_percent, AccountView, Decision, Plan, QueueEntry};
 
 #[derive(Debug, Serialize)]
@@ -15,6 +16,8 @@ struct StatusJson {
     queue: Vec<QueueJson>,
     /// What the next tick would do: the Job it would run, or null.
     next: Option<NextJson>,
+    /// Blocked and failed Jobs: they wait for a person.
+    attention: Vec<QueueJson>,
     summary: String,
 }
 
@@ -39,6 +42,8 @@ struct AccountJson {
     has_ceiling: bool,
     not_logged_in: Option<String>,
     agent_problem: Option<String>,
+    last_probe: Option<String>,
+    last_probe_at: Option<String>,
     windows: Vec<WindowJson>,
 }
 
@@ -76,7 +81,7 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         let views = crate::schedule::account_views(&ctx.config, &[], &Default::default(), now);
         let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
-        return emit(ctx, json, None, &views, &plan, now);
+        return emit(ctx, json, None, &views, &plan, Vec::new(), now);
     };
     let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
@@ -91,7 +96,20 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
         api_retries: r.api_retries,
         session_id: r.session_id,
     });
-    emit(ctx, json, running, &views, &plan, now)
+    let attention = store
+        .jobs(true)?
+        .into_iter()
+        .filter(|j| matches!(j.state, JobState::Blocked | JobState::Failed))
+        .map(|j| QueueJson {
+            job_id: j.id,
+            state: j.state.to_string(),
+            not_before: None,
+            account: j.account,
+            eligible: false,
+            reason: j.reason.unwrap_or_default(),
+        })
+        .collect();
+    emit(ctx, json, running, &views, &plan, attention, now)
 }
 
 fn emit(
@@ -100,6 +118,7 @@ fn emit(
     running: Option<RunningJson>,
     views: &[AccountView],
     plan: &Plan,
+    attention: Vec<QueueJson>,
     now: DateTime<Utc>,
 ) -> Result<u8> {
     let summary = summary(running.as_ref(), views, plan);
@@ -115,6 +134,7 @@ fn emit(
                 }),
                 Decision::Idle { .. } => None,
             },
+            attention,
             summary,
         };
         print_json(&out)?;
@@ -157,6 +177,13 @@ fn emit(
             );
         }
     }
+    if !attention.is_empty() {
+        println!();
+        println!("Waiting for you (`owl show JOB`, then `owl requeue JOB`):");
+        for j in &attention {
+            println!("  {:<12} {:<8} {}", j.job_id, j.state, j.reason);
+        }
+    }
     println!();
     println!("{summary}");
     if let Some(w) = ctx.config.schedule.window {
@@ -165,7 +192,8 @@ fn emit(
     Ok(0)
 }
 
-fn print_account(a: &AccountView, now: DateTime<Utc>) {
+/// Prints one Account and its Windows, for status and `tick --dry-run`.
+pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
     let state = if a.schedulable {
         "schedulable"
     } else {
@@ -182,6 +210,9 @@ fn print_account(a: &AccountView, now: DateTime<Utc>) {
     }
     if a.windows.is_empty() {
         println!("    no utilization observed yet");
+    }
+    if let (Some(what), Some(at)) = (&a.last_probe, a.last_probe_at) {
+        println!("    last probe {} ago: {what}", human(now - at));
     }
     for w in &a.windows {
         let percent = match w.percent {
@@ -246,6 +277,8 @@ fn account_json(a: &AccountView) -> AccountJson {
         has_ceiling: a.has_ceiling,
         not_logged_in: a.not_logged_in.clone(),
         agent_problem: a.agent_problem.clone(),
+        last_probe: a.last_probe.clone(),
+        last_probe_at: opt_time(a.last_probe_at),
         windows: a
             .windows
             .iter()

@@ -16,6 +16,7 @@ use crate::outcome::{self, AfterRun, StopCause};
 use crate::schedule::{self, AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
 use crate::supervise::{self, process, LocalExecutor, Observer, RunReport, RunSpec};
+use crate::usage;
 
 /// What `tick --json` prints.
 #[derive(Debug, Default, Serialize)]
@@ -53,12 +54,15 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
     };
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
-    let (_, plan) = make_plan(ctx, &store, now)?;
-
-    let (job_id, account) = match &plan.decision {
-        Decision::Idle { reason } => {
+    let mut probed = std::collections::BTreeSet::new();
+    let (plan, job_id, account) = loop {
+        let (views, plan) = make_plan(ctx, &store, now)?;
+        let Decision::Run { job_id, account } = plan.decision.clone() else {
+            let Decision::Idle { reason } = &plan.decision else {
+                unreachable!()
+            };
             if dry_run && !json {
-                print_plan(&plan);
+                print_plan(&views, &plan, now);
             }
             return report(
                 json,
@@ -69,13 +73,24 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
                     ..Default::default()
                 },
             );
+        };
+        // A figure older than probeMaxAge is not trusted to start a Run on: ask first.
+        // The probe may find the Account over its Ceiling, and then the plan changes.
+        if !dry_run && !probed.contains(&account) && needs_probe(ctx, &views, &account, now) {
+            probe_account(ctx, &mut store, &account, now)?;
+            probed.insert(account);
+            continue;
         }
-        Decision::Run { job_id, account } => (job_id.clone(), account.clone()),
+        if dry_run && !json {
+            print_plan(&views, &plan, now);
+            if needs_probe(ctx, &views, &account, now) {
+                println!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
+            }
+        }
+        break (plan, job_id, account);
     };
+    drop(plan);
     if dry_run {
-        if !json {
-            print_plan(&plan);
-        }
         return report(
             json,
             TickJson {
@@ -191,7 +206,7 @@ fn execute(
     });
     ensure_private_dir(&ctx.logs_dir(&job.id))?;
     let spec = RunSpec {
-        driver,
+        driver: driver.clone(),
         invocation: &invocation,
         cwd: worktree,
         run_id,
@@ -201,11 +216,17 @@ fn execute(
         max_run_time: Duration::from_secs(job.max_run_time_secs),
         stall_timeout: ctx.config.stall_timeout,
         grace_window: ctx.config.grace_window,
+        usage_poll_interval: driver
+            .capabilities()
+            .usage_reporting
+            .then_some(ctx.config.usage_poll_interval),
     };
     let mut observer = TickObserver {
         store,
         run_id,
         job_id: &job.id,
+        account,
+        limits: account_cfg.limits,
         last_flush: Instant::now(),
         dirty: false,
     };
@@ -289,6 +310,8 @@ struct TickObserver<'a> {
     store: &'a mut Store,
     run_id: i64,
     job_id: &'a str,
+    account: &'a str,
+    limits: Option<crate::config::Limits>,
     last_flush: Instant,
     dirty: bool,
 }
@@ -312,6 +335,34 @@ impl TickObserver<'_> {
     }
 }
 
+impl TickObserver<'_> {
+    /// Records what an event says of the Account's utilization, then acts on it: every
+    /// Snapshot is in the database before owl stops anything because of it.
+    fn observe_utilization(&mut self, event: &AgentEvent) -> Option<StopCause> {
+        let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
+        let snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
+        for s in &snapshots {
+            if let Err(e) = self.store.insert_snapshot(s) {
+                tracing::warn!("recording utilization of {}: {e:#}", self.account);
+            }
+        }
+        if let AgentEvent::RateLimit(info) = event {
+            if info.status == "rejected" {
+                let window = info.window.as_deref().unwrap_or("a window");
+                let until = info
+                    .resets_at
+                    .and_then(|s| DateTime::from_timestamp(s, 0))
+                    .map(|t| format!(" until {}", crate::clock::rfc3339(t)))
+                    .unwrap_or_default();
+                return Some(StopCause::RateLimited(format!(
+                    "rate limited: the provider rejected {window}{until}"
+                )));
+            }
+        }
+        usage::crossing(&snapshots, self.limits.as_ref())
+    }
+}
+
 impl Observer for TickObserver<'_> {
     fn spawned(&mut self, pid: i32) {
         let start = process::stat(pid).map(|s| s.start_time);
@@ -325,7 +376,7 @@ impl Observer for TickObserver<'_> {
         if matches!(event, AgentEvent::Init { .. }) || self.last_flush.elapsed() >= PROGRESS_EVERY {
             self.flush(report);
         }
-        None
+        self.observe_utilization(event)
     }
 
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
@@ -339,11 +390,49 @@ impl Observer for TickObserver<'_> {
     }
 }
 
-fn print_plan(plan: &Plan) {
+fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
     println!("{}", super::status::describe_decision(&plan.decision));
+    for a in views {
+        super::status::print_account(a, now);
+    }
     for (i, q) in plan.queue.iter().enumerate() {
         println!("  {}. {} ({}): {}", i + 1, q.job_id, q.state, q.reason);
     }
+}
+
+/// Whether the Account's newest figure is too old to start a Run on.
+fn needs_probe(ctx: &Ctx, views: &[AccountView], account: &str, now: DateTime<Utc>) -> bool {
+    let cfg = &ctx.config.accounts[account];
+    let Some(view) = views.iter().find(|a| a.name == account) else {
+        return false;
+    };
+    if !view.has_ceiling || !driver::capabilities(cfg.driver).usage_reporting {
+        return false;
+    }
+    let max_age =
+        chrono::Duration::from_std(ctx.config.probe_max_age).unwrap_or(chrono::Duration::MAX);
+    match view.windows.iter().map(|w| w.observed_at).max() {
+        Some(newest) => now - newest > max_age,
+        None => true,
+    }
+}
+
+/// Asks the Account's agent for its utilization and records what it says. A failed probe
+/// is recorded and does not fail the tick: the figure is then unknown, never 0.
+fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>) -> Result<()> {
+    let cfg = &ctx.config.accounts[account];
+    let d = driver::for_kind(cfg.driver);
+    let command = &ctx.config.drivers.get(cfg.driver).command;
+    let outcome = usage::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
+    if let usage::ProbeOutcome::Observed(windows) = &outcome {
+        for s in usage::from_usage(windows, account, usage::SOURCE_PROBE, None, now) {
+            store.insert_snapshot(&s)?;
+        }
+    }
+    if let usage::ProbeOutcome::Failed(why) = &outcome {
+        tracing::warn!("probing {account}: {why}");
+    }
+    store.set_last_probe(account, &outcome.describe(), now)
 }
 
 fn report(json: bool, out: TickJson) -> Result<u8> {

@@ -3,9 +3,10 @@
 use serde_json::{json, Value};
 
 use super::{
-    AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError, RateLimitInfo, RunRequest,
+    AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError, RateLimitInfo,
+    RunRequest, Usage, WindowUsage,
 };
-use crate::config::DriverKind;
+use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 use crate::text::truncate;
 
@@ -62,19 +63,7 @@ impl Driver for ClaudeCode {
     }
 
     fn invocation(&self, req: &RunRequest) -> Invocation {
-        let mut args: Vec<String> = [
-            "-p",
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            // stream-json output without --verbose is refused by the CLI.
-            "--verbose",
-            "--permission-mode",
-            req.permission_mode,
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = stream_json_args(req.permission_mode);
         if let Some(budget) = req.max_budget_usd {
             args.push("--max-budget-usd".into());
             args.push(format_usd(budget));
@@ -94,24 +83,12 @@ impl Driver for ClaudeCode {
         }
         args.push("--append-system-prompt".into());
         args.push(req.standing_instructions.into());
+        account_invocation(req.command, req.account, args)
+    }
 
-        let mut env_set = Vec::new();
-        if let Some(store) = &req.account.credential_store {
-            env_set.push(("CLAUDE_CONFIG_DIR".to_string(), store.display().to_string()));
-        }
-        env_set.extend(req.account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        let env_remove = INHERITED_CREDENTIALS
-            .iter()
-            .filter(|k| !req.account.env.contains_key(**k))
-            .map(|k| k.to_string())
-            .collect();
-
-        Invocation {
-            program: req.command.to_path_buf(),
-            args,
-            env_set,
-            env_remove,
-        }
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
+        // No prompt is ever written, so the CLI makes no API call and spends nothing.
+        account_invocation(command, account, stream_json_args("dontAsk"))
     }
 
     fn prompt_input(&self, prompt: &str) -> Vec<u8> {
@@ -120,55 +97,135 @@ impl Driver for ClaudeCode {
     }
 
     fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>> {
-        let msg = json!({
-            "type": "control_request",
-            "request_id": request_id,
-            "request": {"subtype": "interrupt"}
-        });
-        Some(line_bytes(&msg))
+        Some(control_request(request_id, "interrupt"))
+    }
+
+    fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>> {
+        Some(control_request(request_id, "get_usage"))
     }
 
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError> {
-        let text = std::str::from_utf8(line).map_err(|_| LineError::NotUtf8)?;
-        let v: Value = serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or(LineError::NoType)?;
-        Ok(match (kind, str_at(&v, "subtype")) {
-            ("system", Some("init")) => AgentEvent::Init {
-                session_id: string_at(&v, "session_id"),
-                model: string_at(&v, "model"),
-                version: string_at(&v, "claude_code_version"),
-            },
-            ("system", Some("api_retry")) => AgentEvent::ApiRetry {
-                attempt: v.get("attempt").and_then(Value::as_i64).unwrap_or(0),
-                max_retries: v.get("max_retries").and_then(Value::as_i64).unwrap_or(0),
-                error_status: v.get("error_status").and_then(Value::as_i64),
-            },
-            ("assistant", _) => AgentEvent::Assistant {
-                summary: summarize_assistant(&v),
-            },
-            ("user", _) => AgentEvent::ToolResult {
-                is_error: content_blocks(&v).any(|b| {
-                    b.get("type").and_then(Value::as_str) == Some("tool_result")
-                        && b.get("is_error").and_then(Value::as_bool) == Some(true)
-                }),
-            },
-            ("rate_limit_event", _) => AgentEvent::RateLimit(parse_rate_limit(&v)),
-            ("control_response", _) => {
-                let resp = v.get("response").unwrap_or(&Value::Null);
-                AgentEvent::ControlResponse {
-                    request_id: string_at(resp, "request_id").unwrap_or_default(),
-                    ok: str_at(resp, "subtype") == Some("success"),
-                }
-            }
-            ("result", _) => AgentEvent::Result(parse_result(&v)),
-            (other, _) => AgentEvent::Other {
-                kind: other.chars().take(64).collect(),
-            },
-        })
+        parse_line(line)
     }
+}
+
+fn stream_json_args(permission_mode: &str) -> Vec<String> {
+    [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        // stream-json output without --verbose is refused by the CLI.
+        "--verbose",
+        "--permission-mode",
+        permission_mode,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The Account's environment around `args`: its credential store, its `env:`, and no
+/// inherited credential it did not ask for.
+fn account_invocation(
+    command: &std::path::Path,
+    account: &Account,
+    args: Vec<String>,
+) -> Invocation {
+    let mut env_set = Vec::new();
+    if let Some(store) = &account.credential_store {
+        env_set.push(("CLAUDE_CONFIG_DIR".to_string(), store.display().to_string()));
+    }
+    env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let env_remove = INHERITED_CREDENTIALS
+        .iter()
+        .filter(|k| !account.env.contains_key(**k))
+        .map(|k| k.to_string())
+        .collect();
+    Invocation {
+        program: command.to_path_buf(),
+        args,
+        env_set,
+        env_remove,
+    }
+}
+
+fn control_request(request_id: &str, subtype: &str) -> Vec<u8> {
+    line_bytes(&json!({
+        "type": "control_request",
+        "request_id": request_id,
+        "request": {"subtype": subtype}
+    }))
+}
+
+fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
+    let text = std::str::from_utf8(line).map_err(|_| LineError::NotUtf8)?;
+    let v: Value = serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or(LineError::NoType)?;
+    Ok(match (kind, str_at(&v, "subtype")) {
+        ("system", Some("init")) => AgentEvent::Init {
+            session_id: string_at(&v, "session_id"),
+            model: string_at(&v, "model"),
+            version: string_at(&v, "claude_code_version"),
+        },
+        ("system", Some("api_retry")) => AgentEvent::ApiRetry {
+            attempt: v.get("attempt").and_then(Value::as_i64).unwrap_or(0),
+            max_retries: v.get("max_retries").and_then(Value::as_i64).unwrap_or(0),
+            error_status: v.get("error_status").and_then(Value::as_i64),
+        },
+        ("assistant", _) => AgentEvent::Assistant {
+            summary: summarize_assistant(&v),
+        },
+        ("user", _) => AgentEvent::ToolResult {
+            is_error: content_blocks(&v).any(|b| {
+                b.get("type").and_then(Value::as_str) == Some("tool_result")
+                    && b.get("is_error").and_then(Value::as_bool) == Some(true)
+            }),
+        },
+        ("rate_limit_event", _) => AgentEvent::RateLimit(parse_rate_limit(&v)),
+        ("control_response", _) => {
+            let resp = v.get("response").unwrap_or(&Value::Null);
+            AgentEvent::ControlResponse {
+                request_id: string_at(resp, "request_id").unwrap_or_default(),
+                ok: str_at(resp, "subtype") == Some("success"),
+                usage: resp.get("response").and_then(parse_usage),
+            }
+        }
+        ("result", _) => AgentEvent::Result(parse_result(&v)),
+        (other, _) => AgentEvent::Other {
+            kind: other.chars().take(64).collect(),
+        },
+    })
+}
+
+/// Reads a `get_usage` answer: percent 0–100 and ISO 8601 times per Window; `null` means
+/// the CLI does not know yet. Entries without a numeric utilization (`extra_usage`, a
+/// `null` Window) are not Windows.
+fn parse_usage(response: &Value) -> Option<Usage> {
+    let limits = response.get("rate_limits")?;
+    let Some(map) = limits.as_object() else {
+        return Some(Usage::Unknown);
+    };
+    let windows = map
+        .iter()
+        .filter_map(|(name, w)| {
+            let percent = w.get("utilization")?.as_f64()?;
+            let resets_at = w
+                .get("resets_at")
+                .and_then(Value::as_str)
+                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&chrono::Utc));
+            Some(WindowUsage {
+                window: name.chars().take(64).collect(),
+                percent,
+                resets_at,
+            })
+        })
+        .collect();
+    Some(Usage::Windows(windows))
 }
 
 fn is_number(s: &str) -> bool {

@@ -78,8 +78,12 @@ pub enum AgentEvent {
     },
     /// The provider's view of the Account's rate limit.
     RateLimit(RateLimitInfo),
-    /// The answer to a control request owl wrote on stdin.
-    ControlResponse { request_id: String, ok: bool },
+    /// The answer to a control request owl wrote on stdin; `usage` when it answered a usage request.
+    ControlResponse {
+        request_id: String,
+        ok: bool,
+        usage: Option<Usage>,
+    },
     /// How the turn ended.
     Result(AgentResult),
     /// A line of a type this Driver does not use.
@@ -116,6 +120,22 @@ impl AgentEvent {
             AgentEvent::Other { kind } => kind.clone(),
         }
     }
+}
+
+/// The Account's utilization as the agent reported it when asked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Usage {
+    /// The agent does not know (yet): never read as 0.
+    Unknown,
+    Windows(Vec<WindowUsage>),
+}
+
+/// One Window of a usage answer, already in percent 0–100.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowUsage {
+    pub window: String,
+    pub percent: f64,
+    pub resets_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A `rate_limit_event`, in the agent's units.
@@ -189,6 +209,12 @@ pub trait Driver: Send + Sync {
 
     /// The bytes that ask the agent to abort its turn, when it can be asked.
     fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>>;
+
+    /// The bytes that ask the agent for the Account's utilization, when it can be asked.
+    fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>>;
+
+    /// The command that starts the agent only to ask it for utilization: no prompt, no tokens.
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
 
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;

@@ -77,6 +77,11 @@ const MIGRATIONS: &[&str] = &[
         updated_at    TEXT NOT NULL
     );
     "#,
+    // 2: the outcome of the last preflight probe of each Account.
+    r#"
+    ALTER TABLE account_notes ADD COLUMN last_probe TEXT;
+    ALTER TABLE account_notes ADD COLUMN last_probe_at TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -14,6 +14,9 @@ pub struct AccountNote {
     pub not_logged_in: Option<String>,
     /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
     pub agent_problem: Option<String>,
+    /// What the last preflight probe learned, and when.
+    pub last_probe: Option<String>,
+    pub last_probe_at: Option<DateTime<Utc>>,
     pub updated_at: Option<DateTime<Utc>>,
 }
 
@@ -23,14 +26,16 @@ impl Store {
         Ok(self
             .conn
             .query_row(
-                "SELECT not_logged_in, agent_problem, updated_at FROM account_notes \
-                 WHERE account = ?1",
+                "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at \
+                 FROM account_notes WHERE account = ?1",
                 [account],
                 |r| {
                     Ok(AccountNote {
                         not_logged_in: r.get(0)?,
                         agent_problem: r.get(1)?,
-                        updated_at: time_col(r.get(2)?),
+                        last_probe: r.get(2)?,
+                        last_probe_at: time_col(r.get(3)?),
+                        updated_at: time_col(r.get(4)?),
                     })
                 },
             )
@@ -56,6 +61,12 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         self.upsert_note(account, "agent_problem", why, now)
+    }
+
+    /// Records what a preflight probe learned.
+    pub fn set_last_probe(&mut self, account: &str, what: &str, now: DateTime<Utc>) -> Result<()> {
+        self.upsert_note(account, "last_probe", Some(what), now)?;
+        self.upsert_note(account, "last_probe_at", Some(&rfc3339(now)), now)
     }
 
     fn upsert_note(

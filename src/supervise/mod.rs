@@ -53,6 +53,8 @@ pub struct RunSpec<'a> {
     pub max_run_time: Duration,
     pub stall_timeout: Duration,
     pub grace_window: Duration,
+    /// How often to ask the agent for utilization; `None` when its Driver cannot answer.
+    pub usage_poll_interval: Option<Duration>,
 }
 
 /// The step that started the Run, told what happens as it happens.
@@ -136,6 +138,9 @@ pub fn supervise(
     let mut last_heartbeat = Instant::now();
     let (mut stdout_open, mut stderr_open) = (true, true);
     let mut readers_deadline: Option<Instant> = None;
+    // The first poll waits for the first API response: before it the CLI may not know.
+    let mut next_poll: Option<Instant> = None;
+    let mut polls = 0u64;
 
     loop {
         if lp.report_exited() && !stdout_open && !stderr_open {
@@ -158,12 +163,20 @@ pub fn supervise(
         if let Some(d) = readers_deadline {
             wake = wake.min(d);
         }
+        if let Some(d) = next_poll {
+            wake = wake.min(d);
+        }
         match rx.recv_timeout(wake.saturating_duration_since(now)) {
             Ok(Event::Line(ev)) => {
                 let ev = *ev;
                 last_output = Instant::now();
                 lp.report.lines += 1;
                 lp.note(&ev);
+                let api_response =
+                    matches!(ev, AgentEvent::Assistant { .. } | AgentEvent::RateLimit(_));
+                if api_response && polls == 0 && next_poll.is_none() {
+                    next_poll = spec.usage_poll_interval.map(|_| Instant::now());
+                }
                 if let AgentEvent::Result(r) = &ev {
                     lp.report.result = Some(r.clone());
                     // One turn per Run: closing stdin lets the CLI exit.
@@ -232,6 +245,20 @@ pub fn supervise(
                 if let Some(cause) = observer.heartbeat(&lp.report) {
                     lp.begin_stop(cause, &mut stdin);
                 }
+            }
+        }
+        if let (Some(due), Some(every)) = (next_poll, spec.usage_poll_interval) {
+            if lp.stage != Stage::Running || lp.report.result.is_some() {
+                next_poll = None;
+            } else if now >= due {
+                polls += 1;
+                if let Some(bytes) = spec
+                    .driver
+                    .usage_request_input(&format!("owl-usage-{polls}"))
+                {
+                    send(&stdin, bytes);
+                }
+                next_poll = Some(now + every);
             }
         }
         lp.advance(&mut stdin);

@@ -22,13 +22,21 @@ pub struct LocalExecutor;
 
 impl Executor for LocalExecutor {
     fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
+        spawn(inv, cwd, &run_id.to_string())
+    }
+}
+
+/// Starts a command as owl's direct child, in its own process group, with piped stdio
+/// and `OWL_RUN_ID=<marker>` in its environment.
+pub fn spawn(inv: &Invocation, cwd: &Path, marker: &str) -> io::Result<Child> {
+    {
         let mut cmd = Command::new(&inv.program);
         cmd.args(&inv.args)
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env(RUN_ID_VAR, run_id.to_string())
+            .env(RUN_ID_VAR, marker)
             // Its own process group, so one signal reaches the agent and what it started
             // in that group (not its Bash tool, which makes its own session: see the subreaper).
             .process_group(0);

@@ -19,7 +19,10 @@
 //!   wait-stdin-eof              wait until stdin is closed
 //!   exit CODE                   exit now
 //! An `interrupt` control request aborts the script the way the real CLI aborts a turn.
-//! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt and stdin.jsonl there.
+//! A `get_usage` control request is answered with the next line of the file named by
+//! `FAKE_AGENT_USAGE` (a JSON `rate_limits` value; the last line repeats), else `null`,
+//! the way the real CLI answers before its first API response.
+//! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
 
 // Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
 #![allow(clippy::zombie_processes)]
@@ -50,6 +53,8 @@ const RECORDED_ENV: &[&str] = &[
 
 struct Shared {
     out: Mutex<Option<std::io::Stdout>>,
+    /// A copy of everything written to stdout, when recording.
+    tee: Mutex<Option<fs::File>>,
     interrupted: AtomicBool,
     stdin_closed: AtomicBool,
     prompt_seen: (Mutex<bool>, Condvar),
@@ -61,6 +66,9 @@ impl Shared {
         if let Some(out) = self.out.lock().unwrap().as_mut() {
             let _ = out.write_all(bytes);
             let _ = out.flush();
+            if let Some(tee) = self.tee.lock().unwrap().as_mut() {
+                let _ = tee.write_all(bytes);
+            }
         }
     }
 
@@ -107,6 +115,11 @@ fn main() {
     }
     let shared = Arc::new(Shared {
         out: Mutex::new(Some(std::io::stdout())),
+        tee: Mutex::new(
+            record
+                .as_ref()
+                .map(|d| fs::File::create(d.join("stdout.bin")).unwrap()),
+        ),
         interrupted: AtomicBool::new(false),
         stdin_closed: AtomicBool::new(false),
         prompt_seen: (Mutex::new(false), Condvar::new()),
@@ -135,6 +148,10 @@ fn main() {
                 let mut seen = lock.lock().unwrap();
                 while !*seen && !shared.stdin_closed.load(Ordering::SeqCst) {
                     seen = cv.wait_timeout(seen, Duration::from_millis(50)).unwrap().0;
+                }
+                if !*seen {
+                    // stdin closed with no prompt (owl's probe): the real CLI exits.
+                    std::process::exit(0);
                 }
             }
             "replay" => replay(&shared, rest),
@@ -224,6 +241,19 @@ fn main() {
 }
 
 fn read_stdin(shared: &Shared) {
+    let mut usage_answers: (Vec<String>, usize) = (
+        std::env::var("FAKE_AGENT_USAGE")
+            .ok()
+            .and_then(|p| fs::read_to_string(p).ok())
+            .map(|t| {
+                t.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        0,
+    );
     let stdin = std::io::stdin();
     let mut log = shared.record.as_ref().map(|d| {
         OpenOptions::new()
@@ -253,12 +283,28 @@ fn read_stdin(shared: &Shared) {
                         r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{id}"}}}}"#
                     ));
                     shared.interrupted.store(true, Ordering::SeqCst);
+                } else if v["request"]["subtype"] == "get_usage" {
+                    let limits = next_usage(&mut usage_answers);
+                    // The shape recorded in get-usage.jsonl, trimmed of the session details.
+                    shared.emit_line(&format!(
+                        r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{id}","response":{{"session":{{"total_cost_usd":0}},"subscription_type":"max","rate_limits_available":true,"rate_limits":{limits},"behaviors":{{}}}}}}}}"#
+                    ));
                 }
             }
             _ => {}
         }
     }
     shared.stdin_closed.store(true, Ordering::SeqCst);
+}
+
+fn next_usage(answers: &mut (Vec<String>, usize)) -> String {
+    let (lines, next) = answers;
+    let Some(last) = lines.len().checked_sub(1) else {
+        return "null".into();
+    };
+    let line = lines[(*next).min(last)].clone();
+    *next += 1;
+    line
 }
 
 fn replay(shared: &Shared, spec: &str) {

@@ -220,6 +220,9 @@ fn requeue_and_cancel_follow_the_states() {
     assert_eq!(env.tick()["job_state"], "blocked");
     let show = env.show(&id);
     assert_eq!(show["reason"], "needs an API token");
+    let status = env.status();
+    assert_eq!(status["attention"][0]["job_id"], id.as_str());
+    assert_eq!(status["attention"][0]["reason"], "needs an API token");
     env.owl().args(["cancel", &id]).assert().code(2);
     env.owl().args(["requeue", &id]).assert().success();
     assert_eq!(env.show(&id)["state"], "queued");
@@ -239,11 +242,12 @@ fn logs_print_the_transcript_readable_and_raw() {
     env.script(&done_script("tool-use.jsonl", 0));
     env.add("Hello");
     env.tick();
+    let recorded = std::fs::read(env.record.join("stdout.bin")).unwrap();
     env.owl()
         .args(["logs", "1", "--raw"])
         .assert()
         .success()
-        .stdout(crate::support::fixture("tool-use.jsonl"));
+        .stdout(recorded);
     env.owl()
         .args(["logs", "1"])
         .assert()

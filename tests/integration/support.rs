@@ -17,7 +17,11 @@ pub struct TestEnv {
     pub config: PathBuf,
     pub script: PathBuf,
     pub record: PathBuf,
+    /// What the fake agent answers to `get_usage`, one `rate_limits` JSON per line.
+    pub usage: PathBuf,
     pub extra_env: Vec<(String, String)>,
+    /// "Now" for owl's scheduling.
+    pub now: String,
 }
 
 impl TestEnv {
@@ -41,6 +45,8 @@ impl TestEnv {
             config: root.join("config.yaml"),
             script: root.join("agent.script"),
             record: root.join("record"),
+            usage: root.join("usage.jsonl"),
+            now: NOW.to_string(),
             repo,
             dir,
             extra_env: Vec::new(),
@@ -67,6 +73,16 @@ impl TestEnv {
         std::fs::write(&self.script, text).unwrap();
     }
 
+    /// Sets the fake agent's answers to `get_usage`: each a five_hour percent resetting at
+    /// `resets_at`; a process starts from the first again.
+    pub fn five_hour(&self, percents: &[f64], resets_at: &str) {
+        let lines: Vec<String> = percents
+            .iter()
+            .map(|p| format!(r#"{{"five_hour":{{"utilization":{p},"resets_at":"{resets_at}"}},"seven_day":{{"utilization":20,"resets_at":"2026-12-04T00:00:00.000Z"}}}}"#))
+            .collect();
+        std::fs::write(&self.usage, lines.join("\n")).unwrap();
+    }
+
     /// The `owl` binary with this environment.
     pub fn owl(&self) -> Command {
         Command::from_std(self.owl_std())
@@ -78,7 +94,8 @@ impl TestEnv {
         cmd.env("OWL_CONFIG", &self.config)
             .env("HOME", self.dir.path().join("home"))
             .env("TZ", "UTC")
-            .env("OWL_NOW", NOW)
+            .env("OWL_NOW", &self.now)
+            .env("FAKE_AGENT_USAGE", &self.usage)
             .env("FAKE_AGENT_SCRIPT", &self.script)
             .env("FAKE_AGENT_RECORD", &self.record)
             .env_remove("XDG_CONFIG_HOME")

@@ -33,9 +33,19 @@ fn success_runs_the_agent_in_the_worktree_and_records_everything() {
     assert_eq!(run["exit_code"], 0);
     assert_eq!(run["session_id"], session_of("success.jsonl").as_str());
 
-    // The log is the stdout, byte for byte.
-    let log = std::fs::read_to_string(env.run_log(&id, run_id)).unwrap();
-    assert_eq!(log, fixture("success.jsonl"));
+    // The log is the agent's stdout, byte for byte: the recorded transcript, with the
+    // answers to owl's usage requests in between.
+    let log = std::fs::read(env.run_log(&id, run_id)).unwrap();
+    assert_eq!(log, std::fs::read(env.record.join("stdout.bin")).unwrap());
+    let replayed: Vec<&str> = std::str::from_utf8(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with(r#"{"type":"control_response""#))
+        .collect();
+    assert_eq!(
+        replayed,
+        fixture("success.jsonl").lines().collect::<Vec<_>>()
+    );
     let mode = std::fs::metadata(env.run_log(&id, run_id))
         .unwrap()
         .permissions()

@@ -1,0 +1,305 @@
+//! Utilization (ADR-0020): Snapshots from what the agent reports — usage answers, rate-limit events, the preflight probe — and the Ceiling check.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::config::{Account, Limits};
+use crate::driver::{AgentEvent, Driver, RateLimitInfo, Usage, WindowUsage};
+use crate::model::Snapshot;
+use crate::outcome::StopCause;
+use crate::schedule::{ceiling_for, fmt_percent};
+use crate::supervise::process;
+
+/// Where a Snapshot came from.
+pub const SOURCE_GET_USAGE: &str = "get_usage";
+pub const SOURCE_RATE_LIMIT_EVENT: &str = "rate_limit_event";
+pub const SOURCE_PROBE: &str = "probe";
+
+/// How long the preflight probe waits for the agent's answer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
+/// `55.00000000000001`.
+pub fn round_percent(x: f64) -> f64 {
+    ((x * 10_000.0).round() / 10_000.0).clamp(0.0, 100.0)
+}
+
+/// Snapshots from a usage answer (percent 0–100 already).
+pub fn from_usage(
+    windows: &[WindowUsage],
+    account: &str,
+    source: &str,
+    run_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> Vec<Snapshot> {
+    windows
+        .iter()
+        .map(|w| Snapshot {
+            account: account.to_string(),
+            window: w.window.clone(),
+            percent: round_percent(w.percent),
+            resets_at: w.resets_at,
+            observed_at: now,
+            source: source.to_string(),
+            run_id,
+        })
+        .collect()
+}
+
+/// A Snapshot from a `rate_limit_event`: `utilization` is a fraction 0–1 and only present
+/// in warning states; `rejected` means the Window is at 100% until `resetsAt`.
+pub fn from_rate_limit(
+    info: &RateLimitInfo,
+    account: &str,
+    run_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> Option<Snapshot> {
+    let window = info.window.clone()?;
+    let percent = if info.status == "rejected" {
+        100.0
+    } else {
+        info.utilization? * 100.0
+    };
+    Some(Snapshot {
+        account: account.to_string(),
+        window,
+        percent: round_percent(percent),
+        resets_at: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),
+        observed_at: now,
+        source: SOURCE_RATE_LIMIT_EVENT.to_string(),
+        run_id,
+    })
+}
+
+/// The Snapshots an agent event carries, if any.
+pub fn from_event(
+    event: &AgentEvent,
+    account: &str,
+    run_id: Option<i64>,
+    now: DateTime<Utc>,
+) -> Vec<Snapshot> {
+    match event {
+        AgentEvent::ControlResponse {
+            usage: Some(Usage::Windows(windows)),
+            ..
+        } => from_usage(windows, account, SOURCE_GET_USAGE, run_id, now),
+        AgentEvent::RateLimit(info) => from_rate_limit(info, account, run_id, now)
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The Ceiling these Snapshots cross, if any: the crossed Window that resets last, so the
+/// Job waits until every crossed Window has reset.
+pub fn crossing(snapshots: &[Snapshot], limits: Option<&Limits>) -> Option<StopCause> {
+    snapshots
+        .iter()
+        .filter_map(|s| {
+            let (key, ceiling) = ceiling_for(&s.window, limits)?;
+            (s.percent >= ceiling).then_some((s, key, ceiling))
+        })
+        .max_by_key(|(s, _, _)| s.resets_at)
+        .map(|(s, key, ceiling)| StopCause::Ceiling {
+            reason: format!(
+                "ceiling: {} {}% >= {key} {}",
+                s.window,
+                fmt_percent(s.percent),
+                fmt_percent(ceiling)
+            ),
+            resets_at: s.resets_at,
+        })
+}
+
+/// What the preflight probe learned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProbeOutcome {
+    Observed(Vec<WindowUsage>),
+    /// The agent answered, but does not know the utilization (never read as 0).
+    Unknown,
+    Failed(String),
+}
+
+impl ProbeOutcome {
+    /// A few words for status.
+    pub fn describe(&self) -> String {
+        match self {
+            ProbeOutcome::Observed(w) if w.is_empty() => "answered with no Window".into(),
+            ProbeOutcome::Observed(w) => {
+                let parts: Vec<String> = w
+                    .iter()
+                    .map(|w| format!("{} {}%", w.window, fmt_percent(round_percent(w.percent))))
+                    .collect();
+                format!("observed {}", parts.join(", "))
+            }
+            ProbeOutcome::Unknown => "unknown: the agent did not know the utilization".into(),
+            ProbeOutcome::Failed(why) => format!("failed: {why}"),
+        }
+    }
+}
+
+/// Starts the agent with the Account's environment, asks only for its utilization, and
+/// stops it. No prompt is written, so no tokens are spent.
+pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path) -> ProbeOutcome {
+    let Some(request) = driver.usage_request_input("owl-probe") else {
+        return ProbeOutcome::Failed("the driver cannot report utilization".into());
+    };
+    let invocation = driver.probe_invocation(command, account);
+    let mut child = match process::spawn(&invocation, cwd, "probe") {
+        Ok(c) => c,
+        Err(e) => return ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())),
+    };
+    let pid = child.id() as i32;
+    let mut stdin = child.stdin.take();
+    if let Some(s) = stdin.as_mut() {
+        use std::io::Write;
+        if let Err(e) = s.write_all(&request).and_then(|()| s.flush()) {
+            stop_probe(&mut child, pid, stdin);
+            return ProbeOutcome::Failed(format!("writing the usage request: {e}"));
+        }
+    }
+    let (tx, rx) = mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n') {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            std::io::copy(&mut BufReader::new(stderr), &mut std::io::sink())
+        });
+    }
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    let outcome = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => match driver.parse_line(&line) {
+                Ok(AgentEvent::ControlResponse { usage: Some(u), .. }) => {
+                    break match u {
+                        Usage::Unknown => ProbeOutcome::Unknown,
+                        Usage::Windows(w) => ProbeOutcome::Observed(w),
+                    }
+                }
+                Ok(AgentEvent::ControlResponse { ok: false, .. }) => {
+                    break ProbeOutcome::Failed("the agent refused the usage request".into())
+                }
+                _ => continue,
+            },
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                break ProbeOutcome::Failed(format!(
+                    "no answer within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                ))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break ProbeOutcome::Failed("the agent exited without answering".into())
+            }
+        }
+    };
+    stop_probe(&mut child, pid, stdin);
+    outcome
+}
+
+/// Closes stdin (the CLI exits on EOF), then makes sure the probe and its group are gone.
+fn stop_probe(child: &mut std::process::Child, pid: i32, stdin: Option<std::process::ChildStdin>) {
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            process::signal_group(pid, libc::SIGKILL);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    process::signal_group(pid, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        crate::clock::parse(s).unwrap()
+    }
+
+    #[test]
+    fn float_noise_is_rounded() {
+        assert_eq!(round_percent(55.00000000000001), 55.0);
+        assert_eq!(round_percent(0.93 * 100.0), 93.0);
+        assert_eq!(round_percent(140.0), 100.0);
+    }
+
+    #[test]
+    fn a_rejected_event_is_100_percent_until_the_reset() {
+        let info = RateLimitInfo {
+            status: "rejected".into(),
+            resets_at: Some(1796020271),
+            window: Some("five_hour".into()),
+            utilization: None,
+        };
+        let s = from_rate_limit(&info, "work", Some(3), t("2026-11-30T03:00:00Z")).unwrap();
+        assert_eq!(s.percent, 100.0);
+        assert_eq!(s.resets_at, Some(t("2026-11-30T06:31:11Z")));
+        assert_eq!(s.source, "rate_limit_event");
+    }
+
+    #[test]
+    fn an_allowed_event_carries_no_figure() {
+        let info = RateLimitInfo {
+            status: "allowed".into(),
+            resets_at: Some(1796016657),
+            window: Some("five_hour".into()),
+            utilization: None,
+        };
+        assert!(from_rate_limit(&info, "work", None, t("2026-11-30T03:00:00Z")).is_none());
+        let warning = RateLimitInfo {
+            status: "allowed_warning".into(),
+            utilization: Some(0.93),
+            ..info
+        };
+        let s = from_rate_limit(&warning, "work", None, t("2026-11-30T03:00:00Z")).unwrap();
+        assert_eq!(s.percent, 93.0);
+    }
+
+    #[test]
+    fn crossing_names_the_window_and_the_ceiling() {
+        let limits = Limits {
+            five_hour_max: Some(60.0),
+            weekly_max: Some(50.0),
+        };
+        let snap = |window: &str, percent, resets: &str| Snapshot {
+            account: "work".into(),
+            window: window.into(),
+            percent,
+            resets_at: Some(t(resets)),
+            observed_at: t("2026-11-30T03:00:00Z"),
+            source: SOURCE_GET_USAGE.into(),
+            run_id: None,
+        };
+        let under = [snap("five_hour", 59.9, "2026-11-30T05:00:00Z")];
+        assert_eq!(crossing(&under, Some(&limits)), None);
+        let over = [
+            snap("five_hour", 63.0, "2026-11-30T05:00:00Z"),
+            snap("seven_day_opus", 12.0, "2026-12-03T00:00:00Z"),
+            snap("extra_window", 99.0, "2026-12-03T00:00:00Z"),
+        ];
+        assert_eq!(
+            crossing(&over, Some(&limits)),
+            Some(StopCause::Ceiling {
+                reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+                resets_at: Some(t("2026-11-30T05:00:00Z")),
+            })
+        );
+        assert_eq!(crossing(&over, None), None);
+    }
+}

@@ -1,0 +1,273 @@
+//! Utilization ceilings (ADR-0020): scheduling under them, stopping a Run that crosses
+//! one, and running again after the Window resets.
+
+use std::time::{Duration, Instant};
+
+use predicates::prelude::*;
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+/// One Account `work` with `fiveHourMax: 60, weeklyMax: 50`, polled every 200 ms.
+fn ceiling_env() -> TestEnv {
+    let env = TestEnv::new();
+    env.write_config(
+        "usagePollInterval: 200ms\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      weeklyMax: 50\n",
+    );
+    env
+}
+
+fn window<'a>(status: &'a Value, account: &str, name: &str) -> &'a Value {
+    let account = status["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == account)
+        .unwrap();
+    account["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == name)
+        .unwrap_or(&Value::Null)
+}
+
+/// A Run that works until owl stops it: the first API response, then a long tool call.
+const LONG_RUN: &str = "read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 30000\n";
+
+#[test]
+fn a_run_crossing_the_ceiling_is_stopped_and_runs_again_after_the_reset() {
+    let mut env = ceiling_env();
+    env.five_hour(&[40.0, 55.0, 65.0], "2026-11-30T05:00:00.000Z");
+    env.script(LONG_RUN);
+    let id = env.add("Climb");
+
+    let started = Instant::now();
+    let tick = env.tick();
+    // Three polls 200 ms apart, then the interrupt: well under the 30 s the agent would take.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(tick["outcome"], "interrupted");
+    assert_eq!(
+        tick["stop_reason"],
+        "ceiling: five_hour 65% >= fiveHourMax 60"
+    );
+    assert_eq!(tick["job_state"], "waiting");
+    let show = env.show(&id);
+    assert_eq!(show["not_before"], "2026-11-30T05:00:00Z");
+    assert_eq!(show["reason"], "ceiling: five_hour 65% >= fiveHourMax 60");
+    // owl asked politely first: the interrupt went in on stdin after the usage requests.
+    let stdin = env.recorded("stdin.jsonl");
+    assert_eq!(
+        stdin.matches(r#""subtype":"get_usage""#).count(),
+        3,
+        "{stdin}"
+    );
+    assert!(stdin.contains(r#""subtype":"interrupt""#));
+
+    // The figure that crossed is recorded, with its source and Run.
+    let status = env.status();
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["percent"], 65.0);
+    assert_eq!(five["source"], "get_usage");
+    assert_eq!(five["run_id"], 1);
+    assert_eq!(status["accounts"][0]["schedulable"], false);
+    assert_eq!(status["queue"][0]["state"], "waiting");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("work: not schedulable — work: five_hour 65% >= fiveHourMax 60 — not scheduled until 05:00 (in 2h)"))
+        .stdout(predicate::str::contains("resets in 2h (05:00)"));
+
+    // Before the reset: nothing runs.
+    env.now = "2026-11-30T04:59:00Z".into();
+    assert_eq!(env.tick()["action"], "idle");
+
+    // The first tick after the reset probes (the figure is stale), then runs the Job.
+    env.now = "2026-11-30T05:00:30Z".into();
+    env.five_hour(&[5.0], "2026-11-30T10:00:00.000Z");
+    env.script(&done_script("success.jsonl", 0));
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran");
+    assert_eq!(tick["job_state"], "done");
+    let status = env.status();
+    assert_eq!(window(&status, "work", "five_hour")["percent"], 5.0);
+    assert!(status["accounts"][0]["last_probe"]
+        .as_str()
+        .unwrap()
+        .contains("five_hour 5%"));
+}
+
+#[test]
+fn the_probe_finds_the_account_over_its_ceiling_and_starts_nothing() {
+    let mut env = ceiling_env();
+    env.five_hour(&[70.0], "2026-11-30T04:00:00.000Z");
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle");
+    assert!(
+        tick["reason"]
+            .as_str()
+            .unwrap()
+            .contains("five_hour 70% >= fiveHourMax 60"),
+        "{tick}"
+    );
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    assert_eq!(env.show(&id)["state"], "queued");
+    // The probe wrote no prompt: no tokens were spent.
+    let stdin = env.recorded("stdin.jsonl");
+    assert!(!stdin.contains(r#""type":"user""#), "{stdin}");
+    assert!(stdin.contains("get_usage"));
+    env.owl()
+        .args(["tick", "--dry-run"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "work: five_hour 70% >= fiveHourMax 60 — not scheduled until 04:00 (in 1h)",
+        ));
+
+    // After the reset the old 70% no longer counts: owl probes again and runs.
+    env.now = "2026-11-30T04:00:01Z".into();
+    let status = env.status();
+    let five = window(&status, "work", "five_hour");
+    assert!(
+        five["percent"].is_null(),
+        "a figure from before the reset is discarded: {five}"
+    );
+    assert_eq!(five["stale"], true);
+    env.five_hour(&[10.0], "2026-11-30T09:00:00.000Z");
+    assert_eq!(env.tick()["job_state"], "done");
+}
+
+#[test]
+fn a_probe_that_learns_nothing_is_unknown_never_zero() {
+    let env = ceiling_env();
+    std::fs::write(&env.usage, "null\n").unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran");
+    let status = env.status();
+    assert!(status["accounts"][0]["last_probe"]
+        .as_str()
+        .unwrap()
+        .starts_with("unknown"));
+    assert!(window(&status, "work", "five_hour")["percent"].is_null());
+}
+
+#[test]
+fn a_rejected_event_stops_the_run_as_rate_limited() {
+    let env = ceiling_env();
+    env.five_hour(&[30.0], "2026-11-30T05:00:00.000Z");
+    env.script("read-prompt\nreplay rate-limit-rejected.jsonl\nwait-stdin-eof\nexit 1\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited");
+    assert_eq!(
+        tick["stop_reason"],
+        "rate limited: the provider rejected five_hour until 2026-11-30T06:31:11Z"
+    );
+    assert_eq!(env.show(&id)["not_before"], "2026-11-30T06:31:11Z");
+    let status = env.status();
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["percent"], 100.0);
+    assert_eq!(five["source"], "rate_limit_event");
+    assert_eq!(five["resets_at"], "2026-11-30T06:31:11Z");
+}
+
+#[test]
+fn a_429_result_without_a_reset_time_waits_a_default_time() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay api-429-apikey.jsonl\nwait-stdin-eof\nexit 1\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited");
+    assert_eq!(tick["job_state"], "waiting");
+    assert_eq!(env.show(&id)["not_before"], "2026-11-30T03:30:00Z");
+}
+
+#[test]
+fn unknown_windows_are_kept_and_float_noise_is_dropped() {
+    let env = ceiling_env();
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":55.00000000000001,"resets_at":"2026-11-30T05:00:00.000Z"},"seven_day_sonnet":null,"mystery_window":{"utilization":12,"resets_at":"2026-12-01T00:00:00.000Z"},"extra_usage":{"is_enabled":false,"utilization":null}}"#,
+    )
+    .unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    env.add("Hello");
+    env.tick();
+    let status = env.status();
+    assert_eq!(window(&status, "work", "five_hour")["percent"], 55.0);
+    let mystery = window(&status, "work", "mystery_window");
+    assert_eq!(mystery["percent"], 12.0);
+    assert!(mystery["ceiling"].is_null());
+    assert!(window(&status, "work", "seven_day_sonnet").is_null());
+    assert!(window(&status, "work", "extra_usage").is_null());
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("55.0000").not())
+        .stdout(predicate::str::contains("55%"));
+}
+
+#[test]
+fn a_job_with_no_account_goes_to_the_one_with_the_most_headroom() {
+    let env = TestEnv::new();
+    let usage = |name: &str, percent: f64| {
+        let path = env.dir.path().join(format!("{name}.usage"));
+        std::fs::write(&path, format!(r#"{{"five_hour":{{"utilization":{percent},"resets_at":"2026-11-30T05:00:00.000Z"}}}}"#)).unwrap();
+        path.display().to_string()
+    };
+    env.write_config(&format!(
+        "defaults:\n  account: null\naccounts:\n  work:\n    env: {{FAKE_AGENT_USAGE: {}}}\n    limits: {{fiveHourMax: 60}}\n  home:\n    env: {{FAKE_AGENT_USAGE: {}}}\n    limits: {{fiveHourMax: 60}}\n",
+        usage("work", 50.0),
+        usage("home", 20.0)
+    ));
+    env.script(&done_script("success.jsonl", 0));
+    env.add("Anywhere");
+    // Probes of both Accounts tell owl their headroom; the Job goes to home (40 points left).
+    let first = env.tick();
+    assert_eq!(first["action"], "ran", "{first}");
+    assert_eq!(first["account"], "home");
+}
+
+#[test]
+fn limits_are_refused_when_misspelled_or_out_of_range() {
+    let env = TestEnv::new();
+    env.write_config(
+        "accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      weeklymax: 50\n",
+    );
+    env.owl()
+        .args(["config", "check"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+        "line 10: unknown key 'weeklymax' in 'accounts.work.limits' (did you mean 'weeklyMax'?)",
+    ));
+    env.write_config("accounts:\n  work:\n    limits:\n      fiveHourMax: 160\n");
+    env.owl()
+        .args(["config", "check"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("line 9: '160' is out of range"));
+    env.write_config("accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no ceiling").not());
+    env.write_config("accounts:\n  work: {}\n");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("work: schedulable — no ceiling"));
+}
