@@ -291,16 +291,13 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
             ));
         }
         let driver = acc.driver.unwrap_or(DriverKind::ClaudeCode);
-        if acc.limits.is_some() && !crate::driver::capabilities(driver).usage_reporting {
-            return Err(at(
-                "limits",
-                "",
-                format!(
-                    "account '{name}' sets limits, but the {} driver cannot report utilization, \
-                     so no ceiling could be kept; remove 'limits'",
-                    driver.name()
-                ),
-            ));
+        if let Err(msg) = check_limits_supported(
+            &name,
+            driver,
+            crate::driver::capabilities(driver),
+            acc.limits.is_some(),
+        ) {
+            return Err(at("limits", "", msg));
         }
         accounts.insert(
             name,
@@ -407,6 +404,25 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
             },
         },
     })
+}
+
+/// A Driver without `usage_reporting` cannot be scheduled under a Ceiling at all, only
+/// reactively against rate-limit errors (ADR-0020): `limits` on it would be a promise
+/// nobody keeps.
+fn check_limits_supported(
+    account: &str,
+    driver: DriverKind,
+    caps: crate::driver::Capabilities,
+    has_limits: bool,
+) -> Result<(), String> {
+    if has_limits && !caps.usage_reporting {
+        return Err(format!(
+            "account '{account}' sets limits, but the {} driver cannot report utilization, \
+             so no ceiling could be kept; remove 'limits'",
+            driver.name()
+        ));
+    }
+    Ok(())
 }
 
 fn default_allowed_tools() -> Vec<String> {
@@ -789,6 +805,19 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(!json.contains("sk-secret"));
         assert!(json.contains("CLAUDE_CODE_OAUTH_TOKEN"));
+    }
+
+    #[test]
+    fn limits_need_a_driver_that_reports_usage() {
+        let blind = crate::driver::Capabilities {
+            usage_reporting: false,
+            interrupt: false,
+        };
+        let e = check_limits_supported("work", DriverKind::ClaudeCode, blind, true).unwrap_err();
+        assert!(e.contains("cannot report utilization"), "{e}");
+        assert!(check_limits_supported("work", DriverKind::ClaudeCode, blind, false).is_ok());
+        let claude = crate::driver::capabilities(DriverKind::ClaudeCode);
+        assert!(check_limits_supported("work", DriverKind::ClaudeCode, claude, true).is_ok());
     }
 
     #[test]
