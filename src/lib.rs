@@ -11,6 +11,7 @@ pub mod lock;
 pub mod model;
 pub mod outcome;
 pub mod prompt;
+pub mod recover;
 pub mod schedule;
 pub mod store;
 pub mod supervise;

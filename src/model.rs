@@ -204,6 +204,10 @@ pub struct Run {
     pub pid: Option<i64>,
     pub started_at: DateTime<Utc>,
     pub ended_at: Option<DateTime<Utc>>,
+    /// Processes left alive after the agent exited, killed by owl.
+    pub survivors_killed: Option<i64>,
+    /// stdout lines logged but not understood.
+    pub skipped_lines: Option<i64>,
 }
 
 /// A tool call the agent's permission mode refused.

@@ -98,7 +98,11 @@ pub fn classify(
         r.text
             .clone()
             .or_else(|| r.errors.first().cloned())
-            .unwrap_or_else(|| r.subtype.clone())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| match r.subtype.as_str() {
+                "" => "the agent's result line says nothing of how the turn ended".into(),
+                s => s.into(),
+            })
     };
     if r.budget_exhausted {
         return done(RunOutcome::BudgetExhausted, Some(said()));

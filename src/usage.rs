@@ -149,7 +149,11 @@ pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path)
         return ProbeOutcome::Failed("the driver cannot report utilization".into());
     };
     let invocation = driver.probe_invocation(command, account);
-    let mut child = match process::spawn(&invocation, cwd, "probe") {
+    let marker = process::RunMarker {
+        run_id: "probe".into(),
+        state_dir: cwd.to_path_buf(),
+    };
+    let mut child = match process::spawn(&invocation, cwd, &marker) {
         Ok(c) => c,
         Err(e) => return ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())),
     };

@@ -38,6 +38,10 @@ struct RunJson {
     ended_at: Option<String>,
     duration_secs: Option<i64>,
     permission_denials: Vec<PermissionDenial>,
+    /// Processes left alive after the agent exited, killed by owl.
+    survivors_killed: Option<i64>,
+    /// stdout lines logged but not understood.
+    skipped_lines: Option<i64>,
     log: String,
 }
 
@@ -161,6 +165,12 @@ fn print_run(r: &RunJson) {
     if r.api_retries > 0 {
         println!("  API retries: {}", r.api_retries);
     }
+    if let Some(n) = r.survivors_killed.filter(|n| *n > 0) {
+        println!("  left behind: {n} process(es), killed by owl");
+    }
+    if let Some(n) = r.skipped_lines.filter(|n| *n > 0) {
+        println!("  unreadable output: {n} line(s) logged but not understood");
+    }
     if !r.permission_denials.is_empty() {
         println!(
             "  denied tools ({}): the permission mode refused these calls:",
@@ -191,6 +201,8 @@ fn run_json(ctx: &Ctx, r: &Run) -> RunJson {
         ended_at: opt_time(r.ended_at),
         duration_secs: r.ended_at.map(|e| (e - r.started_at).num_seconds().max(0)),
         permission_denials: r.permission_denials.clone(),
+        survivors_killed: r.survivors_killed,
+        skipped_lines: r.skipped_lines,
         log: ctx.run_log(&r.job_id, r.id).display().to_string(),
     }
 }

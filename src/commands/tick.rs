@@ -54,6 +54,14 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
     };
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
+    if !dry_run {
+        for lost in crate::recover::recover_lost_runs(&mut store, &ctx.config.state_dir, now)? {
+            eprintln!(
+                "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); the job is queued again",
+                lost.run_id, lost.job_id, lost.survivors_killed
+            );
+        }
+    }
     let mut probed = std::collections::BTreeSet::new();
     let (plan, job_id, account) = loop {
         let (views, plan) = make_plan(ctx, &store, now)?;
@@ -230,8 +238,14 @@ fn execute(
         last_flush: Instant::now(),
         dirty: false,
     };
-    supervise::supervise(spec, &LocalExecutor, &mut observer)
-        .with_context(|| format!("starting the agent '{}'", invocation.program.display()))
+    supervise::supervise(
+        spec,
+        &LocalExecutor {
+            state_dir: ctx.config.state_dir.clone(),
+        },
+        &mut observer,
+    )
+    .with_context(|| format!("starting the agent '{}'", invocation.program.display()))
 }
 
 /// Records the Run's end and moves its Job on.
@@ -280,6 +294,8 @@ fn record(
         permission_denials: r.map(|r| r.permission_denials.clone()).unwrap_or_default(),
         api_retries: report.api_retries,
         last_event: report.last_event.clone(),
+        survivors_killed: Some(report.survivors_killed as i64),
+        skipped_lines: Some(report.skipped_lines as i64),
     };
     store.finish_run(
         run_id,

@@ -82,6 +82,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE account_notes ADD COLUMN last_probe TEXT;
     ALTER TABLE account_notes ADD COLUMN last_probe_at TEXT;
     "#,
+    // 3: what a Run left behind, and what of its stream owl could not read.
+    r#"
+    ALTER TABLE runs ADD COLUMN survivors_killed INTEGER;
+    ALTER TABLE runs ADD COLUMN skipped_lines INTEGER;
+    "#,
 ];
 
 /// The schema version this binary writes.

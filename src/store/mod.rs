@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use notes::AccountNote;
-pub use runs::{RunFinish, RunStart};
+pub use runs::{RunFinish, RunIdentity, RunStart};
 
 /// The open database.
 pub struct Store {

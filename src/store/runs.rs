@@ -36,11 +36,28 @@ pub struct RunFinish {
     pub permission_denials: Vec<PermissionDenial>,
     pub api_retries: i64,
     pub last_event: Option<String>,
+    /// Processes left alive after the agent exited, killed by owl.
+    pub survivors_killed: Option<i64>,
+    /// stdout lines logged but not understood (garbage, overlong, not UTF-8).
+    pub skipped_lines: Option<i64>,
+}
+
+/// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
+/// the agent from a process that reused its pid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunIdentity {
+    pub run_id: i64,
+    pub job_id: String,
+    pub owl_pid: Option<i64>,
+    pub owl_start_time: Option<i64>,
+    pub boot_id: Option<String>,
+    pub pid: Option<i64>,
+    pub child_start_time: Option<i64>,
 }
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
-    last_event, agent_version, pid, started_at, ended_at";
+    last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines";
 
 fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -63,6 +80,8 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         pid: r.get(15)?,
         started_at: time_col(r.get(16)?).unwrap_or_default(),
         ended_at: time_col(r.get(17)?),
+        survivors_killed: r.get(18)?,
+        skipped_lines: r.get(19)?,
     })
 }
 
@@ -144,7 +163,8 @@ impl Store {
                 "UPDATE runs SET outcome = ?2, stop_reason = ?3, exit_code = ?4, \
                  session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
-                 api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13 \
+                 api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
+                 survivors_killed = ?14, skipped_lines = ?15 \
                  WHERE id = ?1",
                 params![
                     run_id,
@@ -160,6 +180,8 @@ impl Store {
                     finish.api_retries,
                     finish.last_event,
                     rfc3339(now),
+                    finish.survivors_killed,
+                    finish.skipped_lines,
                 ],
             )?;
             tx.execute(
@@ -175,6 +197,28 @@ impl Store {
             )?;
             Ok(())
         })
+    }
+
+    /// The identities of every Run still marked running.
+    pub fn running_identities(&self) -> Result<Vec<RunIdentity>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time \
+             FROM runs WHERE outcome IS NULL ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(RunIdentity {
+                    run_id: r.get(0)?,
+                    job_id: r.get(1)?,
+                    owl_pid: r.get(2)?,
+                    owl_start_time: r.get(3)?,
+                    boot_id: r.get(4)?,
+                    pid: r.get(5)?,
+                    child_start_time: r.get(6)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
     }
 
     /// One Run by id.

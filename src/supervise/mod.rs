@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use signal_hook::iterator::Signals;
+
 use crate::driver::{AgentEvent, AgentResult, Driver, Invocation};
 use crate::outcome::{ExitInfo, StopCause};
 pub use process::{Executor, LocalExecutor};
@@ -39,6 +41,8 @@ pub enum Event {
     LogFailed(String),
     /// The agent process exited and was reaped.
     Exited(ExitInfo),
+    /// owl itself received a signal (SIGTERM, SIGINT, SIGHUP).
+    Signal(i32),
 }
 
 /// Everything needed to supervise one Run.
@@ -111,6 +115,21 @@ pub fn supervise(
     observer.spawned(pid);
 
     let (tx, rx) = mpsc::sync_channel::<Event>(1024);
+    // systemd stopping the unit, a person pressing Ctrl-C: the Run is stopped and recorded,
+    // not abandoned. The handlers stay installed after the Run, so a late signal cannot
+    // cut the recording short.
+    let mut signals = Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
+    let signal_handle = signals.handle();
+    spawn_thread("owl-signals", {
+        let tx = tx.clone();
+        move || {
+            for sig in signals.forever() {
+                if tx.send(Event::Signal(sig)).is_err() {
+                    break;
+                }
+            }
+        }
+    });
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let stdin = child.stdin.take().expect("stdin is piped");
@@ -141,6 +160,7 @@ pub fn supervise(
     // The first poll waits for the first API response: before it the CLI may not know.
     let mut next_poll: Option<Instant> = None;
     let mut polls = 0u64;
+    let mut signals_seen = 0;
 
     loop {
         if lp.report_exited() && !stdout_open && !stderr_open {
@@ -222,10 +242,22 @@ pub fn supervise(
                 lp.report.exit = info;
                 lp.stage = Stage::Killed;
                 stdin = None;
-                // Whatever the agent left behind, in its group or reparented to us, goes now.
-                process::signal_group(pid, libc::SIGKILL);
+                // Whatever the agent left behind, in its group or reparented to us (we are a
+                // subreaper), is below us now: count it, kill it, reap it.
                 lp.report.survivors_killed = process::kill_descendants();
+                process::signal_group(pid, libc::SIGKILL);
                 readers_deadline = Some(Instant::now() + READER_WAIT);
+            }
+            Ok(Event::Signal(sig)) => {
+                signals_seen += 1;
+                if signals_seen > 1 && sig != libc::SIGHUP && !lp.report_exited() {
+                    // Asked twice: the person means it.
+                    tracing::warn!("second {} : killing the agent now", signal_name(sig));
+                    process::signal_group(pid, libc::SIGKILL);
+                    lp.stage = Stage::Terminating(Instant::now() + spec.grace_window);
+                } else {
+                    lp.begin_stop(StopCause::Signal(signal_name(sig)), &mut stdin);
+                }
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -263,7 +295,17 @@ pub fn supervise(
         }
         lp.advance(&mut stdin);
     }
+    signal_handle.close();
     Ok(lp.report)
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
 }
 
 struct Loop<'a> {

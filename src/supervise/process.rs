@@ -10,6 +10,29 @@ use crate::driver::Invocation;
 /// The environment marker every descendant of a Run inherits, so that survivors can be
 /// found by identity even in another session.
 pub const RUN_ID_VAR: &str = "OWL_RUN_ID";
+/// Run ids are per database: the state dir beside the id makes the marker unique on a
+/// machine where several owls (users, state dirs) run.
+pub const STATE_DIR_VAR: &str = "OWL_STATE_DIR";
+
+/// What marks every process of one Run: `OWL_RUN_ID` and `OWL_STATE_DIR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunMarker {
+    pub run_id: String,
+    pub state_dir: std::path::PathBuf,
+}
+
+impl RunMarker {
+    fn vars(&self) -> [(String, Vec<u8>); 2] {
+        use std::os::unix::ffi::OsStrExt;
+        [
+            (RUN_ID_VAR.to_string(), self.run_id.as_bytes().to_vec()),
+            (
+                STATE_DIR_VAR.to_string(),
+                self.state_dir.as_os_str().as_bytes().to_vec(),
+            ),
+        ]
+    }
+}
 
 /// Starts commands for Runs: today a local child process, later a container (ADR-0005).
 pub trait Executor {
@@ -18,17 +41,23 @@ pub trait Executor {
 }
 
 /// Runs the agent as a direct child of owl.
-pub struct LocalExecutor;
+pub struct LocalExecutor {
+    pub state_dir: std::path::PathBuf,
+}
 
 impl Executor for LocalExecutor {
     fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
-        spawn(inv, cwd, &run_id.to_string())
+        let marker = RunMarker {
+            run_id: run_id.to_string(),
+            state_dir: self.state_dir.clone(),
+        };
+        spawn(inv, cwd, &marker)
     }
 }
 
 /// Starts a command as owl's direct child, in its own process group, with piped stdio
-/// and `OWL_RUN_ID=<marker>` in its environment.
-pub fn spawn(inv: &Invocation, cwd: &Path, marker: &str) -> io::Result<Child> {
+/// and the Run's marker in its environment.
+pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Child> {
     {
         let mut cmd = Command::new(&inv.program);
         cmd.args(&inv.args)
@@ -36,7 +65,8 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &str) -> io::Result<Child> {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .env(RUN_ID_VAR, marker)
+            .env(RUN_ID_VAR, &marker.run_id)
+            .env(STATE_DIR_VAR, &marker.state_dir)
             // Its own process group, so one signal reaches the agent and what it started
             // in that group (not its Bash tool, which makes its own session: see the subreaper).
             .process_group(0);
@@ -147,6 +177,29 @@ pub fn descendants_of(root: i32) -> Vec<i32> {
         }
     }
     out
+}
+
+/// Every live process whose environment carries the Run's marker: the agent and
+/// everything it started, even in another session, even reparented to init.
+pub fn processes_with_marker(marker: &RunMarker) -> Vec<i32> {
+    let needles: Vec<Vec<u8>> = marker
+        .vars()
+        .into_iter()
+        .map(|(k, v)| [k.as_bytes(), b"=", &v].concat())
+        .collect();
+    let me = std::process::id() as i32;
+    all_pids()
+        .into_iter()
+        .filter(|pid| *pid != me)
+        .filter(|pid| stat(*pid).is_some_and(|s| s.state != 'Z'))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                needles
+                    .iter()
+                    .all(|n| env.split(|b| *b == 0).any(|var| var == n.as_slice()))
+            })
+        })
+        .collect()
 }
 
 fn all_pids() -> Vec<i32> {

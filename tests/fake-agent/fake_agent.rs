@@ -13,6 +13,7 @@
 //!   write PATH TEXT             write TEXT (\n escapes) to PATH under the cwd
 //!   commit MESSAGE              git add -A && git commit -m MESSAGE in the cwd
 //!   ignore-sigterm              ignore SIGTERM from now on
+//!   hang-after-interrupt        after an interrupt, print the result but never exit by itself
 //!   spawn-session SECS          start `sleep SECS` in a new session (like the Bash tool)
 //!   spawn-holding SECS          start `sleep SECS` that keeps our stdout open
 //!   close-stdout                close stdout and carry on
@@ -57,6 +58,7 @@ struct Shared {
     tee: Mutex<Option<fs::File>>,
     interrupted: AtomicBool,
     stdin_closed: AtomicBool,
+    hang_after_interrupt: AtomicBool,
     prompt_seen: (Mutex<bool>, Condvar),
     record: Option<PathBuf>,
 }
@@ -110,6 +112,13 @@ fn main() {
         )
         .unwrap();
         fs::write(dir.join("pid.txt"), std::process::id().to_string()).unwrap();
+        // What this process inherited: owl's lock must not be among it.
+        let fds: Vec<String> = fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        fs::write(dir.join("fds.txt"), fds.join("\n")).unwrap();
         // Each Run records its own stdin.
         let _ = fs::remove_file(dir.join("stdin.jsonl"));
     }
@@ -122,6 +131,7 @@ fn main() {
         ),
         interrupted: AtomicBool::new(false),
         stdin_closed: AtomicBool::new(false),
+        hang_after_interrupt: AtomicBool::new(false),
         prompt_seen: (Mutex::new(false), Condvar::new()),
         record,
     });
@@ -158,12 +168,17 @@ fn main() {
             "emit" => shared.emit_line(rest),
             "emit-bytes" => shared.emit(&unescape(rest)),
             "emit-long" => {
+                // Written in 1 MiB pieces so that this process stays small.
                 let n: usize = rest.trim().parse().unwrap();
-                let mut line = Vec::with_capacity(n + 32);
-                line.extend_from_slice(b"{\"type\":\"assistant\",\"x\":\"");
-                line.resize(line.len() + n, b'a');
-                line.extend_from_slice(b"\"}\n");
-                shared.emit(&line);
+                shared.emit(b"{\"type\":\"assistant\",\"x\":\"");
+                let piece = vec![b'a'; 1 << 20];
+                let mut left = n;
+                while left > 0 {
+                    let k = left.min(piece.len());
+                    shared.emit(&piece[..k]);
+                    left -= k;
+                }
+                shared.emit(b"\"}\n");
             }
             "stderr" => eprintln!("{rest}"),
             "sleep" => sleep_unless_interrupted(&shared, rest.trim().parse().unwrap()),
@@ -188,6 +203,7 @@ fn main() {
                     rest,
                 ]);
             }
+            "hang-after-interrupt" => shared.hang_after_interrupt.store(true, Ordering::SeqCst),
             "ignore-sigterm" => unsafe {
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);
             },
@@ -233,7 +249,9 @@ fn main() {
     if shared.interrupted.load(Ordering::SeqCst) {
         // What the real CLI prints after an interrupt aborts a tool turn (interrupt-control-request.jsonl).
         replay_lines(&shared, "interrupt-control-request.jsonl 4 6", false);
-        while !shared.stdin_closed.load(Ordering::SeqCst) {
+        while !shared.stdin_closed.load(Ordering::SeqCst)
+            || shared.hang_after_interrupt.load(Ordering::SeqCst)
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         std::process::exit(1);

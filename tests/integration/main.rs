@@ -3,5 +3,6 @@
 
 mod ceilings;
 mod commands;
+mod faults;
 mod support;
 mod tick_basics;

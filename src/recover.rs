@@ -1,0 +1,108 @@
+//! Runs whose supervising tick died (kill -9, power loss): found by the next tick, their survivors killed by identity, marked `lost`.
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use crate::model::{JobState, RunOutcome};
+use crate::store::{RunFinish, RunIdentity, Store};
+use crate::supervise::process;
+
+/// One Run found lost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LostRun {
+    pub run_id: i64,
+    pub job_id: String,
+    pub survivors_killed: usize,
+}
+
+/// Marks every Run whose supervisor is gone as `lost`, after killing what survives of it,
+/// and puts its Job back in the queue (the lost Run counts toward `maxRuns`).
+///
+/// Call only while holding the tick lock: then no live tick can be supervising a Run.
+pub fn recover_lost_runs(
+    store: &mut Store,
+    state_dir: &std::path::Path,
+    now: DateTime<Utc>,
+) -> Result<Vec<LostRun>> {
+    let boot_id = process::boot_id();
+    let mut lost = Vec::new();
+    for run in store.running_identities()? {
+        if supervisor_alive(&run, boot_id.as_deref()) {
+            // Alive yet not holding the lock: not ours to judge. Leave it for a later tick.
+            tracing::warn!(
+                run = run.run_id,
+                "run {} is marked running by a live owl",
+                run.run_id
+            );
+            continue;
+        }
+        let marker = process::RunMarker {
+            run_id: run.run_id.to_string(),
+            state_dir: state_dir.to_path_buf(),
+        };
+        let killed = kill_survivors(&run, &marker, boot_id.as_deref());
+        let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
+        let finish = RunFinish {
+            outcome: Some(RunOutcome::Lost),
+            stop_reason: Some(format!(
+                "the tick supervising it (pid {supervisor}) died; found by a later tick"
+            )),
+            survivors_killed: Some(killed as i64),
+            ..Default::default()
+        };
+        let runs = store.runs_of(&run.job_id)?.len() as u32;
+        let max_runs = store.job(&run.job_id)?.map_or(u32::MAX, |j| j.max_runs);
+        let (state, reason) = if runs >= max_runs {
+            (
+                JobState::Failed,
+                format!("maxRuns reached ({runs} Runs without done)"),
+            )
+        } else {
+            (
+                JobState::Queued,
+                format!("Run {} was lost; queued again", run.run_id),
+            )
+        };
+        store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
+        lost.push(LostRun {
+            run_id: run.run_id,
+            job_id: run.job_id,
+            survivors_killed: killed,
+        });
+    }
+    Ok(lost)
+}
+
+/// Whether the owl that supervised the Run still lives: same pid, same start time, same boot.
+fn supervisor_alive(run: &RunIdentity, boot_id: Option<&str>) -> bool {
+    let (Some(pid), Some(start)) = (run.owl_pid, run.owl_start_time) else {
+        return false;
+    };
+    if pid == i64::from(std::process::id()) || run.boot_id.as_deref() != boot_id {
+        return false;
+    }
+    process::stat(pid as i32).is_some_and(|s| s.start_time == start && s.state != 'Z')
+}
+
+/// Kills the agent (only when pid, start time and boot id all match: never a reused pid)
+/// and every process carrying the Run's marker. Returns how many were killed.
+fn kill_survivors(run: &RunIdentity, marker: &process::RunMarker, boot_id: Option<&str>) -> usize {
+    if run.boot_id.as_deref() != boot_id || boot_id.is_none() {
+        // A reboot since: nothing of that Run can be alive.
+        return 0;
+    }
+    let mut victims: Vec<i32> = process::processes_with_marker(marker);
+    if let (Some(pid), Some(start)) = (run.pid, run.child_start_time) {
+        let pid = pid as i32;
+        if process::stat(pid).is_some_and(|s| s.start_time == start && s.state != 'Z') {
+            process::signal_group(pid, libc::SIGKILL);
+            if !victims.contains(&pid) {
+                victims.push(pid);
+            }
+        }
+    }
+    for pid in &victims {
+        process::signal_pid(*pid, libc::SIGKILL);
+    }
+    victims.len()
+}

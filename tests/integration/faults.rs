@@ -1,0 +1,379 @@
+//! Fault injection: owl killed or signalled mid-Run, agents that misbehave, hostile
+//! streams, storage faults, and a crowd of ticks. Processes are proven dead through
+//! /proc, never by sleeping and hoping.
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+/// Whether a process exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) for a process to be gone; true when it is.
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Waits until the fake agent has started its Run and recorded `file`.
+fn wait_for_file(path: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if !text.trim().is_empty() {
+                return text;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn_tick(env: &TestEnv) -> Child {
+    env.owl_std()
+        .args(["tick", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(child: Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "tick failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn pids(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The agent's first API response, a tool process in its own session, then a long tool call.
+const SESSION_TOOL: &str =
+    "read-prompt\nreplay interrupt-control-request.jsonl 1 2\nspawn-session 600\nsleep 60000\n";
+
+#[test]
+fn kill_9_of_owl_leaves_a_lost_run_that_the_next_tick_cleans_up() {
+    let env = TestEnv::new();
+    env.script(SESSION_TOOL);
+    let id = env.add("Work");
+    let mut owl = spawn_tick(&env);
+    let tool = pids(&wait_for_file(&env.record.join("children.txt")))[0];
+    let agent: i32 = wait_for_file(&env.record.join("pid.txt"))
+        .trim()
+        .parse()
+        .unwrap();
+    owl.kill().unwrap(); // SIGKILL
+    owl.wait().unwrap();
+    // PR_SET_PDEATHSIG ends the agent; its tool, in a session of its own, lives on.
+    assert!(
+        gone_within(agent, Duration::from_secs(10)),
+        "the agent outlived owl"
+    );
+    assert!(
+        alive(tool),
+        "the test needs a survivor to prove the cleanup"
+    );
+    assert_eq!(env.show(&id)["state"], "running");
+
+    env.script(&done_script("success.jsonl", 0));
+    let tick = env.owl().args(["tick", "--json"]).assert().success();
+    let stderr = String::from_utf8_lossy(&tick.get_output().stderr).to_string();
+    assert!(stderr.contains("run 1 of job"), "{stderr}");
+    assert!(
+        gone_within(tool, Duration::from_secs(5)),
+        "the lost Run's tool process survived"
+    );
+    let show = env.show(&id);
+    let lost = &show["runs"][0];
+    assert_eq!(lost["outcome"], "lost");
+    assert!(lost["stop_reason"].as_str().unwrap().contains("died"));
+    assert_eq!(lost["survivors_killed"], 1);
+    // The Job went back to the queue and the same tick ran it.
+    assert_eq!(show["runs"][1]["outcome"], "succeeded");
+    assert_eq!(show["state"], "done");
+}
+
+#[test]
+fn sigterm_to_owl_interrupts_the_run_and_nothing_survives() {
+    let env = TestEnv::new();
+    env.script(SESSION_TOOL);
+    let id = env.add("Work");
+    let owl = spawn_tick(&env);
+    let tool = pids(&wait_for_file(&env.record.join("children.txt")))[0];
+    let agent: i32 = wait_for_file(&env.record.join("pid.txt"))
+        .trim()
+        .parse()
+        .unwrap();
+    let sent = Instant::now();
+    unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    let tick = finish(owl);
+    let took = sent.elapsed();
+    eprintln!("figure: SIGTERM to owl -> run recorded in {took:?}");
+    // graceWindow is 2s in the tests.
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(tick["outcome"], "interrupted");
+    assert_eq!(tick["stop_reason"], "owl received SIGTERM");
+    assert!(!alive(agent) && !alive(tool));
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["survivors_killed"], 1);
+    // The interrupt came first, the agent answered with its own result.
+    assert!(env
+        .recorded("stdin.jsonl")
+        .contains(r#""subtype":"interrupt""#));
+}
+
+#[test]
+fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_window() {
+    let env = TestEnv::with_config("defaults:\n  maxRunTime: 1s\n");
+    env.script("read-prompt\nignore-sigterm\nhang-after-interrupt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Stubborn");
+    let started = Instant::now();
+    let tick = env.tick();
+    let took = started.elapsed();
+    eprintln!(
+        "figure: maxRunTime 1s, agent ignoring SIGTERM -> killed, run recorded after {took:?}"
+    );
+    assert_eq!(tick["outcome"], "timed_out");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["exit_code"], 128 + 9, "killed by SIGKILL");
+    // 1s run time + 2s for stdin close + 2s grace, and not the 60s the agent wanted.
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    assert!(!alive(agent));
+}
+
+#[test]
+fn a_second_sigterm_goes_straight_to_sigkill() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nignore-sigterm\nhang-after-interrupt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Stubborn");
+    let owl = spawn_tick(&env);
+    wait_for_file(&env.record.join("pid.txt"));
+    while env.status()["running"]["pid"].is_null() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent = Instant::now();
+    unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    std::thread::sleep(Duration::from_millis(300));
+    unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    let tick = finish(owl);
+    // Without the second signal: 2s stdin close + 2s grace before SIGKILL.
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(tick["outcome"], "interrupted");
+    assert_eq!(env.show(&id)["runs"][0]["exit_code"], 128 + 9);
+}
+
+#[test]
+fn a_stalled_agent_is_timed_out() {
+    let env = TestEnv::with_config("stallTimeout: 1s\n");
+    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 60000\n");
+    let id = env.add("Hang");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "timed_out");
+    assert_eq!(tick["stop_reason"], "stalled");
+    assert_eq!(env.show(&id)["state"], "queued");
+}
+
+#[test]
+fn sixteen_ticks_at_once_run_exactly_one_agent() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 1500\nwrite .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    let id = env.add("Once");
+    let ticks: Vec<Child> = (0..16).map(|_| spawn_tick(&env)).collect();
+    let actions: Vec<String> = ticks
+        .into_iter()
+        .map(|t| finish(t)["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "ran").count(),
+        1,
+        "{actions:?}"
+    );
+    assert!(
+        actions
+            .iter()
+            .all(|a| a == "ran" || a == "busy" || a == "idle"),
+        "{actions:?}"
+    );
+    assert_eq!(env.show(&id)["runs"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn hostile_lines_are_logged_skipped_and_counted() {
+    let env = TestEnv::new();
+    env.script(
+        "read-prompt\nreplay success.jsonl 1 1\nemit this is not json\nemit-bytes \\xff\\xfe{\\n\nemit-bytes \\0\\0\\0\\n\n\
+         emit {\"type\":\"brand_new_event\",\"x\":1}\nemit []\nemit {\"type\":\"result\"}\nwait-stdin-eof\n",
+    );
+    let id = env.add("Garbage");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed");
+    assert_eq!(
+        tick["stop_reason"],
+        "the agent's result line says nothing of how the turn ended"
+    );
+    let run = &env.show(&id)["runs"][0];
+    // not JSON, not UTF-8, NUL bytes, and a JSON line without a type.
+    assert_eq!(run["skipped_lines"], 4);
+    let log = std::fs::read(env.run_log(&id, 1)).unwrap();
+    assert_eq!(log, std::fs::read(env.record.join("stdout.bin")).unwrap());
+}
+
+/// The largest resident set of any child this test process has waited for, in KiB: an
+/// upper bound on owl's own peak.
+fn peak_child_rss_kib() -> i64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    usage.ru_maxrss
+}
+
+#[test]
+fn a_64_mib_line_is_logged_whole_and_owl_stays_small() {
+    let env = TestEnv::new();
+    env.script(&format!("read-prompt\nreplay success.jsonl 1 1\nemit-long {}\n{}", 64 << 20, "write .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl 2 3\nwait-stdin-eof\n"));
+    let id = env.add("Big");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["skipped_lines"], 1);
+    let log_len = std::fs::metadata(env.run_log(&id, 1)).unwrap().len();
+    assert!(log_len > 64 << 20, "{log_len}");
+    assert_eq!(
+        std::fs::read(env.run_log(&id, 1)).unwrap(),
+        std::fs::read(env.record.join("stdout.bin")).unwrap()
+    );
+    let peak = peak_child_rss_kib();
+    eprintln!(
+        "figure: peak RSS of any child (owl included) with a 64 MiB line: {} KiB",
+        peak
+    );
+    assert!(peak < 64 * 1024, "peak {peak} KiB");
+}
+
+#[test]
+fn stdout_closed_while_the_process_lingers() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 2\nclose-stdout\nsleep 60000\n");
+    let id = env.add("Close");
+    let started = Instant::now();
+    let tick = env.tick();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(tick["outcome"], "failed");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("no result line"),
+        "{tick}"
+    );
+    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    assert!(!alive(agent));
+    assert_eq!(env.show(&id)["state"], "queued");
+}
+
+#[test]
+fn a_grandchild_holding_stdout_is_killed_and_the_run_recorded() {
+    let env = TestEnv::new();
+    env.script(&format!("{}spawn-holding 600\nexit 0\n", "read-prompt\nwrite .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl\n"));
+    let id = env.add("Hold");
+    let started = Instant::now();
+    let tick = env.tick();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(tick["outcome"], "succeeded");
+    let holder = pids(&env.recorded("children.txt"))[0];
+    assert!(!alive(holder), "the grandchild holding stdout survived");
+    assert_eq!(env.show(&id)["runs"][0]["survivors_killed"], 1);
+}
+
+#[test]
+fn a_log_that_cannot_be_written_fails_the_run_and_keeps_the_row() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Full disk");
+    let logs = env.state.join("logs").join(&id);
+    std::fs::create_dir_all(&logs).unwrap();
+    std::os::unix::fs::symlink("/dev/full", logs.join("1.jsonl")).unwrap();
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("writing the log: No space left on device"),
+        "{tick}"
+    );
+    assert_eq!(env.show(&id)["runs"][0]["outcome"], "failed");
+}
+
+#[test]
+fn a_database_held_by_another_writer_delays_the_tick_but_does_not_fail_it() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Patient");
+    let conn = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE jobs SET priority = priority WHERE 0;")
+        .unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    let tick = env.tick();
+    release.join().unwrap();
+    assert_eq!(tick["outcome"], "succeeded");
+    assert_eq!(env.show(&id)["state"], "done");
+}
+
+#[test]
+fn the_lock_is_kept_holds_the_pid_and_is_not_inherited() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    env.add("Hello");
+    env.tick();
+    let lock = env.state.join("tick.lock");
+    assert!(lock.exists(), "the lock file is never deleted");
+    assert!(std::fs::read_to_string(&lock)
+        .unwrap()
+        .trim()
+        .parse::<u32>()
+        .is_ok());
+    let fds = env.recorded("fds.txt");
+    assert!(
+        !fds.contains("tick.lock"),
+        "the agent inherited owl's lock: {fds}"
+    );
+    assert!(
+        !fds.contains("owl.db"),
+        "the agent inherited owl's database: {fds}"
+    );
+}
