@@ -74,7 +74,7 @@ pub fn recover_lost_runs(
 }
 
 /// Whether the owl that supervised the Run still lives: same pid, same start time, same boot.
-fn supervisor_alive(run: &RunIdentity, boot_id: Option<&str>) -> bool {
+pub fn supervisor_alive(run: &RunIdentity, boot_id: Option<&str>) -> bool {
     let (Some(pid), Some(start)) = (run.owl_pid, run.owl_start_time) else {
         return false;
     };

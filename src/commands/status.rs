@@ -32,6 +32,8 @@ struct RunningJson {
     last_event: Option<String>,
     api_retries: i64,
     session_id: Option<String>,
+    /// false: the tick supervising it is gone; the next tick records the Run lost.
+    supervisor_alive: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -85,7 +87,13 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     };
     let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
+    let boot_id = crate::supervise::process::boot_id();
+    let identities = store.running_identities()?;
     let running = running.map(|r| RunningJson {
+        supervisor_alive: identities
+            .iter()
+            .find(|i| i.run_id == r.id)
+            .is_some_and(|i| crate::recover::supervisor_alive(i, boot_id.as_deref())),
         job_id: r.job_id,
         run_id: r.id,
         account: r.account,
@@ -156,6 +164,12 @@ fn emit(
             }
         ),
         None => println!("Running: nothing"),
+    }
+    if let Some(r) = running.as_ref().filter(|r| !r.supervisor_alive) {
+        println!(
+            "  but the tick supervising run {} is gone: the next tick records it lost, kills what is left of it, and queues job {} again",
+            r.run_id, r.job_id
+        );
     }
     println!();
     println!("Accounts:");

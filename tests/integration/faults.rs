@@ -131,6 +131,7 @@ fn sigterm_to_owl_interrupts_the_run_and_nothing_survives() {
         .trim()
         .parse()
         .unwrap();
+    assert_eq!(env.status()["running"]["supervisor_alive"], true);
     let sent = Instant::now();
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
     let tick = finish(owl);

@@ -1,0 +1,156 @@
+//! Prints the reliability figures of docs/reliability.md: how fast owl stops a Run, how
+//! much memory it needs on a hostile stream, and what survives a kill -9.
+//!
+//! Run: `cargo bench --bench reliability`. It drives the real release binaries with the
+//! fake agent, like the integration tests, and prints one line per figure.
+
+#[path = "../tests/integration/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{done_script, TestEnv};
+
+const ROUNDS: usize = 5;
+
+fn main() {
+    println!("owl reliability figures ({ROUNDS} rounds each; graceWindow 2s)");
+    figure(
+        "SIGTERM to owl, agent honours the interrupt: signal -> owl exited",
+        || stop_time(SESSION_TOOL, 1),
+    );
+    figure("SIGTERM to owl, agent answers the interrupt but never exits and ignores SIGTERM: signal -> owl exited", || {
+        stop_time(STUBBORN, 1)
+    });
+    figure(
+        "two SIGTERMs 100 ms apart, stubborn agent: first signal -> owl exited",
+        || stop_time(STUBBORN, 2),
+    );
+    let (rss, took) = peak_rss(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\nemit-long {}\nreplay success.jsonl 2 3\nwait-stdin-eof\n",
+        64 << 20
+    ));
+    println!("  peak RSS of owl (with its waited-for children) on one 64 MiB line: {} KiB ({:.1} MiB), run took {:?}", rss, rss as f64 / 1024.0, took);
+    let flood: String = (0..200_000)
+        .map(|i| format!("emit garbage line {i}\n"))
+        .collect();
+    let (rss, took) = peak_rss(&format!(
+        "read-prompt\n{flood}replay success.jsonl\nwait-stdin-eof\n"
+    ));
+    println!(
+        "  peak RSS of owl on 200,000 garbage lines: {} KiB ({:.1} MiB), run took {:?}",
+        rss,
+        rss as f64 / 1024.0,
+        took
+    );
+    let survivors: usize = (0..ROUNDS).map(|_| survivors_after_kill_9()).sum();
+    println!("  processes alive after kill -9 of owl and the next tick, over {ROUNDS} rounds: {survivors}");
+}
+
+const SESSION_TOOL: &str =
+    "read-prompt\nreplay interrupt-control-request.jsonl 1 2\nspawn-session 600\nsleep 60000\n";
+const STUBBORN: &str = "read-prompt\nignore-sigterm\nhang-after-interrupt\nreplay interrupt-control-request.jsonl 1 2\nspawn-session 600\nsleep 60000\n";
+
+fn figure(what: &str, mut measure: impl FnMut() -> Duration) {
+    let mut times: Vec<Duration> = (0..ROUNDS).map(|_| measure()).collect();
+    times.sort();
+    println!(
+        "  {what}: median {:?}, max {:?}",
+        times[ROUNDS / 2],
+        times[ROUNDS - 1]
+    );
+}
+
+fn spawn_tick(env: &TestEnv) -> Child {
+    env.owl_std()
+        .args(["tick", "--json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_running(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.record.join("children.txt").exists() || env.status()["running"]["pid"].is_null() {
+        assert!(Instant::now() < deadline, "the Run never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn stop_time(script: &str, signals: usize) -> Duration {
+    let env = TestEnv::new();
+    env.script(script);
+    env.add("Work");
+    let mut owl = spawn_tick(&env);
+    wait_running(&env);
+    let sent = Instant::now();
+    for i in 0..signals {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    }
+    owl.wait().unwrap();
+    let took = sent.elapsed();
+    assert_eq!(alive_children(&env), 0, "a process survived the Run");
+    took
+}
+
+/// Runs one tick and returns owl's peak RSS (KiB) from wait4, and the tick's duration.
+fn peak_rss(script: &str) -> (i64, Duration) {
+    let env = TestEnv::new();
+    env.script(script);
+    env.add("Hostile");
+    let started = Instant::now();
+    // Reaped by wait4 below, which also reports the peak RSS.
+    #[allow(clippy::zombie_processes)]
+    let owl = spawn_tick(&env);
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(owl.id() as i32, &mut status, 0, &mut usage) };
+    (usage.ru_maxrss, started.elapsed())
+}
+
+fn survivors_after_kill_9() -> usize {
+    let env = TestEnv::new();
+    env.script(SESSION_TOOL);
+    env.add("Work");
+    let mut owl = spawn_tick(&env);
+    wait_running(&env);
+    owl.kill().unwrap();
+    owl.wait().unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    env.owl().args(["tick"]).assert().success();
+    // Give init a moment to reap what owl killed; a zombie is not alive.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive_children(&env) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    alive_children(&env)
+}
+
+/// How many of the processes the fake agent started (itself and its children) still live.
+fn alive_children(env: &TestEnv) -> usize {
+    let mut pids: Vec<i32> = std::fs::read_to_string(env.record.join("children.txt"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    if let Ok(p) = std::fs::read_to_string(env.record.join("pid.txt")) {
+        pids.extend(p.trim().parse::<i32>().ok());
+    }
+    pids.into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        })
+        .count()
+}
