@@ -74,6 +74,15 @@ pub enum Command {
         /// The Job's id.
         job: String,
     },
+    /// Remove the worktrees of finished Jobs (their branches stay, so no work is lost).
+    Clean {
+        /// The Job whose worktree to remove.
+        #[arg(required_unless_present = "finished", conflicts_with = "finished")]
+        job: Option<String>,
+        /// Every done, failed, blocked or cancelled Job.
+        #[arg(long)]
+        finished: bool,
+    },
     /// Work with the config.
     #[command(subcommand)]
     Config(ConfigCommand),

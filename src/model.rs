@@ -208,6 +208,11 @@ pub struct Run {
     pub survivors_killed: Option<i64>,
     /// stdout lines logged but not understood.
     pub skipped_lines: Option<i64>,
+    /// The Job's branch head before and after the Run.
+    pub head_before: Option<String>,
+    pub head_after: Option<String>,
+    /// owl's commit of what the Run left uncommitted.
+    pub safety_commit: Option<String>,
 }
 
 /// A tool call the agent's permission mode refused.

@@ -149,6 +149,8 @@ pub struct AfterRun<'a> {
     /// Runs of this Job so far, this one included.
     pub runs: u32,
     pub max_runs: u32,
+    /// What the Job's budget has left after this Run (`None`: no Job budget).
+    pub budget_left: Option<f64>,
     pub now: DateTime<Utc>,
 }
 
@@ -161,7 +163,9 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
         not_before,
     };
     let wait_or_fail = |t: JobTransition| {
-        if a.runs >= a.max_runs {
+        if a.budget_left.is_some_and(|left| left <= 0.0) {
+            to(JobState::Failed, Some("job budget spent".into()), None)
+        } else if a.runs >= a.max_runs {
             to(
                 JobState::Failed,
                 Some(format!("maxRuns reached ({} Runs without done)", a.runs)),
@@ -285,6 +289,7 @@ mod tests {
             handoff,
             runs,
             max_runs: 3,
+            budget_left: None,
             now,
         })
     }

@@ -1,6 +1,7 @@
 //! What owl tells the agent: the standing instructions (one place, pinned by a test) and each Run's prompt.
 
 use crate::handoff::HANDOFF_PATH;
+use crate::model::{Run, RunOutcome};
 
 /// owl's standing instructions, appended to the agent's system prompt on every Run.
 pub const STANDING_INSTRUCTIONS: &str = "\
@@ -16,17 +17,70 @@ alone, not from this conversation.
 - Use `status: blocked` only for what you cannot resolve yourself (a missing credential, a \
 decision only a person can make), and say exactly what is needed.";
 
-/// The user message that starts a Run: the Job's prompt, then the Handoff a previous Run
-/// left, if any.
-pub fn build(job_prompt: &str, handoff: Option<&str>) -> String {
+/// The user message that starts a Run: the Job's prompt, owl's standing instructions, the
+/// Handoff a previous Run committed, and what that Run came to. Every Run starts a fresh
+/// context (ADR-0026): this message is all it knows.
+pub fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>) -> String {
     let mut prompt = job_prompt.trim_end().to_string();
-    if let Some(h) = handoff {
-        prompt.push_str(&format!(
-            "\n\n---\nA previous Run of this Job left this Handoff in {HANDOFF_PATH}:\n\n{}\n",
+    prompt.push_str("\n\n---\nHow to work (from owl, which runs you):\n");
+    prompt.push_str(STANDING_INSTRUCTIONS);
+    if let Some(prev) = previous_run {
+        prompt.push_str(&format!("\n\n---\nThe previous Run: {prev}"));
+    }
+    match handoff {
+        Some(h) => prompt.push_str(&format!(
+            "\n\n---\nThe Handoff the previous Run committed in {HANDOFF_PATH}:\n\n{}\n",
             h.trim_end()
-        ));
+        )),
+        None if previous_run.is_some() => prompt.push_str(&format!(
+            "\n\n---\nThe previous Run left no {HANDOFF_PATH}: orient yourself from `git log` and the worktree.\n"
+        )),
+        None => {}
     }
     prompt
+}
+
+/// One paragraph on how a Run ended, for the next Run's prompt: "stopped at a usage
+/// ceiling after 40m; 3 commits".
+pub fn describe_run(run: &Run, commits: Option<usize>) -> String {
+    let how = match run.outcome {
+        Some(RunOutcome::Succeeded) => "ended normally".to_string(),
+        Some(RunOutcome::Interrupted)
+            if run
+                .stop_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("ceiling")) =>
+        {
+            "was stopped by owl at a usage ceiling".to_string()
+        }
+        Some(RunOutcome::Interrupted) => "was stopped by owl".to_string(),
+        Some(RunOutcome::TimedOut) => "was stopped by owl for taking too long".to_string(),
+        Some(RunOutcome::BudgetExhausted) => "ran out of its budget".to_string(),
+        Some(RunOutcome::RateLimited) => "was rejected by the provider's rate limit".to_string(),
+        Some(RunOutcome::Lost) => "was lost (owl itself died while it ran)".to_string(),
+        Some(RunOutcome::Failed) => "failed".to_string(),
+        None => "did not finish".to_string(),
+    };
+    let mut text = format!("Run {} {how}", run.id);
+    if let Some(reason) = &run.stop_reason {
+        text.push_str(&format!(" ({})", crate::text::truncate(reason, 200)));
+    }
+    if let Some(end) = run.ended_at {
+        text.push_str(&format!(
+            " after {}",
+            crate::clock::human(end - run.started_at)
+        ));
+    }
+    match commits {
+        Some(1) => text.push_str("; it made 1 commit"),
+        Some(n) => text.push_str(&format!("; it made {n} commits")),
+        None => {}
+    }
+    if run.safety_commit.is_some() {
+        text.push_str(", including owl's commit of what it left uncommitted");
+    }
+    text.push('.');
+    text
 }
 
 #[cfg(test)]
@@ -45,10 +99,54 @@ mod tests {
     }
 
     #[test]
-    fn the_prompt_carries_the_handoff() {
-        assert_eq!(build("Fix it.\n", None), "Fix it.");
-        let p = build("Fix it.", Some("status: continue\nnext: tests"));
-        assert!(p.starts_with("Fix it.\n\n---\nA previous Run"));
+    fn the_prompt_carries_instructions_handoff_and_previous_run() {
+        let first = build("Fix it.\n", None, None);
+        assert!(first.starts_with("Fix it.\n\n---\nHow to work"));
+        assert!(first.contains(STANDING_INSTRUCTIONS));
+        assert!(!first.contains("previous Run"));
+        let p = build(
+            "Fix it.",
+            Some("status: continue\nnext: tests"),
+            Some("Run 1 ended normally."),
+        );
+        assert!(p.contains("The previous Run: Run 1 ended normally."));
         assert!(p.contains("next: tests"));
+        let lost = build("Fix it.", None, Some("Run 1 failed."));
+        assert!(lost.contains("left no .owl/handoff.md"));
+    }
+
+    #[test]
+    fn a_run_is_described_in_one_sentence() {
+        let t = |s| crate::clock::parse(s).unwrap();
+        let run = Run {
+            id: 2,
+            job_id: "j".into(),
+            account: "work".into(),
+            outcome: Some(RunOutcome::Interrupted),
+            stop_reason: Some("ceiling: five_hour 63% >= fiveHourMax 60".into()),
+            exit_code: Some(1),
+            session_id: None,
+            cost_usd: None,
+            num_turns: None,
+            input_tokens: None,
+            output_tokens: None,
+            permission_denials: vec![],
+            api_retries: 0,
+            last_event: None,
+            agent_version: None,
+            pid: None,
+            started_at: t("2026-11-30T01:00:00Z"),
+            ended_at: Some(t("2026-11-30T01:40:00Z")),
+            survivors_killed: None,
+            skipped_lines: None,
+            head_before: None,
+            head_after: None,
+            safety_commit: Some("abc".into()),
+        };
+        assert_eq!(
+            describe_run(&run, Some(3)),
+            "Run 2 was stopped by owl at a usage ceiling (ceiling: five_hour 63% >= fiveHourMax 60) \
+             after 40m; it made 3 commits, including owl's commit of what it left uncommitted."
+        );
     }
 }

@@ -22,6 +22,7 @@ pub struct LostRun {
 pub fn recover_lost_runs(
     store: &mut Store,
     state_dir: &std::path::Path,
+    commit_author: &str,
     now: DateTime<Utc>,
 ) -> Result<Vec<LostRun>> {
     let boot_id = process::boot_id();
@@ -42,12 +43,29 @@ pub fn recover_lost_runs(
         };
         let killed = kill_survivors(&run, &marker, boot_id.as_deref());
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
+        // Nothing the lost Run wrote is lost with it (ADR-0017).
+        let worktree = crate::workspace::worktree_path(&state_dir.join("worktrees"), &run.job_id);
+        let safety_commit = if worktree.exists() {
+            crate::workspace::safety_commit(
+                &worktree,
+                commit_author,
+                &format!("owl: uncommitted work left by run {}", run.run_id),
+            )
+            .unwrap_or_else(|e| {
+                tracing::warn!("committing what run {} left: {e:#}", run.run_id);
+                None
+            })
+        } else {
+            None
+        };
         let finish = RunFinish {
             outcome: Some(RunOutcome::Lost),
             stop_reason: Some(format!(
                 "the tick supervising it (pid {supervisor}) died; found by a later tick"
             )),
             survivors_killed: Some(killed as i64),
+            head_after: crate::workspace::head_commit(&worktree),
+            safety_commit,
             ..Default::default()
         };
         let runs = store.runs_of(&run.job_id)?.len() as u32;

@@ -146,3 +146,103 @@ pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
         deletions: stats.deletions(),
     }))
 }
+
+/// The commit the worktree's HEAD (the Job's branch) points at.
+pub fn head_commit(worktree: &Path) -> Option<String> {
+    let repo = Repository::open(worktree).ok()?;
+    let head = repo.head().ok()?.peel_to_commit().ok()?;
+    Some(head.id().to_string())
+}
+
+/// How many commits `to` has that `from` does not.
+pub fn commits_between(repo_path: &str, from: &str, to: &str) -> Result<usize> {
+    let repo = Repository::open(repo_path)?;
+    let mut walk = repo.revwalk()?;
+    walk.push(git2::Oid::from_str(to)?)?;
+    walk.hide(git2::Oid::from_str(from)?)?;
+    Ok(walk.count())
+}
+
+/// Commits whatever the Run left uncommitted in the worktree (ADR-0017's safety net), on
+/// the Job's branch only. Returns the new commit's id, or `None` when the tree was clean.
+pub fn safety_commit(worktree: &Path, author: &str, message: &str) -> Result<Option<String>> {
+    let repo = Repository::open(worktree)
+        .with_context(|| format!("opening worktree {}", worktree.display()))?;
+    let head = repo.head()?;
+    if !head.is_branch() {
+        bail!(
+            "worktree {} is not on a branch; not committing",
+            worktree.display()
+        );
+    }
+    let parent = head.peel_to_commit()?;
+    let mut index = repo.index()?;
+    // add_all honours .gitignore; update_all records deletions.
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    index.update_all(["*"], None)?;
+    index.write()?;
+    let tree_id = index.write_tree()?;
+    if tree_id == parent.tree_id() {
+        return Ok(None);
+    }
+    let tree = repo.find_tree(tree_id)?;
+    let (name, email) = parse_author(author);
+    let sig = git2::Signature::now(&name, &email)?;
+    let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
+    Ok(Some(id.to_string()))
+}
+
+/// Splits `Name <email>`; a bare name gets `owl@localhost`.
+fn parse_author(author: &str) -> (String, String) {
+    match author.split_once('<') {
+        Some((name, rest)) => (
+            name.trim().to_string(),
+            rest.trim_end().trim_end_matches('>').trim().to_string(),
+        ),
+        None => (author.trim().to_string(), "owl@localhost".to_string()),
+    }
+}
+
+/// Whether the worktree has changes git would commit.
+pub fn is_dirty(worktree: &Path) -> Result<bool> {
+    let repo = Repository::open(worktree)?;
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true).recurse_untracked_dirs(true);
+    let dirty = !repo.statuses(Some(&mut opts))?.is_empty();
+    Ok(dirty)
+}
+
+/// Removes a Job's worktree (the branch stays, so the work is never lost).
+pub fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
+    let path = worktree_path(worktrees_dir, &job.id);
+    let repo =
+        Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
+    let existed = path.exists();
+    if let Ok(wt) = repo.find_worktree(&worktree_name(&job.id)) {
+        wt.prune(Some(
+            WorktreePruneOptions::new().valid(true).working_tree(true),
+        ))
+        .with_context(|| format!("removing worktree {}", path.display()))?;
+    }
+    if path.exists() {
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(existed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authors() {
+        assert_eq!(
+            parse_author("owl <owl@localhost>"),
+            ("owl".into(), "owl@localhost".into())
+        );
+        assert_eq!(
+            parse_author("Night Shift"),
+            ("Night Shift".into(), "owl@localhost".into())
+        );
+    }
+}

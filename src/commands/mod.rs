@@ -2,6 +2,7 @@
 
 mod add;
 mod cancel;
+mod clean;
 mod config_check;
 mod doctor;
 mod jobs;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Logs { run, raw, follow } => logs::run(&ctx, run, raw, follow),
         Command::Cancel { job } => cancel::cancel(&ctx, &job),
         Command::Requeue { job } => cancel::requeue(&ctx, &job),
+        Command::Clean { job, finished } => clean::run(&ctx, job.as_deref(), finished),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
         Command::Doctor => doctor::run(&ctx),
     }

@@ -17,6 +17,10 @@ struct ShowJson {
     files_changed: Option<usize>,
     insertions: Option<usize>,
     deletions: Option<usize>,
+    /// What all the Job's Runs cost together, and its caps.
+    cost_usd: f64,
+    max_budget_usd: Option<f64>,
+    max_job_budget_usd: Option<f64>,
     runs: Vec<RunJson>,
 }
 
@@ -42,6 +46,10 @@ struct RunJson {
     survivors_killed: Option<i64>,
     /// stdout lines logged but not understood.
     skipped_lines: Option<i64>,
+    /// Commits the Run added to the branch (owl's safety-net commit included).
+    commits: Option<usize>,
+    /// owl's commit of what the Run left uncommitted.
+    safety_commit: Option<String>,
     log: String,
 }
 
@@ -53,7 +61,8 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     let runs = store.runs_of(&job.id)?;
     let handoff = crate::workspace::read_handoff(&job).unwrap_or(None);
     let summary = crate::workspace::branch_summary(&job).unwrap_or(None);
-    let run_rows: Vec<RunJson> = runs.iter().map(|r| run_json(ctx, r)).collect();
+    let run_rows: Vec<RunJson> = runs.iter().map(|r| run_json(ctx, &job, r)).collect();
+    let cost: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
     if json {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();
@@ -64,6 +73,9 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
             files_changed: has.then_some(s.files_changed),
             insertions: has.then_some(s.insertions),
             deletions: has.then_some(s.deletions),
+            cost_usd: cost,
+            max_budget_usd: job.max_budget_usd,
+            max_job_budget_usd: job.max_job_budget_usd,
             runs: run_rows,
         })?;
         return Ok(0);
@@ -165,6 +177,14 @@ fn print_run(r: &RunJson) {
     if r.api_retries > 0 {
         println!("  API retries: {}", r.api_retries);
     }
+    match (r.commits, &r.safety_commit) {
+        (Some(n), Some(c)) => println!(
+            "  commits: {n}, including owl's commit {} of what the Run left uncommitted",
+            &c[..c.len().min(10)]
+        ),
+        (Some(n), None) => println!("  commits: {n}"),
+        _ => {}
+    }
     if let Some(n) = r.survivors_killed.filter(|n| *n > 0) {
         println!("  left behind: {n} process(es), killed by owl");
     }
@@ -183,7 +203,7 @@ fn print_run(r: &RunJson) {
     println!("  log: {}", r.log);
 }
 
-fn run_json(ctx: &Ctx, r: &Run) -> RunJson {
+fn run_json(ctx: &Ctx, job: &crate::model::Job, r: &Run) -> RunJson {
     RunJson {
         id: r.id,
         account: r.account.clone(),
@@ -203,6 +223,11 @@ fn run_json(ctx: &Ctx, r: &Run) -> RunJson {
         permission_denials: r.permission_denials.clone(),
         survivors_killed: r.survivors_killed,
         skipped_lines: r.skipped_lines,
+        commits: match (&r.head_before, &r.head_after) {
+            (Some(a), Some(b)) => crate::workspace::commits_between(&job.repo, a, b).ok(),
+            _ => None,
+        },
+        safety_commit: r.safety_commit.clone(),
         log: ctx.run_log(&r.job_id, r.id).display().to_string(),
     }
 }

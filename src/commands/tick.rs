@@ -55,7 +55,12 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
-        for lost in crate::recover::recover_lost_runs(&mut store, &ctx.config.state_dir, now)? {
+        for lost in crate::recover::recover_lost_runs(
+            &mut store,
+            &ctx.config.state_dir,
+            &ctx.config.commit_author,
+            now,
+        )? {
             eprintln!(
                 "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); the job is queued again",
                 lost.run_id, lost.job_id, lost.survivors_killed
@@ -82,6 +87,12 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
                 },
             );
         };
+        if !dry_run {
+            if let Some(why) = job_budget_spent(&store, &job_id)? {
+                store.set_job_state(&job_id, JobState::Failed, Some(&why), None, now)?;
+                continue;
+            }
+        }
         // A figure older than probeMaxAge is not trusted to start a Run on: ask first.
         // The probe may find the Account over its Ceiling, and then the plan changes.
         if !dry_run && !probed.contains(&account) && needs_probe(ctx, &views, &account, now) {
@@ -149,6 +160,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
         owl_start_time: process::stat(owl_pid).map(|s| s.start_time),
         boot_id: process::boot_id(),
         started_at: now,
+        head_before: crate::workspace::head_commit(&worktree),
     })?;
 
     // From here on the Run is recorded whatever happens.
@@ -158,7 +170,15 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
             stderr_tail: format!("owl could not run the agent: {e:#}"),
             ..Default::default()
         });
-    let (outcome, job_state) = record(ctx, &mut store, &job, &account, run_id, &run_report)?;
+    let (outcome, job_state) = record(
+        ctx,
+        &mut store,
+        &job,
+        &account,
+        run_id,
+        &worktree,
+        &run_report,
+    )?;
     report(
         json,
         TickJson {
@@ -200,13 +220,20 @@ fn execute(
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
     let handoff = crate::workspace::read_handoff(job)?;
-    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref());
+    let runs = store.runs_of(&job.id)?;
+    let previous = runs
+        .iter()
+        .rev()
+        .find(|r| r.id != run_id && r.outcome.is_some())
+        .map(|r| crate::prompt::describe_run(r, commits_of(job, r)));
+    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
+    let spent: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let invocation = driver.invocation(&RunRequest {
         command,
         account: account_cfg,
         permission_mode: &job.permission_mode,
-        max_budget_usd: job.max_budget_usd,
+        max_budget_usd: run_budget(job, spent),
         allowed_tools: &job.allowed_tools,
         disallowed_tools: &job.disallowed_tools,
         model: job.model.as_deref(),
@@ -250,14 +277,27 @@ fn execute(
 
 /// Records the Run's end and moves its Job on.
 fn record(
-    _ctx: &Ctx,
+    ctx: &Ctx,
     store: &mut Store,
     job: &Job,
     account: &str,
     run_id: i64,
+    worktree: &std::path::Path,
     report: &RunReport,
 ) -> Result<(outcome::Classified, JobState)> {
     let now = crate::clock::now()?;
+    // ADR-0017: a Run cut short loses nothing it wrote. Committed before the Handoff is
+    // read, so a Handoff the agent wrote but did not commit still counts.
+    let safety_commit = crate::workspace::safety_commit(
+        worktree,
+        &ctx.config.commit_author,
+        &format!("owl: uncommitted work left by run {run_id}"),
+    )
+    .unwrap_or_else(|e| {
+        tracing::warn!("committing what run {run_id} left: {e:#}");
+        None
+    });
+    let head_after = crate::workspace::head_commit(worktree);
     let classified = outcome::classify(
         report.result.as_ref(),
         report.exit,
@@ -279,6 +319,9 @@ fn record(
         handoff,
         runs,
         max_runs: job.max_runs,
+        budget_left: job
+            .max_job_budget_usd
+            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - r_cost(report)),
         now,
     });
     let r = report.result.as_ref();
@@ -296,6 +339,8 @@ fn record(
         last_event: report.last_event.clone(),
         survivors_killed: Some(report.survivors_killed as i64),
         skipped_lines: Some(report.skipped_lines as i64),
+        head_after,
+        safety_commit,
     };
     store.finish_run(
         run_id,
@@ -319,6 +364,56 @@ fn record(
     }
     let state = store.job_state(&job.id)?.unwrap_or(transition.state);
     Ok((classified, state))
+}
+
+/// What the Job's finished Runs have cost so far.
+fn spent_by(store: &Store, job_id: &str) -> Result<f64> {
+    Ok(store
+        .runs_of(job_id)?
+        .iter()
+        .filter_map(|r| r.cost_usd)
+        .sum())
+}
+
+fn r_cost(report: &RunReport) -> f64 {
+    report
+        .result
+        .as_ref()
+        .and_then(|r| r.cost_usd)
+        .unwrap_or(0.0)
+}
+
+/// Why the Job may not start another Run for lack of budget, if so.
+fn job_budget_spent(store: &Store, job_id: &str) -> Result<Option<String>> {
+    let Some(job) = store.job(job_id)? else {
+        return Ok(None);
+    };
+    let Some(budget) = job.max_job_budget_usd else {
+        return Ok(None);
+    };
+    let spent = spent_by(store, job_id)?;
+    Ok((spent >= budget).then(|| format!("job budget spent: ${spent:.2} of ${budget:.2}")))
+}
+
+/// The Run's `--max-budget-usd`: the smaller of the per-Run cap and what the Job has left.
+fn run_budget(job: &Job, spent: f64) -> Option<f64> {
+    // Rounded to a millionth of a dollar so float noise never reaches the CLI's argv;
+    // never 0, which the CLI refuses (a Job with nothing left is not started at all).
+    let left = job
+        .max_job_budget_usd
+        .map(|b| (((b - spent) * 1e6).round() / 1e6).max(1e-6));
+    match (job.max_budget_usd, left) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The commits a finished Run added to the Job's branch.
+fn commits_of(job: &Job, run: &crate::model::Run) -> Option<usize> {
+    let (Some(before), Some(after)) = (&run.head_before, &run.head_after) else {
+        return None;
+    };
+    crate::workspace::commits_between(&job.repo, before, after).ok()
 }
 
 /// Keeps the database current while the Run goes on, and notices a cancel.

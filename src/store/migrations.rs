@@ -87,6 +87,12 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN survivors_killed INTEGER;
     ALTER TABLE runs ADD COLUMN skipped_lines INTEGER;
     "#,
+    // 4: the branch head before and after a Run, and owl's safety-net commit.
+    r#"
+    ALTER TABLE runs ADD COLUMN head_before TEXT;
+    ALTER TABLE runs ADD COLUMN head_after TEXT;
+    ALTER TABLE runs ADD COLUMN safety_commit TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -20,6 +20,8 @@ pub struct RunStart {
     pub owl_start_time: Option<i64>,
     pub boot_id: Option<String>,
     pub started_at: DateTime<Utc>,
+    /// The Job's branch head when the Run started.
+    pub head_before: Option<String>,
 }
 
 /// Everything recorded when a Run ends.
@@ -40,6 +42,10 @@ pub struct RunFinish {
     pub survivors_killed: Option<i64>,
     /// stdout lines logged but not understood (garbage, overlong, not UTF-8).
     pub skipped_lines: Option<i64>,
+    /// The Job's branch head when the Run ended (after owl's safety-net commit).
+    pub head_after: Option<String>,
+    /// owl's commit of what the Run left uncommitted.
+    pub safety_commit: Option<String>,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
@@ -57,7 +63,8 @@ pub struct RunIdentity {
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
-    last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines";
+    last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
+    head_before, head_after, safety_commit";
 
 fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -82,6 +89,9 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         ended_at: time_col(r.get(17)?),
         survivors_killed: r.get(18)?,
         skipped_lines: r.get(19)?,
+        head_before: r.get(20)?,
+        head_after: r.get(21)?,
+        safety_commit: r.get(22)?,
     })
 }
 
@@ -91,7 +101,7 @@ impl Store {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
-                 boot_id, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                 boot_id, started_at, head_before) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     start.job_id,
                     start.account,
@@ -100,6 +110,7 @@ impl Store {
                     start.owl_start_time,
                     start.boot_id,
                     rfc3339(start.started_at),
+                    start.head_before,
                 ],
             )
             .with_context(|| format!("recording a run of job {}", start.job_id))?;
@@ -164,7 +175,7 @@ impl Store {
                  session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
-                 survivors_killed = ?14, skipped_lines = ?15 \
+                 survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17 \
                  WHERE id = ?1",
                 params![
                     run_id,
@@ -182,6 +193,8 @@ impl Store {
                     rfc3339(now),
                     finish.survivors_killed,
                     finish.skipped_lines,
+                    finish.head_after,
+                    finish.safety_commit,
                 ],
             )?;
             tx.execute(

@@ -199,6 +199,8 @@ fn main() {
                     "user.email=agent@example.com",
                     "commit",
                     "-q",
+                    // Like an agent that commits a step it already committed: no error.
+                    "--allow-empty",
                     "-m",
                     rest,
                 ]);

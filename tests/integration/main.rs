@@ -3,6 +3,7 @@
 
 mod ceilings;
 mod commands;
+mod continuity;
 mod faults;
 mod support;
 mod tick_basics;

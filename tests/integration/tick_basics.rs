@@ -93,7 +93,16 @@ fn success_runs_the_agent_in_the_worktree_and_records_everything() {
     let first: Value =
         serde_json::from_str(env.recorded("stdin.jsonl").lines().next().unwrap()).unwrap();
     assert_eq!(first["type"], "user");
-    assert_eq!(first["message"]["content"], "Say hello");
+    let prompt = first["message"]["content"].as_str().unwrap();
+    assert!(
+        prompt.starts_with("Say hello\n\n---\nHow to work (from owl"),
+        "{prompt}"
+    );
+    assert!(prompt.contains(owl::prompt::STANDING_INSTRUCTIONS));
+    assert!(
+        !argv.contains(&"--resume".to_string()),
+        "owl never resumes a conversation"
+    );
     let agent_env: Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
     assert!(agent_env.get("ANTHROPIC_API_KEY").is_none());
     assert!(agent_env.get("CLAUDE_CODE_OAUTH_TOKEN").is_none());
