@@ -129,21 +129,31 @@ pub fn become_subreaper() -> io::Result<()> {
 /// holding a pipe.
 pub fn kill_descendants() -> usize {
     let me = std::process::id() as i32;
-    let mut killed = 0;
-    // Killing a process reparents its children to us; a few passes catch every level.
+    let mut killed = std::collections::BTreeSet::new();
+    // Killing a process reparents its children to us; a few passes catch every level. A
+    // process just sent SIGKILL may not be dead yet on the next pass: count it once.
     for _ in 0..32 {
         let found = descendants_of(me);
         if found.is_empty() {
             break;
         }
-        for pid in &found {
-            signal_pid(*pid, libc::SIGKILL);
+        for pid in found {
+            if killed.insert(pid) {
+                let name = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let name = String::from_utf8_lossy(&name).replace('\0', " ");
+                tracing::info!(
+                    pid,
+                    "killing a process the Run left behind: {}",
+                    name.trim()
+                );
+            }
+            signal_pid(pid, libc::SIGKILL);
         }
-        killed += found.len();
         reap_children();
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
     reap_children();
-    killed
+    killed.len()
 }
 
 /// Reaps every exited child without blocking.

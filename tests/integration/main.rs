@@ -4,6 +4,8 @@
 mod ceilings;
 mod commands;
 mod continuity;
+mod e2e;
 mod faults;
+mod mock_api;
 mod support;
 mod tick_basics;

@@ -1,0 +1,293 @@
+//! End to end against the real Claude Code CLI: a real `owl tick` drives the real binary
+//! (found through `OWL_E2E_CLAUDE`), which talks to the loopback mock of the Messages API.
+//! `.ci/run` installs the CLI and sets `OWL_E2E_REQUIRED=1`, so in CI a missing CLI fails.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use predicates::prelude::*;
+use serde_json::{json, Value};
+
+use crate::mock_api::{MockApi, Reply};
+use crate::support::{git, TestEnv};
+
+/// The real CLI, or `None` (and a loud note) when it is not installed here.
+fn real_claude() -> Option<PathBuf> {
+    let required = std::env::var_os("OWL_E2E_REQUIRED").is_some_and(|v| !v.is_empty() && v != "0");
+    match std::env::var_os("OWL_E2E_CLAUDE").map(PathBuf::from) {
+        Some(path) if path.is_file() => Some(path),
+        other => {
+            assert!(
+                !required,
+                "OWL_E2E_REQUIRED is set but OWL_E2E_CLAUDE ({other:?}) names no file: the end-to-end tests cannot run"
+            );
+            eprintln!(
+                "\n*** SKIPPED: end-to-end test against the real Claude Code CLI. Install it with \
+                 `npm install --prefix target/claude-code @anthropic-ai/claude-code@2.1.197` and set \
+                 OWL_E2E_CLAUDE=$PWD/target/claude-code/node_modules/.bin/claude (`bash .ci/run` does both). ***\n"
+            );
+            None
+        }
+    }
+}
+
+struct E2e {
+    env: TestEnv,
+    mock: MockApi,
+}
+
+/// A test env whose Account `work` is the real CLI on a fake plan login pointed at the mock.
+fn e2e(limits: &str) -> Option<E2e> {
+    let claude = real_claude()?;
+    let mut env = TestEnv::new();
+    env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mock = MockApi::start();
+    let home = env.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        r#"stateDir: {state}
+graceWindow: 2s
+usagePollInterval: 200ms
+drivers:
+  claude-code:
+    command: {claude}
+defaults:
+  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sleep:*)"]
+accounts:
+  work:
+    credentialStore: {creds}
+    env:
+      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
+      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
+      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+      ANTHROPIC_BASE_URL: {base}
+      CLAUDE_CODE_MAX_RETRIES: "1"
+      GIT_AUTHOR_NAME: Claude
+      GIT_AUTHOR_EMAIL: claude@example.com
+      GIT_COMMITTER_NAME: Claude
+      GIT_COMMITTER_EMAIL: claude@example.com
+{limits}"#,
+        state = env.state.display(),
+        claude = claude.display(),
+        creds = env.dir.path().join("claude-config").display(),
+        base = mock.base_url(),
+    );
+    std::fs::write(&env.config, config).unwrap();
+    Some(E2e { env, mock })
+}
+
+fn worktree(env: &TestEnv, id: &str) -> PathBuf {
+    env.state.join("worktrees").join(id)
+}
+
+fn epoch_in(secs: i64) -> i64 {
+    chrono::Utc::now().timestamp() + secs
+}
+
+fn rfc3339(epoch: i64) -> String {
+    chrono::DateTime::from_timestamp(epoch, 0)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[test]
+fn e2e_a_job_done_in_one_run_commits_on_its_branch() {
+    let Some(E2e { env, mock }) = e2e("") else {
+        return;
+    };
+    let id = env.add("Add src/hello.rs, hand off, and commit.");
+    let wt = worktree(&env, &id);
+    mock.script(vec![
+        Reply::tool("Write", json!({"file_path": wt.join("src/hello.rs"), "content": "pub fn hello() -> &'static str {\n    \"hello\"\n}\n"})),
+        Reply::tool("Write", json!({"file_path": wt.join(".owl/handoff.md"), "content": "status: done\n\nAdded src/hello.rs.\n"})),
+        Reply::tool("Bash", json!({"command": "git add src/hello.rs .owl/handoff.md && git commit -m 'Add hello'", "description": "Commit the work"})),
+        Reply::text("Done: src/hello.rs is committed."),
+    ]);
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_eq!(tick["job_state"], "done");
+    assert_eq!(mock.calls(), 4);
+
+    let branch = format!("owl/{id}");
+    assert_eq!(
+        git(&env.repo, &["log", "-1", "--format=%s", &branch]).trim(),
+        "Add hello"
+    );
+    assert!(git(&env.repo, &["show", &format!("{branch}:src/hello.rs")]).contains("\"hello\""));
+    let run = &env.show(&id)["runs"][0];
+    let session = run["session_id"].as_str().unwrap();
+    assert_eq!(session.len(), 36, "a real session id: {session}");
+    assert!(run["cost_usd"].as_f64().unwrap() > 0.0, "{run}");
+    assert!(run["agent_version"].as_str().unwrap().starts_with("2.1."));
+    assert!(run["permission_denials"].as_array().unwrap().is_empty());
+    // The prompt went in on stdin; the mock saw it in the first request.
+    let first = mock.requests.lock().unwrap()[0].to_string();
+    assert!(first.contains("Add src/hello.rs, hand off, and commit."));
+    assert!(
+        first.contains("You are running unattended under owl"),
+        "the standing instructions reach the model"
+    );
+}
+
+#[test]
+fn e2e_utilization_climbing_past_the_ceiling_stops_the_run() {
+    let Some(E2e { env, mock }) = e2e("    limits: {fiveHourMax: 60}\n") else {
+        return;
+    };
+    let id = env.add("Read the README twice, then wait.");
+    let wt = worktree(&env, &id);
+    let reset = epoch_in(2 * 3600);
+    mock.script(vec![
+        Reply::tool("Read", json!({"file_path": wt.join("README.md")}))
+            .with_five_hour("allowed", 0.40, reset),
+        Reply::tool("Read", json!({"file_path": wt.join("README.md")}))
+            .with_five_hour("allowed", 0.55, reset),
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 30", "description": "Wait"}),
+        )
+        .with_five_hour("allowed", 0.70, reset),
+    ]);
+    let started = Instant::now();
+    let tick = env.tick();
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "owl let the 30 s tool call run: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    let reason = tick["stop_reason"].as_str().unwrap();
+    assert!(reason.starts_with("ceiling: five_hour"), "{reason}");
+    assert!(reason.ends_with(">= fiveHourMax 60"), "{reason}");
+    assert_eq!(tick["job_state"], "waiting");
+    assert_eq!(env.show(&id)["not_before"], rfc3339(reset));
+    let status = env.status();
+    let five = status["accounts"][0]["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == "five_hour")
+        .unwrap()
+        .clone();
+    assert!(five["percent"].as_f64().unwrap() >= 60.0, "{five}");
+    assert_eq!(status["accounts"][0]["schedulable"], false);
+    // The probe before the Run asked the real CLI without spending a call.
+    assert!(status["accounts"][0]["last_probe"].is_string());
+    assert_eq!(mock.calls(), 3);
+}
+
+#[test]
+fn e2e_a_429_rejection_is_rate_limited_until_the_reset() {
+    let Some(E2e { env, mock }) = e2e("") else {
+        return;
+    };
+    let id = env.add("Say hello.");
+    let reset = epoch_in(3 * 3600);
+    mock.script(vec![Reply::rejected(reset)]);
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited", "{tick}");
+    assert_eq!(tick["job_state"], "waiting");
+    assert_eq!(env.show(&id)["not_before"], rfc3339(reset));
+    assert_eq!(
+        mock.calls(),
+        1,
+        "a plan login is not retried on a rejection"
+    );
+}
+
+#[test]
+fn e2e_a_tool_outside_allowed_tools_is_denied_and_shown() {
+    let Some(E2e { env, mock }) = e2e("") else {
+        return;
+    };
+    let id = env.add("Fetch a page.");
+    mock.script(vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "curl -s http://127.0.0.1:9/", "description": "Fetch"}),
+        ),
+        Reply::text("I could not fetch it."),
+    ]);
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    let run = &env.show(&id)["runs"][0];
+    let denial = &run["permission_denials"][0];
+    assert_eq!(denial["tool_name"], "Bash");
+    assert!(
+        denial["detail"].as_str().unwrap().starts_with("curl -s"),
+        "{denial}"
+    );
+    env.owl()
+        .args(["show", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("denied tools (1)"))
+        .stdout(predicate::str::contains(
+            "- Bash curl -s http://127.0.0.1:9/",
+        ));
+}
+
+/// Live processes carrying this state dir's Run marker.
+fn marked_processes(env: &TestEnv) -> Vec<(i32, String)> {
+    let needle = format!("OWL_STATE_DIR={}", env.state.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        })
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+        })
+        .map(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid, String::from_utf8_lossy(&cmd).replace('\0', " "))
+        })
+        .collect()
+}
+
+#[test]
+fn e2e_sigterm_while_the_bash_tool_sleeps_leaves_nothing_behind() {
+    let Some(E2e { env, mock }) = e2e("") else {
+        return;
+    };
+    let id = env.add("Wait a long time.");
+    mock.script(vec![Reply::tool(
+        "Bash",
+        json!({"command": "sleep 600", "description": "Wait"}),
+    )]);
+    let owl = env
+        .owl_std()
+        .args(["tick", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marked_processes(&env)
+        .iter()
+        .any(|(_, cmd)| cmd.starts_with("sleep 600"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the Bash tool never started: {:?}",
+            marked_processes(&env)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    let out = owl.wait_with_output().unwrap();
+    let tick: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(tick["stop_reason"], "owl received SIGTERM");
+    let left = marked_processes(&env);
+    assert!(left.is_empty(), "processes outlived the Run: {left:?}");
+    assert_eq!(env.show(&id)["state"], "queued");
+}

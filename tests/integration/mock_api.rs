@@ -1,0 +1,263 @@
+//! A loopback mock of the Anthropic Messages API, for driving the real Claude Code CLI:
+//! HTTP/1.1 on 127.0.0.1 and an ephemeral port, `POST /v1/messages` answered as SSE from a
+//! script of replies, each with its own status, rate-limit headers and content blocks.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use serde_json::{json, Value};
+
+/// One content block of a scripted reply.
+#[derive(Debug, Clone)]
+pub enum Block {
+    Text(String),
+    ToolUse { name: String, input: Value },
+}
+
+/// One scripted answer to one `POST /v1/messages`.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub blocks: Vec<Block>,
+}
+
+impl Reply {
+    /// A 200 with these blocks; ends the turn unless a block is a tool call.
+    pub fn blocks(blocks: Vec<Block>) -> Reply {
+        Reply {
+            status: 200,
+            headers: Vec::new(),
+            blocks,
+        }
+    }
+
+    pub fn text(text: &str) -> Reply {
+        Reply::blocks(vec![Block::Text(text.into())])
+    }
+
+    pub fn tool(name: &str, input: Value) -> Reply {
+        Reply::blocks(vec![Block::ToolUse {
+            name: name.into(),
+            input,
+        }])
+    }
+
+    /// Adds the unified rate-limit headers of a plan login: status, the representative
+    /// claim, and five-hour utilization (a fraction) with its reset (epoch seconds).
+    pub fn with_five_hour(mut self, status: &str, utilization: f64, reset: i64) -> Reply {
+        let h = |k: &str, v: String| (format!("anthropic-ratelimit-unified-{k}"), v);
+        self.headers.extend([
+            h("status", status.into()),
+            h("reset", reset.to_string()),
+            h("representative-claim", "five_hour".into()),
+            h("5h-utilization", utilization.to_string()),
+            h("5h-reset", reset.to_string()),
+            h("7d-utilization", "0.2".into()),
+            h("7d-reset", (reset + 4 * 86_400).to_string()),
+        ]);
+        self
+    }
+
+    /// A 429 rejection of the five-hour window until `reset`.
+    pub fn rejected(reset: i64) -> Reply {
+        let mut r = Reply {
+            status: 429,
+            headers: Vec::new(),
+            blocks: Vec::new(),
+        }
+        .with_five_hour("rejected", 1.0, reset);
+        r.headers.push(("retry-after".into(), "7200".into()));
+        r
+    }
+}
+
+/// The running mock; it stops serving when dropped (the listener thread is detached and
+/// the test process ends soon after).
+pub struct MockApi {
+    pub port: u16,
+    script: Arc<Mutex<Vec<Reply>>>,
+    /// Every request body received, in order.
+    pub requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl MockApi {
+    pub fn start() -> MockApi {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let script = Arc::new(Mutex::new(Vec::new()));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (s, r) = (script.clone(), requests.clone());
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                let (s, r) = (s.clone(), r.clone());
+                thread::spawn(move || serve(stream, &s, &r));
+            }
+        });
+        MockApi {
+            port,
+            script,
+            requests,
+        }
+    }
+
+    /// Sets the replies for the next calls, in order; after them, a final text reply.
+    pub fn script(&self, replies: Vec<Reply>) {
+        let mut s = self.script.lock().unwrap();
+        *s = replies;
+        s.reverse();
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// How many Messages API calls were made.
+    pub fn calls(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+fn serve(stream: TcpStream, script: &Mutex<Vec<Reply>>, requests: &Mutex<Vec<Value>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut content_length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    content_length = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; content_length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let path = request_line
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("")
+            .to_string();
+        let response = if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
+            requests
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let reply = script
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or_else(|| Reply::text("Done."));
+            render(&reply)
+        } else {
+            http(
+                404,
+                &[],
+                "application/json",
+                br#"{"type":"error","error":{"type":"not_found_error","message":"mock"}}"#,
+            )
+        };
+        if out.write_all(&response).and_then(|()| out.flush()).is_err() {
+            return;
+        }
+    }
+}
+
+fn http(status: u16, headers: &[(String, String)], content_type: &str, body: &[u8]) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        429 => "Too Many Requests",
+        404 => "Not Found",
+        _ => "Status",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nrequest-id: req_mock\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Tool-use ids must be unique within a conversation.
+static TOOL_IDS: AtomicUsize = AtomicUsize::new(1);
+
+fn render(reply: &Reply) -> Vec<u8> {
+    if reply.status != 200 {
+        let body = json!({"type": "error", "error": {"type": "rate_limit_error", "message": "mock: rate limited"}});
+        return http(
+            reply.status,
+            &reply.headers,
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+    }
+    let id = format!("msg_mock_{}", std::process::id());
+    let mut sse = String::new();
+    let mut event =
+        |name: &str, data: Value| sse.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
+            "model": "claude-opus-4-8", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+    );
+    let mut tool = false;
+    for (i, block) in reply.blocks.iter().enumerate() {
+        match block {
+            Block::Text(text) => {
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                );
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": text}}),
+                );
+            }
+            Block::ToolUse { name, input } => {
+                tool = true;
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": format!("toolu_mock_{}", TOOL_IDS.fetch_add(1, Ordering::SeqCst)), "name": name, "input": {}}}),
+                );
+                event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+                );
+            }
+        }
+        event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i}),
+        );
+    }
+    let stop = if tool { "tool_use" } else { "end_turn" };
+    event(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 20}}),
+    );
+    event("message_stop", json!({"type": "message_stop"}));
+    http(200, &reply.headers, "text/event-stream", sse.as_bytes())
+}
