@@ -8,7 +8,6 @@
 #[allow(dead_code)]
 mod support;
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use support::{done_script, TestEnv};
@@ -63,15 +62,6 @@ fn figure(what: &str, mut measure: impl FnMut() -> Duration) {
     );
 }
 
-fn spawn_tick(env: &TestEnv) -> Child {
-    env.owl_std()
-        .args(["tick", "--json"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 fn wait_running(env: &TestEnv) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !env.record.join("children.txt").exists() || env.status()["running"]["pid"].is_null() {
@@ -84,7 +74,7 @@ fn stop_time(script: &str, signals: usize) -> Duration {
     let env = TestEnv::new();
     env.script(script);
     env.add("Work");
-    let mut owl = spawn_tick(&env);
+    let mut owl = env.spawn_tick();
     wait_running(&env);
     let sent = Instant::now();
     for i in 0..signals {
@@ -107,7 +97,7 @@ fn peak_rss(script: &str) -> (i64, Duration) {
     let started = Instant::now();
     // Reaped by wait4 below, which also reports the peak RSS.
     #[allow(clippy::zombie_processes)]
-    let owl = spawn_tick(&env);
+    let owl = env.spawn_tick();
     let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::wait4(owl.id() as i32, &mut status, 0, &mut usage) };
@@ -118,7 +108,7 @@ fn survivors_after_kill_9() -> usize {
     let env = TestEnv::new();
     env.script(SESSION_TOOL);
     env.add("Work");
-    let mut owl = spawn_tick(&env);
+    let mut owl = env.spawn_tick();
     wait_running(&env);
     owl.kill().unwrap();
     owl.wait().unwrap();

@@ -215,17 +215,8 @@ fn clean_refuses_a_running_job() {
     let env = TestEnv::new();
     env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 3000\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
     let id = env.add("Busy");
-    let tick = env
-        .owl_std()
-        .args(["tick"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while env.status()["running"].is_null() {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let tick = env.spawn_tick();
+    env.wait_running();
     env.owl()
         .args(["clean", &id])
         .assert()

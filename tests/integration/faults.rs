@@ -3,23 +3,12 @@
 //! /proc, never by sleeping and hoping.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{done_script, TestEnv};
-
-/// Whether a process exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
+use crate::support::{alive, done_script, TestEnv};
 
 /// Waits (bounded) for a process to be gone; true when it is.
 fn gone_within(pid: i32, limit: Duration) -> bool {
@@ -51,15 +40,6 @@ fn wait_for_file(path: &Path) -> String {
     }
 }
 
-fn spawn_tick(env: &TestEnv) -> Child {
-    env.owl_std()
-        .args(["tick", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 fn finish(child: Child) -> Value {
     let out = child.wait_with_output().unwrap();
     assert!(
@@ -85,7 +65,7 @@ fn kill_9_of_owl_leaves_a_lost_run_that_the_next_tick_cleans_up() {
         "write wip.txt work in progress\\n\n{SESSION_TOOL}"
     ));
     let id = env.add("Work");
-    let mut owl = spawn_tick(&env);
+    let mut owl = env.spawn_tick();
     let tool = pids(&wait_for_file(&env.record.join("children.txt")))[0];
     let agent: i32 = wait_for_file(&env.record.join("pid.txt"))
         .trim()
@@ -134,7 +114,7 @@ fn sigterm_to_owl_interrupts_the_run_and_nothing_survives() {
     let env = TestEnv::new();
     env.script(SESSION_TOOL);
     let id = env.add("Work");
-    let owl = spawn_tick(&env);
+    let owl = env.spawn_tick();
     let tool = pids(&wait_for_file(&env.record.join("children.txt")))[0];
     let agent: i32 = wait_for_file(&env.record.join("pid.txt"))
         .trim()
@@ -184,11 +164,9 @@ fn a_second_sigterm_goes_straight_to_sigkill() {
     let env = TestEnv::new();
     env.script("read-prompt\nignore-sigterm\nhang-after-interrupt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
     let id = env.add("Stubborn");
-    let owl = spawn_tick(&env);
+    let owl = env.spawn_tick();
     wait_for_file(&env.record.join("pid.txt"));
-    while env.status()["running"]["pid"].is_null() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    env.wait_running();
     let sent = Instant::now();
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
     std::thread::sleep(Duration::from_millis(300));
@@ -220,7 +198,7 @@ fn sixteen_ticks_at_once_run_exactly_one_agent() {
     let env = TestEnv::new();
     env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 1500\nwrite .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
     let id = env.add("Once");
-    let ticks: Vec<Child> = (0..16).map(|_| spawn_tick(&env)).collect();
+    let ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
     let actions: Vec<String> = ticks
         .into_iter()
         .map(|t| finish(t)["action"].as_str().unwrap().to_string())
@@ -264,7 +242,7 @@ fn hostile_lines_are_logged_skipped_and_counted() {
 /// an upper bound on owl's own, since it includes the children owl waited for.
 fn tick_peak_rss_kib(env: &TestEnv) -> i64 {
     #[allow(clippy::zombie_processes)] // reaped by wait4 below
-    let owl = spawn_tick(env);
+    let owl = env.spawn_tick();
     let mut status = 0;
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let pid = unsafe { libc::wait4(owl.id() as i32, &mut status, 0, &mut usage) };

@@ -119,6 +119,28 @@ impl TestEnv {
         id.trim().to_string()
     }
 
+    /// Starts `owl tick --json` in the background.
+    pub fn spawn_tick(&self) -> std::process::Child {
+        self.owl_std()
+            .args(["tick", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Waits (bounded) until a background tick has its Run recorded and its agent's pid.
+    pub fn wait_running(&self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.status()["running"]["pid"].is_null() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the tick never started its Run"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Runs `owl tick --json` and returns its output.
     pub fn tick(&self) -> Value {
         let out = self.owl().args(["tick", "--json"]).assert().success();
@@ -162,6 +184,15 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
 }
 
 /// A recorded transcript from tests/fixtures.

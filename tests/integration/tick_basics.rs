@@ -350,21 +350,9 @@ fn two_ticks_at_once_run_one_agent() {
     let env = TestEnv::new();
     env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 3000\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
     env.add("Slow");
-    let first = env
-        .owl_std()
-        .args(["tick", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the first tick has its Run recorded (it holds the lock by then).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while env.status()["running"].is_null() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first tick never started its Run"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let first = env.spawn_tick();
+    // Once the first tick has its Run recorded, it holds the lock.
+    env.wait_running();
     let second = env.tick();
     assert_eq!(second["action"], "busy");
     assert!(second["reason"]
@@ -401,17 +389,8 @@ fn cancel_stops_a_running_run() {
     let env = TestEnv::new();
     env.script("read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 60000\n");
     let id = env.add("Long");
-    let tick = env
-        .owl_std()
-        .args(["tick", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while env.status()["running"].is_null() {
-        assert!(std::time::Instant::now() < deadline);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let tick = env.spawn_tick();
+    env.wait_running();
     env.owl().args(["cancel", &id]).assert().success();
     let out = tick.wait_with_output().unwrap();
     let tick: Value = serde_json::from_slice(&out.stdout).unwrap();
