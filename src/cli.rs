@@ -70,9 +70,13 @@ pub enum Command {
         job: String,
     },
     /// Put a failed, blocked or cancelled Job back in the queue.
+    /// It gets a fresh allowance of maxRuns Runs.
     Requeue {
         /// The Job's id.
         job: String,
+        /// A new budget for all the Job's Runs together (what was spent still counts).
+        #[arg(long, value_name = "X")]
+        max_job_budget_usd: Option<f64>,
     },
     /// Remove the worktrees of finished Jobs (their branches stay, so no work is lost).
     Clean {

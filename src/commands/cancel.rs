@@ -37,7 +37,10 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
 }
 
 /// Puts a failed, blocked or cancelled Job back in the queue.
-pub fn requeue(ctx: &Ctx, id: &str) -> Result<u8> {
+pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u8> {
+    if max_job_budget_usd.is_some_and(|x| x.is_nan() || x <= 0.0) {
+        bad_input!("--max-job-budget-usd must be a number greater than 0");
+    }
     let mut store = ctx.open_store()?;
     let job = ctx.job(&store, id)?;
     if !matches!(
@@ -49,6 +52,11 @@ pub fn requeue(ctx: &Ctx, id: &str) -> Result<u8> {
             job.state
         );
     }
+    // A person who requeues a Job means "try again": it gets a fresh allowance of
+    // defaults.maxRuns Runs from here.
+    let runs = store.runs_of(id)?.len() as u32;
+    let max_runs = runs + ctx.config.defaults.max_runs;
+    store.set_job_limits(id, max_runs, max_job_budget_usd.or(job.max_job_budget_usd))?;
     store.set_job_state(
         id,
         JobState::Queued,
@@ -56,6 +64,6 @@ pub fn requeue(ctx: &Ctx, id: &str) -> Result<u8> {
         None,
         crate::clock::now()?,
     )?;
-    println!("{id} queued");
+    println!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
 }

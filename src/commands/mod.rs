@@ -36,7 +36,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Show { job, json } => show::run(&ctx, &job, json),
         Command::Logs { run, raw, follow } => logs::run(&ctx, run, raw, follow),
         Command::Cancel { job } => cancel::cancel(&ctx, &job),
-        Command::Requeue { job } => cancel::requeue(&ctx, &job),
+        Command::Requeue {
+            job,
+            max_job_budget_usd,
+        } => cancel::requeue(&ctx, &job, max_job_budget_usd),
         Command::Clean { job, finished } => clean::run(&ctx, job.as_deref(), finished),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
         Command::Doctor => doctor::run(&ctx),

@@ -133,6 +133,22 @@ impl Store {
         })
     }
 
+    /// Sets how many Runs the Job may have in all, and its budget across Runs.
+    pub fn set_job_limits(
+        &mut self,
+        id: &str,
+        max_runs: u32,
+        max_job_budget_usd: Option<f64>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE jobs SET max_runs = ?2, max_job_budget_usd = ?3 WHERE id = ?1",
+                params![id, max_runs, max_job_budget_usd],
+            )?;
+            Ok(())
+        })
+    }
+
     /// The Job's state as stored right now (a cancel from another process shows here).
     pub fn job_state(&self, id: &str) -> Result<Option<JobState>> {
         let s: Option<String> = self

@@ -148,6 +148,14 @@ fn a_job_that_never_says_done_fails_at_max_runs() {
     let show = env.show(&id);
     assert_eq!(show["reason"], "maxRuns reached (2 Runs without done)");
     assert_eq!(env.tick()["action"], "idle");
+    // Requeued by a person, it gets a fresh allowance (defaults.maxRuns: 5).
+    env.owl()
+        .args(["requeue", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("up to 5 more Runs"));
+    assert_eq!(env.tick()["job_state"], "queued");
+    assert_eq!(env.show(&id)["max_runs"], 7);
 }
 
 #[test]
@@ -184,6 +192,15 @@ fn the_job_budget_caps_each_run_and_fails_the_job_when_spent() {
     let show = env.show(&id);
     assert_eq!(show["reason"], "job budget spent");
     assert_eq!(show["cost_usd"], 0.01275);
+    // Requeued with more money, it runs again.
+    env.owl().args(["requeue", &id]).assert().success();
+    assert_eq!(env.tick()["action"], "idle", "still no budget left");
+    assert_eq!(env.show(&id)["reason"], "job budget spent: $0.01 of $0.01");
+    env.owl()
+        .args(["requeue", &id, "--max-job-budget-usd", "1"])
+        .assert()
+        .success();
+    assert_eq!(env.tick()["action"], "ran");
 }
 
 #[test]
