@@ -27,6 +27,8 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     let mut pending: Vec<u8> = Vec::new();
     loop {
+        // Asked before reading: a Run that ended before this read has written its last byte.
+        let finished = store.run(run_id)?.is_some_and(|r| r.outcome.is_some());
         let mut chunk = Vec::new();
         file.read_to_end(&mut chunk)?;
         if raw {
@@ -45,7 +47,6 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
             pending.drain(..complete);
         }
         out.flush()?;
-        let finished = store.run(run_id)?.is_some_and(|r| r.outcome.is_some());
         if !follow || finished {
             break;
         }

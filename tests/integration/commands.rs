@@ -291,3 +291,20 @@ fn rusqlite_free_set_version(db: &std::path::Path, v: u32) -> bool {
     bytes[60..64].copy_from_slice(&v.to_be_bytes());
     std::fs::write(db, bytes).is_ok()
 }
+
+#[test]
+fn logs_follow_prints_until_the_run_ends() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 1500\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.add("Follow me");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    env.owl()
+        .args(["logs", "1", "--follow"])
+        .timeout(std::time::Duration::from_secs(30))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("[init] session"))
+        .stdout(predicate::str::contains("[result] success"));
+    assert!(tick.wait_with_output().unwrap().status.success());
+}
