@@ -308,3 +308,55 @@ fn logs_follow_prints_until_the_run_ends() {
         .stdout(predicate::str::contains("[result] success"));
     assert!(tick.wait_with_output().unwrap().status.success());
 }
+
+#[test]
+fn account_env_reaches_the_agent_but_never_the_database_logs_or_status() {
+    let env = TestEnv::new();
+    env.write_config(
+        "accounts:\n  work:\n    env:\n      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-SECRET-VALUE\n",
+    );
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.tick();
+    let agent_env: Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
+    assert_eq!(
+        agent_env["CLAUDE_CODE_OAUTH_TOKEN"],
+        "sk-ant-oat01-SECRET-VALUE"
+    );
+    let mut stored = Vec::new();
+    for entry in walk(&env.state) {
+        if !entry.starts_with(env.state.join("worktrees")) {
+            stored.extend(std::fs::read(&entry).unwrap_or_default());
+        }
+    }
+    assert!(
+        !String::from_utf8_lossy(&stored).contains("SECRET-VALUE"),
+        "a credential reached the state dir"
+    );
+    for args in [
+        &["status"][..],
+        &["status", "--json"],
+        &["show", &id],
+        &["doctor"],
+        &["config", "check"],
+    ] {
+        let out = env.owl().args(args).output().unwrap();
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("SECRET-VALUE"),
+            "{args:?}"
+        );
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
