@@ -339,9 +339,16 @@ fn idle_reason(
         .count();
     let mut parts = Vec::new();
     for a in &blocked {
+        // Waiting for it: Jobs held back by its reason, and Jobs a crossing of its
+        // Ceiling put to wait until the same reset.
         let n = queue
             .iter()
-            .filter(|q| q.reason.contains(&a.reason))
+            .filter(|q| {
+                q.reason.contains(&a.reason)
+                    || (q.state == JobState::Waiting
+                        && q.not_before.is_some()
+                        && q.not_before == a.until)
+            })
             .count();
         if n > 0 {
             let verb = if n == 1 { "waits" } else { "wait" };

@@ -213,7 +213,11 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
     } else {
         "not schedulable"
     };
-    println!("  {}: {state} — {}", a.name, a.reason);
+    let reason = a
+        .reason
+        .strip_prefix(&format!("{}: ", a.name))
+        .unwrap_or(&a.reason);
+    println!("  {}: {state} — {reason}", a.name);
     if let Some(why) = &a.agent_problem {
         println!("    agent CLI refused at the last tick: {why}");
     }
