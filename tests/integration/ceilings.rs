@@ -80,7 +80,7 @@ fn a_run_crossing_the_ceiling_is_stopped_and_runs_again_after_the_reset() {
         .arg("status")
         .assert()
         .success()
-        .stdout(predicate::str::contains("work: not schedulable — work: five_hour 65% >= fiveHourMax 60 — not scheduled until 05:00 (in 2h)"))
+        .stdout(predicate::str::contains("work: not schedulable — five_hour 65% >= fiveHourMax 60 — not scheduled until 05:00 (in 2h)"))
         .stdout(predicate::str::contains("resets in 2h (05:00)"));
 
     // Before the reset: nothing runs.
