@@ -99,7 +99,14 @@ impl TestEnv {
             .env("FAKE_AGENT_SCRIPT", &self.script)
             .env("FAKE_AGENT_RECORD", &self.record)
             .env_remove("XDG_CONFIG_HOME")
-            .env_remove("XDG_STATE_HOME");
+            .env_remove("XDG_STATE_HOME")
+            // No background `git maintenance`/`gc --auto` after the agent's commits: a
+            // detached git would be one more process for owl to find, at random.
+            .env("GIT_CONFIG_COUNT", "2")
+            .env("GIT_CONFIG_KEY_0", "maintenance.auto")
+            .env("GIT_CONFIG_VALUE_0", "false")
+            .env("GIT_CONFIG_KEY_1", "gc.auto")
+            .env("GIT_CONFIG_VALUE_1", "0");
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }
