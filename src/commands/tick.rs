@@ -42,87 +42,108 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
             .map(|pid| format!(" (pid {pid})"))
             .unwrap_or_default();
         let reason = format!("another tick holds {}{holder}", ctx.lock_path().display());
-        return report(
-            json,
-            TickJson {
-                action: "busy",
-                reason: Some(reason),
-                dry_run,
-                ..Default::default()
-            },
-        );
+        return report(json, TickJson::said("busy", reason, dry_run));
     };
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
-        for lost in crate::recover::recover_lost_runs(
-            &mut store,
-            &ctx.config.state_dir,
-            &ctx.config.commit_author,
-            now,
-        )? {
-            eprintln!(
-                "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); the job is queued again",
-                lost.run_id, lost.job_id, lost.survivors_killed
-            );
-        }
+        recover(ctx, &mut store, now)?;
     }
-    let mut probed = std::collections::BTreeSet::new();
-    let (plan, job_id, account) = loop {
-        let (views, plan) = make_plan(ctx, &store, now)?;
-        let Decision::Run { job_id, account } = plan.decision.clone() else {
-            let Decision::Idle { reason } = &plan.decision else {
-                unreachable!()
-            };
-            if dry_run && !json {
-                print_plan(&views, &plan, now);
-            }
-            return report(
-                json,
-                TickJson {
-                    action: "idle",
-                    reason: Some(reason.clone()),
-                    dry_run,
-                    ..Default::default()
-                },
-            );
-        };
-        if !dry_run {
-            if let Some(why) = job_budget_spent(&store, &job_id)? {
-                store.set_job_state(&job_id, JobState::Failed, Some(&why), None, now)?;
-                continue;
-            }
-        }
-        // A figure older than probeMaxAge is not trusted to start a Run on: ask first.
-        // The probe may find the Account over its Ceiling, and then the plan changes.
-        if !dry_run && !probed.contains(&account) && needs_probe(ctx, &views, &account, now) {
-            probe_account(ctx, &mut store, &account, now)?;
-            probed.insert(account);
-            continue;
-        }
-        if dry_run && !json {
-            print_plan(&views, &plan, now);
-            if needs_probe(ctx, &views, &account, now) {
-                println!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
-            }
-        }
-        break (plan, job_id, account);
+    let (job_id, account) = match choose(ctx, &mut store, now, dry_run, json)? {
+        Decision::Idle { reason } => return report(json, TickJson::said("idle", reason, dry_run)),
+        Decision::Run { job_id, account } => (job_id, account),
     };
-    drop(plan);
     if dry_run {
         return report(
             json,
             TickJson {
-                action: "ran",
                 job_id: Some(job_id),
                 account: Some(account),
-                reason: Some("dry run: nothing was started".into()),
-                dry_run,
-                ..Default::default()
+                ..TickJson::said("ran", "dry run: nothing was started".into(), dry_run)
             },
         );
     }
+    let out = run_job(ctx, &mut store, &job_id, &account, now)?;
+    report(json, out)
+}
 
+impl TickJson {
+    fn said(action: &'static str, reason: String, dry_run: bool) -> TickJson {
+        TickJson {
+            action,
+            reason: Some(reason),
+            dry_run,
+            ..Default::default()
+        }
+    }
+}
+
+/// Finds Runs a dead tick left marked running, and settles them (see `recover`).
+fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    let lost = crate::recover::recover_lost_runs(
+        store,
+        &ctx.config.state_dir,
+        &ctx.config.commit_author,
+        now,
+    )?;
+    for l in lost {
+        eprintln!(
+            "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); \
+             the job is queued again",
+            l.run_id, l.job_id, l.survivors_killed
+        );
+    }
+    Ok(())
+}
+
+/// Decides what to run: the plan's pick, after failing Jobs whose budget is spent and
+/// probing an Account whose newest figure is too old to trust (which may change the pick).
+fn choose(
+    ctx: &Ctx,
+    store: &mut Store,
+    now: DateTime<Utc>,
+    dry_run: bool,
+    json: bool,
+) -> Result<Decision> {
+    let mut probed = std::collections::BTreeSet::new();
+    loop {
+        let (views, plan) = make_plan(ctx, store, now)?;
+        if dry_run && !json {
+            print_plan(&views, &plan, now);
+        }
+        let Decision::Run { job_id, account } = &plan.decision else {
+            return Ok(plan.decision);
+        };
+        let probe = needs_probe(ctx, &views, account, now);
+        if dry_run {
+            if probe && !json {
+                println!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
+            }
+            return Ok(plan.decision);
+        }
+        if let Some(why) = job_budget_spent(store, job_id)? {
+            store.set_job_state(job_id, JobState::Failed, Some(&why), None, now)?;
+            continue;
+        }
+        if probe && probed.insert(account.clone()) {
+            probe_account(ctx, store, account, now)?;
+            continue;
+        }
+        return Ok(plan.decision);
+    }
+}
+
+/// Runs one Job once: checks the agent CLI, prepares the worktree, supervises the Run and
+/// records it.
+fn run_job(
+    ctx: &Ctx,
+    store: &mut Store,
+    job_id: &str,
+    account: &str,
+    now: DateTime<Utc>,
+) -> Result<TickJson> {
+    let account = account.to_string();
+    let job_id = job_id.to_string();
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
@@ -140,7 +161,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
         }
     };
 
-    let job = ctx.job(&store, &job_id)?;
+    let job = ctx.job(store, &job_id)?;
     let worktree = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
         Ok(w) => w,
         Err(e) => {
@@ -164,35 +185,26 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
     })?;
 
     // From here on the Run is recorded whatever happens.
-    let run_report = execute(ctx, &mut store, &job, &account, &worktree, run_id, driver)
-        .unwrap_or_else(|e| RunReport {
-            stop: None,
-            stderr_tail: format!("owl could not run the agent: {e:#}"),
-            ..Default::default()
+    let run_report =
+        execute(ctx, store, &job, &account, &worktree, run_id, driver).unwrap_or_else(|e| {
+            RunReport {
+                stop: None,
+                stderr_tail: format!("owl could not run the agent: {e:#}"),
+                ..Default::default()
+            }
         });
-    let (outcome, job_state) = record(
-        ctx,
-        &mut store,
-        &job,
-        &account,
-        run_id,
-        &worktree,
-        &run_report,
-    )?;
-    report(
-        json,
-        TickJson {
-            action: "ran",
-            job_id: Some(job.id.clone()),
-            run_id: Some(run_id),
-            account: Some(account),
-            outcome: Some(outcome.outcome),
-            stop_reason: outcome.stop_reason,
-            job_state: Some(job_state),
-            reason: None,
-            dry_run,
-        },
-    )
+    let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &worktree, &run_report)?;
+    Ok(TickJson {
+        action: "ran",
+        job_id: Some(job.id.clone()),
+        run_id: Some(run_id),
+        account: Some(account),
+        outcome: Some(outcome.outcome),
+        stop_reason: outcome.stop_reason,
+        job_state: Some(job_state),
+        reason: None,
+        dry_run: false,
+    })
 }
 
 /// Reads the state and decides what a tick would do now.
