@@ -110,14 +110,11 @@ pub fn supervise(
     executor: &dyn Executor,
     observer: &mut dyn Observer,
 ) -> io::Result<RunReport> {
-    let mut child = executor.spawn(spec.invocation, spec.cwd, spec.run_id)?;
-    let pid = child.id() as i32;
-    observer.spawned(pid);
-
     let (tx, rx) = mpsc::sync_channel::<Event>(1024);
     // systemd stopping the unit, a person pressing Ctrl-C: the Run is stopped and recorded,
-    // not abandoned. The handlers stay installed after the Run, so a late signal cannot
-    // cut the recording short.
+    // not abandoned. Installed before the spawn, so no signal finds the agent unguarded;
+    // the handlers stay installed after the Run, so a late signal cannot cut the
+    // recording short (it queues in the closed iterator and is dropped).
     let mut signals = Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
     let signal_handle = signals.handle();
     spawn_thread("owl-signals", {
@@ -130,6 +127,16 @@ pub fn supervise(
             }
         }
     });
+    let mut child = match executor.spawn(spec.invocation, spec.cwd, spec.run_id) {
+        Ok(child) => child,
+        Err(e) => {
+            signal_handle.close();
+            return Err(e);
+        }
+    };
+    let pid = child.id() as i32;
+    observer.spawned(pid);
+
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
     let stdin = child.stdin.take().expect("stdin is piped");
