@@ -69,8 +69,7 @@ pub enum Command {
         /// The Job's id.
         job: String,
     },
-    /// Put a failed, blocked or cancelled Job back in the queue.
-    /// It gets a fresh allowance of maxRuns Runs.
+    /// Put a failed, blocked or cancelled Job back in the queue, with a fresh allowance of Runs.
     Requeue {
         /// The Job's id.
         job: String,
@@ -107,7 +106,7 @@ pub struct AddArgs {
     /// The git repository to work in (default: the current directory).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
-    /// The ref the Job's branch starts from (default: HEAD).
+    /// The ref the Job's branch starts from, resolved to its commit now.
     #[arg(long, value_name = "REF", default_value = "HEAD")]
     pub base: String,
     /// The Account to run on (default: defaults.account, else the one with the most headroom).

@@ -136,6 +136,9 @@ pub struct Job {
     pub prompt: String,
     pub repo: String,
     pub base: String,
+    /// The commit `base` named when the Job was queued: the branch starts there, whatever
+    /// the ref points at by the time the first Run starts.
+    pub base_commit: Option<String>,
     /// `None`: any schedulable Account.
     pub account: Option<String>,
     pub priority: i64,
@@ -170,6 +173,7 @@ pub struct NewJob {
     pub prompt: String,
     pub repo: String,
     pub base: String,
+    pub base_commit: String,
     pub account: Option<String>,
     pub priority: i64,
     pub max_runs: u32,

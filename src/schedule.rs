@@ -397,6 +397,7 @@ mod tests {
             prompt: "p".into(),
             repo: "/r".into(),
             base: "HEAD".into(),
+            base_commit: None,
             account: account.map(String::from),
             priority,
             max_runs: 5,

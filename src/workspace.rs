@@ -50,7 +50,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<PathBuf> {
         Ok(b) => b,
         Err(_) => {
             let base = repo
-                .revparse_single(&job.base)
+                .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))
                 .and_then(|o| o.peel_to_commit())
                 .with_context(|| format!("resolving base '{}' in {}", job.base, job.repo))?;
             repo.branch(&branch_name, &base, false)
@@ -127,7 +127,9 @@ pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
         return Ok(None);
     };
     let head = branch.get().peel_to_commit()?;
-    let base = repo.revparse_single(&job.base)?.peel_to_commit()?;
+    let base = repo
+        .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))?
+        .peel_to_commit()?;
     let merge_base = repo.merge_base(head.id(), base.id())?;
     let mut walk = repo.revwalk()?;
     walk.push(head.id())?;

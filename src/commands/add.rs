@@ -16,7 +16,7 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         Some(r) => r.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let (repo, _base_commit) = crate::workspace::check_repo(&repo, &args.base)
+    let (repo, base_commit) = crate::workspace::check_repo(&repo, &args.base)
         .map_err(|e| crate::error::BadInput(format!("{e:#}")))?;
 
     let defaults = &ctx.config.defaults;
@@ -65,6 +65,7 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         prompt,
         repo: repo.display().to_string(),
         base: args.base.clone(),
+        base_commit,
         account,
         priority: args.priority.unwrap_or(defaults.priority),
         max_runs: args.max_runs.unwrap_or(defaults.max_runs),

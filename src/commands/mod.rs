@@ -126,6 +126,8 @@ pub struct JobJson {
     pub reason: Option<String>,
     pub repo: String,
     pub base: String,
+    /// The commit `base` named when the Job was queued; the branch starts there.
+    pub base_commit: Option<String>,
     pub branch: String,
     pub worktree: String,
     pub account: Option<String>,
@@ -147,6 +149,7 @@ impl JobJson {
             reason: job.reason.clone(),
             repo: job.repo.clone(),
             base: job.base.clone(),
+            base_commit: job.base_commit.clone(),
             branch: job.branch(),
             worktree: crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
                 .display()

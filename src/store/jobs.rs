@@ -10,7 +10,7 @@ use crate::model::{Job, JobState, NewJob};
 
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
-    disallowed_tools, model, state, reason, not_before, created_at, updated_at";
+    disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let state: String = r.get(15)?;
@@ -35,6 +35,7 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
         not_before: time_col(r.get(17)?),
         created_at: time_col(r.get(18)?).unwrap_or_default(),
         updated_at: time_col(r.get(19)?).unwrap_or_default(),
+        base_commit: r.get(20)?,
     })
 }
 
@@ -45,7 +46,7 @@ impl Store {
             tx.execute(
                 &format!(
                     "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16)"
+                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17)"
                 ),
                 params![
                     job.id,
@@ -64,6 +65,7 @@ impl Store {
                     json_vec(&job.disallowed_tools),
                     job.model,
                     rfc3339(now),
+                    job.base_commit,
                 ],
             )
             .with_context(|| format!("inserting job {}", job.id))?;

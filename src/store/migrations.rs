@@ -93,6 +93,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN head_after TEXT;
     ALTER TABLE runs ADD COLUMN safety_commit TEXT;
     "#,
+    // 5: the commit a Job's base ref named when it was queued.
+    r#"
+    ALTER TABLE jobs ADD COLUMN base_commit TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

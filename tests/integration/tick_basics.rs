@@ -399,3 +399,19 @@ fn cancel_stops_a_running_run() {
     assert_eq!(env.show(&id)["state"], "cancelled");
     assert_eq!(env.tick()["action"], "idle");
 }
+
+#[test]
+fn the_branch_starts_at_the_commit_the_base_named_when_the_job_was_queued() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let queued_at = git(&env.repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let id = env.add("Work on what I had");
+    // The user goes on working after queueing the Job.
+    std::fs::write(env.repo.join("later.txt"), "later\n").unwrap();
+    git(&env.repo, &["add", "later.txt"]);
+    git(&env.repo, &["commit", "-q", "-m", "later work"]);
+    assert_eq!(env.show(&id)["base_commit"], queued_at.as_str());
+    env.tick();
+    let parent = git(&env.repo, &["rev-parse", &format!("owl/{id}~1")]);
+    assert_eq!(parent.trim(), queued_at);
+}
