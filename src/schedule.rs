@@ -535,6 +535,34 @@ mod tests {
     }
 
     #[test]
+    fn outside_the_schedule_window_nothing_starts() {
+        let views = account_views(&cfg(), &[], &BTreeMap::new(), t(NOW));
+        let night = TimeWindow {
+            start: chrono::NaiveTime::from_hms_opt(22, 0, 0).unwrap(),
+            end: chrono::NaiveTime::from_hms_opt(7, 0, 0).unwrap(),
+        };
+        // The window is in local time: take local noon and local midnight.
+        let local_noon = chrono::Local::now()
+            .date_naive()
+            .and_hms_opt(12, 0, 0)
+            .unwrap()
+            .and_local_timezone(chrono::Local)
+            .unwrap()
+            .with_timezone(&Utc);
+        let p = plan(&[job("a", 0, None)], &views, Some(night), local_noon);
+        assert_eq!(
+            p.decision,
+            Decision::Idle {
+                reason: "it is outside the schedule window 22:00-07:00".into()
+            }
+        );
+        assert!(p.queue[0].reason.contains("outside the schedule window"));
+        let local_midnight = local_noon + chrono::Duration::hours(12);
+        let p = plan(&[job("a", 0, None)], &views, Some(night), local_midnight);
+        assert!(matches!(p.decision, Decision::Run { .. }));
+    }
+
+    #[test]
     fn float_noise_is_not_printed() {
         assert_eq!(fmt_percent(55.00000000000001), "55");
         assert_eq!(fmt_percent(62.46), "62.5");
