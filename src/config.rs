@@ -613,7 +613,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Formats a duration the way config.yaml writes it: `1h30m`, `45s`.
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis() as u64;
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let mut secs = ms / 1000;

@@ -140,17 +140,7 @@ fn add_reads_the_prompt_from_stdin_and_files() {
 fn the_queue_is_taken_by_priority_then_age() {
     let env = TestEnv::new();
     let low = env.add("low");
-    let high = env
-        .owl()
-        .args(["add", "--priority", "5", "--repo"])
-        .arg(&env.repo)
-        .arg("high")
-        .assert()
-        .success();
-    let high = String::from_utf8(high.get_output().stdout.clone())
-        .unwrap()
-        .trim()
-        .to_string();
+    let high = env.add_with(&["--priority", "5"], "high");
     let status = env.status();
     assert_eq!(status["queue"][0]["job_id"], high.as_str());
     assert_eq!(status["queue"][1]["job_id"], low.as_str());

@@ -132,17 +132,7 @@ fn a_job_done_in_three_runs_one_cut_short_at_a_ceiling_tells_its_whole_story() {
 fn a_job_that_never_says_done_fails_at_max_runs() {
     let env = TestEnv::new();
     env.script(&working_run("x.txt", "continue", "more to do"));
-    let out = env
-        .owl()
-        .args(["add", "--max-runs", "2", "--repo"])
-        .arg(&env.repo)
-        .arg("Endless")
-        .assert()
-        .success();
-    let id = String::from_utf8(out.get_output().stdout.clone())
-        .unwrap()
-        .trim()
-        .to_string();
+    let id = env.add_with(&["--max-runs", "2"], "Endless");
     assert_eq!(env.tick()["job_state"], "queued");
     assert_eq!(env.tick()["job_state"], "failed");
     let show = env.show(&id);
@@ -163,17 +153,7 @@ fn the_job_budget_caps_each_run_and_fails_the_job_when_spent() {
     let env = TestEnv::new();
     // success.jsonl costs $0.006375 a Run.
     env.script(&working_run("x.txt", "continue", "more"));
-    let out = env
-        .owl()
-        .args(["add", "--max-job-budget-usd", "0.01", "--repo"])
-        .arg(&env.repo)
-        .arg("Frugal")
-        .assert()
-        .success();
-    let id = String::from_utf8(out.get_output().stdout.clone())
-        .unwrap()
-        .trim()
-        .to_string();
+    let id = env.add_with(&["--max-job-budget-usd", "0.01"], "Frugal");
     assert_eq!(env.tick()["job_state"], "queued");
     let argv: Vec<String> = serde_json::from_str(&env.recorded("argv.json")).unwrap();
     assert!(

@@ -115,9 +115,16 @@ impl TestEnv {
 
     /// Queues a Job against the test repository and returns its id.
     pub fn add(&self, prompt: &str) -> String {
+        self.add_with(&[], prompt)
+    }
+
+    /// Queues a Job with extra `owl add` flags and returns its id.
+    pub fn add_with(&self, flags: &[&str], prompt: &str) -> String {
         let out = self
             .owl()
-            .args(["add", "--repo"])
+            .arg("add")
+            .args(flags)
+            .arg("--repo")
             .arg(&self.repo)
             .arg(prompt)
             .assert()
