@@ -18,6 +18,8 @@ struct StatusJson {
     next: Option<NextJson>,
     /// Blocked and failed Jobs: they wait for a person.
     attention: Vec<QueueJson>,
+    /// Runs that ended in the last 24 hours, newest first: what happened overnight.
+    recent_runs: Vec<RecentRunJson>,
     summary: String,
 }
 
@@ -73,6 +75,18 @@ struct QueueJson {
 }
 
 #[derive(Debug, Serialize)]
+struct RecentRunJson {
+    run_id: i64,
+    job_id: String,
+    account: String,
+    outcome: Option<String>,
+    stop_reason: Option<String>,
+    ended_at: Option<String>,
+    cost_usd: Option<f64>,
+    denied_tools: usize,
+}
+
+#[derive(Debug, Serialize)]
 struct NextJson {
     job_id: String,
     account: String,
@@ -83,7 +97,8 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         let views = crate::schedule::account_views(&ctx.config, &[], &Default::default(), now);
         let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
-        return emit(ctx, json, None, &views, &plan, Vec::new(), now);
+        let out = report(None, &views, &plan, Vec::new(), Vec::new());
+        return emit(ctx, json, &out, &views, now);
     };
     let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
@@ -117,38 +132,69 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
             reason: j.reason.unwrap_or_default(),
         })
         .collect();
-    emit(ctx, json, running, &views, &plan, attention, now)
+    let recent = store
+        .runs_ended_since(now - chrono::Duration::hours(24))?
+        .into_iter()
+        .map(|r| RecentRunJson {
+            run_id: r.id,
+            job_id: r.job_id,
+            account: r.account,
+            outcome: r.outcome.map(|o| o.to_string()),
+            stop_reason: r.stop_reason,
+            ended_at: opt_time(r.ended_at),
+            cost_usd: r.cost_usd,
+            denied_tools: r.permission_denials.len(),
+        })
+        .collect();
+    let out = report(running, &views, &plan, attention, recent);
+    emit(ctx, json, &out, &views, now)
+}
+
+/// Everything status says, in the shape `--json` prints.
+fn report(
+    running: Option<RunningJson>,
+    views: &[AccountView],
+    plan: &Plan,
+    attention: Vec<QueueJson>,
+    recent_runs: Vec<RecentRunJson>,
+) -> StatusJson {
+    StatusJson {
+        summary: summary(running.as_ref(), views, plan),
+        running,
+        accounts: views.iter().map(account_json).collect(),
+        queue: plan.queue.iter().map(queue_json).collect(),
+        next: match &plan.decision {
+            Decision::Run { job_id, account } => Some(NextJson {
+                job_id: job_id.clone(),
+                account: account.clone(),
+            }),
+            Decision::Idle { .. } => None,
+        },
+        attention,
+        recent_runs,
+    }
 }
 
 fn emit(
     ctx: &Ctx,
     json: bool,
-    running: Option<RunningJson>,
+    out: &StatusJson,
     views: &[AccountView],
-    plan: &Plan,
-    attention: Vec<QueueJson>,
     now: DateTime<Utc>,
 ) -> Result<u8> {
-    let summary = summary(running.as_ref(), views, plan);
     if json {
-        let out = StatusJson {
-            running,
-            accounts: views.iter().map(account_json).collect(),
-            queue: plan.queue.iter().map(queue_json).collect(),
-            next: match &plan.decision {
-                Decision::Run { job_id, account } => Some(NextJson {
-                    job_id: job_id.clone(),
-                    account: account.clone(),
-                }),
-                Decision::Idle { .. } => None,
-            },
-            attention,
-            summary,
-        };
-        print_json(&out)?;
+        print_json(out)?;
         return Ok(0);
     }
-    match &running {
+    let StatusJson {
+        running,
+        queue,
+        attention,
+        recent_runs,
+        summary,
+        ..
+    } = out;
+    match running {
         Some(r) => println!(
             "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
             r.job_id,
@@ -177,24 +223,43 @@ fn emit(
         print_account(a, now);
     }
     println!();
-    if plan.queue.is_empty() {
+    if queue.is_empty() {
         println!("Queue: empty (add work with `owl add`)");
     } else {
         println!("Queue, in the order tick takes it:");
-        for (i, q) in plan.queue.iter().enumerate() {
+        for (i, q) in queue.iter().enumerate() {
+            println!("  {}. {:<12} {:<8} {}", i + 1, q.job_id, q.state, q.reason);
+        }
+    }
+    if !recent_runs.is_empty() {
+        println!();
+        println!("Runs in the last 24 hours, newest first:");
+        for r in recent_runs.iter().take(10) {
+            let cost = r.cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
+            let denied = match r.denied_tools {
+                0 => String::new(),
+                n => format!(", {n} denied tool call(s)"),
+            };
+            let reason = r
+                .stop_reason
+                .as_deref()
+                .map(|s| format!(" — {}", crate::text::truncate(s, 80)))
+                .unwrap_or_default();
             println!(
-                "  {}. {:<12} {:<8} {}",
-                i + 1,
-                q.job_id,
-                q.state.as_str(),
-                q.reason
+                "  run {:<4} {:<12} {}{cost}{denied}{reason}",
+                r.run_id,
+                r.job_id,
+                r.outcome.as_deref().unwrap_or("?")
             );
+        }
+        if recent_runs.len() > 10 {
+            println!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);
         }
     }
     if !attention.is_empty() {
         println!();
         println!("Waiting for you (`owl show JOB`, then `owl requeue JOB`):");
-        for j in &attention {
+        for j in attention {
             println!("  {:<12} {:<8} {}", j.job_id, j.state, j.reason);
         }
     }

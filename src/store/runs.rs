@@ -259,11 +259,23 @@ impl Store {
 
     /// Runs still in progress (at most one, unless a tick died).
     pub fn running_runs(&self) -> Result<Vec<Run>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE outcome IS NULL ORDER BY id"
-        ))?;
+        self.runs_where("outcome IS NULL ORDER BY id", [])
+    }
+
+    /// Runs that ended at or after `since`, newest first: what happened overnight.
+    pub fn runs_ended_since(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
+        self.runs_where(
+            "outcome IS NOT NULL AND ended_at >= ?1 ORDER BY id DESC",
+            [rfc3339(since)],
+        )
+    }
+
+    fn runs_where(&self, clause: &str, params: impl rusqlite::Params) -> Result<Vec<Run>> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE {clause}"))?;
         let runs = stmt
-            .query_map([], run_from_row)?
+            .query_map(params, run_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(runs)
     }

@@ -201,6 +201,18 @@ fn a_denied_tool_is_recorded_and_shown() {
         .success()
         .stdout(predicate::str::contains("denied tools (1)"))
         .stdout(predicate::str::contains("- Bash git add hello.txt"));
+    // The morning view: what ran overnight, with its denied calls.
+    let recent = &env.status()["recent_runs"][0];
+    assert_eq!(recent["outcome"], "succeeded");
+    assert_eq!(recent["denied_tools"], 1);
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Runs in the last 24 hours"))
+        .stdout(predicate::str::contains(
+            "succeeded, $0.00, 1 denied tool call(s)",
+        ));
 }
 
 #[test]
