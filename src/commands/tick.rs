@@ -2,21 +2,24 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{create_private_file, ensure_private_dir, print_json, Ctx};
-use crate::driver::{self, AgentEvent, Driver, RunRequest};
+use crate::driver::{self, Driver, RunRequest};
 use crate::handoff::Handoff;
 use crate::model::{Job, JobState, RunOutcome};
-use crate::outcome::{self, AfterRun, StopCause};
+use crate::outcome::{self, AfterRun};
 use crate::schedule::{self, AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
-use crate::supervise::{self, process, LocalExecutor, Observer, RunReport, RunSpec};
+use crate::supervise::{self, process, LocalExecutor, RunReport, RunSpec};
 use crate::usage;
+
+mod observer;
+use observer::TickObserver;
 
 /// What `tick --json` prints.
 #[derive(Debug, Default, Serialize)]
@@ -268,15 +271,7 @@ fn execute(
             .usage_reporting
             .then_some(ctx.config.usage_poll_interval),
     };
-    let mut observer = TickObserver {
-        store,
-        run_id,
-        job_id: &job.id,
-        account,
-        limits: account_cfg.limits,
-        last_flush: Instant::now(),
-        dirty: false,
-    };
+    let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg.limits);
     supervise::supervise(
         spec,
         &LocalExecutor {
@@ -426,91 +421,6 @@ fn commits_of(job: &Job, run: &crate::model::Run) -> Option<usize> {
         return None;
     };
     crate::workspace::commits_between(&job.repo, before, after).ok()
-}
-
-/// Keeps the database current while the Run goes on, and notices a cancel.
-struct TickObserver<'a> {
-    store: &'a mut Store,
-    run_id: i64,
-    job_id: &'a str,
-    account: &'a str,
-    limits: Option<crate::config::Limits>,
-    last_flush: Instant,
-    dirty: bool,
-}
-
-/// How often live progress is written for `owl status`.
-const PROGRESS_EVERY: Duration = Duration::from_secs(2);
-
-impl TickObserver<'_> {
-    fn flush(&mut self, report: &RunReport) {
-        let last = report.last_event.as_deref().unwrap_or("");
-        if let Err(e) = self.store.set_run_progress(
-            self.run_id,
-            last,
-            report.api_retries,
-            report.session_id.as_deref(),
-        ) {
-            tracing::warn!("recording progress of run {}: {e:#}", self.run_id);
-        }
-        self.last_flush = Instant::now();
-        self.dirty = false;
-    }
-}
-
-impl TickObserver<'_> {
-    /// Records what an event says of the Account's utilization, then acts on it: every
-    /// Snapshot is in the database before owl stops anything because of it.
-    fn observe_utilization(&mut self, event: &AgentEvent) -> Option<StopCause> {
-        let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
-        let snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
-        for s in &snapshots {
-            if let Err(e) = self.store.insert_snapshot(s) {
-                tracing::warn!("recording utilization of {}: {e:#}", self.account);
-            }
-        }
-        if let AgentEvent::RateLimit(info) = event {
-            if info.status == "rejected" {
-                let window = info.window.as_deref().unwrap_or("a window");
-                let until = info
-                    .resets_at
-                    .and_then(|s| DateTime::from_timestamp(s, 0))
-                    .map(|t| format!(" until {}", crate::clock::rfc3339(t)))
-                    .unwrap_or_default();
-                return Some(StopCause::RateLimited(format!(
-                    "rate limited: the provider rejected {window}{until}"
-                )));
-            }
-        }
-        usage::crossing(&snapshots, self.limits.as_ref())
-    }
-}
-
-impl Observer for TickObserver<'_> {
-    fn spawned(&mut self, pid: i32) {
-        let start = process::stat(pid).map(|s| s.start_time);
-        if let Err(e) = self.store.set_run_process(self.run_id, pid.into(), start) {
-            tracing::warn!("recording the agent's pid for run {}: {e:#}", self.run_id);
-        }
-    }
-
-    fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause> {
-        self.dirty = true;
-        if matches!(event, AgentEvent::Init { .. }) || self.last_flush.elapsed() >= PROGRESS_EVERY {
-            self.flush(report);
-        }
-        self.observe_utilization(event)
-    }
-
-    fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
-        if self.dirty && self.last_flush.elapsed() >= PROGRESS_EVERY {
-            self.flush(report);
-        }
-        match self.store.job_state(self.job_id) {
-            Ok(Some(JobState::Cancelled)) => Some(StopCause::Cancelled),
-            _ => None,
-        }
-    }
 }
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
