@@ -132,15 +132,5 @@ fn alive_children(env: &TestEnv) -> usize {
     if let Ok(p) = std::fs::read_to_string(env.record.join("pid.txt")) {
         pids.extend(p.trim().parse::<i32>().ok());
     }
-    pids.into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-        })
-        .count()
+    pids.into_iter().filter(|pid| support::alive(*pid)).count()
 }

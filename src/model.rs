@@ -219,6 +219,11 @@ pub struct Run {
     pub safety_commit: Option<String>,
 }
 
+/// What a Job's Runs cost together, by their result lines.
+pub fn total_cost(runs: &[Run]) -> f64 {
+    runs.iter().filter_map(|r| r.cost_usd).sum()
+}
+
 /// A tool call the agent's permission mode refused.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct PermissionDenial {

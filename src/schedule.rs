@@ -95,7 +95,7 @@ pub fn account_views(
             let note = notes.get(name).cloned().unwrap_or_default();
             let has_ceiling =
                 limits.is_some_and(|l| l.five_hour_max.is_some() || l.weekly_max.is_some());
-            let binding = binding_window(&windows, limits);
+            let binding = binding_window(&windows);
             let headroom = windows
                 .iter()
                 .filter_map(|w| Some(w.ceiling? - w.percent?))
@@ -134,10 +134,7 @@ pub fn account_views(
 
 /// The Window that keeps the Account from being scheduled: the one over its Ceiling that
 /// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
-fn binding_window<'a>(
-    windows: &'a [WindowView],
-    _limits: Option<&crate::config::Limits>,
-) -> Option<&'a WindowView> {
+fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
     windows
         .iter()
         .filter(|w| w.over)

@@ -62,7 +62,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     let handoff = crate::workspace::read_handoff(&job).unwrap_or(None);
     let summary = crate::workspace::branch_summary(&job).unwrap_or(None);
     let run_rows: Vec<RunJson> = runs.iter().map(|r| run_json(ctx, &job, r)).collect();
-    let cost: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
+    let cost = crate::model::total_cost(&runs);
     if json {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();

@@ -242,7 +242,7 @@ fn execute(
         .find(|r| r.id != run_id && r.outcome.is_some())
         .map(|r| crate::prompt::describe_run(r, commits_of(job, r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
-    let spent: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
+    let spent = crate::model::total_cost(&runs);
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let invocation = driver.invocation(&RunRequest {
         command,
@@ -328,7 +328,7 @@ fn record(
         max_runs: job.max_runs,
         budget_left: job
             .max_job_budget_usd
-            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - r_cost(report)),
+            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - cost_of(report)),
         now,
     });
     let r = report.result.as_ref();
@@ -375,14 +375,11 @@ fn record(
 
 /// What the Job's finished Runs have cost so far.
 fn spent_by(store: &Store, job_id: &str) -> Result<f64> {
-    Ok(store
-        .runs_of(job_id)?
-        .iter()
-        .filter_map(|r| r.cost_usd)
-        .sum())
+    Ok(crate::model::total_cost(&store.runs_of(job_id)?))
 }
 
-fn r_cost(report: &RunReport) -> f64 {
+/// What this Run cost, by its own result line.
+fn cost_of(report: &RunReport) -> f64 {
     report
         .result
         .as_ref()
