@@ -220,16 +220,11 @@ pub fn plan(
     let mut chosen: Option<(String, String)> = None;
     for job in open {
         let (eligible, account, reason) = judge(job, accounts, now);
-        let reason = match (&chosen, eligible) {
-            (_, true) if outside.is_some() => format!(
-                "ready, but outside the schedule window {}",
-                outside.expect("checked")
-            ),
-            (_, true) if running.is_some() => format!(
-                "ready, after the Run of {} in progress",
-                running.expect("checked").id
-            ),
-            (None, true) => {
+        let reason = match (eligible, outside, running, &chosen) {
+            (false, ..) => reason,
+            (true, Some(w), _, _) => format!("ready, but outside the schedule window {w}"),
+            (true, None, Some(r), _) => format!("ready, after the Run of {} in progress", r.id),
+            (true, None, None, None) => {
                 chosen = Some((job.id.clone(), account.clone().unwrap_or_default()));
                 let name = account.as_deref().unwrap_or("?");
                 match accounts
@@ -243,8 +238,7 @@ pub fn plan(
                     None => format!("next: runs on {name}"),
                 }
             }
-            (Some((first, _)), true) => format!("ready, after {first}"),
-            (_, false) => reason,
+            (true, None, None, Some((first, _))) => format!("ready, after {first}"),
         };
         queue.push(QueueEntry {
             job_id: job.id.clone(),
