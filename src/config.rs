@@ -35,6 +35,10 @@ pub struct Config {
     pub probe_max_age: Duration,
     #[serde(serialize_with = "ser_duration")]
     pub stall_timeout: Duration,
+    /// Below this much free space on the state dir's or a Job's repository's filesystem,
+    /// no Run starts (0: never checked).
+    #[serde(serialize_with = "ser_size")]
+    pub min_free_space: u64,
     pub commit_author: String,
     pub defaults: JobDefaults,
     pub schedule: Schedule,
@@ -177,6 +181,8 @@ struct RawConfig {
     probe_max_age: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]
     stall_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "de_size")]
+    min_free_space: Option<u64>,
     commit_author: Option<String>,
     defaults: Option<RawDefaults>,
     schedule: Option<RawSchedule>,
@@ -390,6 +396,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
         usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
         stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
+        min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
         commit_author: raw
             .commit_author
             .unwrap_or_else(|| "owl <owl@localhost>".into()),
@@ -576,6 +583,56 @@ fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
 // ---------------------------------------------------------------------------
 // Value types
 
+/// The default `minFreeSpace`: 1 GiB, room for a night of logs, commits and the database.
+pub const DEFAULT_MIN_FREE_SPACE: u64 = 1 << 30;
+
+/// Parses a size: `1GiB`, `500MiB`, `64KiB`, `2GB`, `100MB`, `4096` (bytes), `0`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let bad = || format!("'{s}' is not a size (use e.g. 1GiB, 500MiB, 2GB, 0)");
+    let t = s.trim();
+    let digits = t
+        .bytes()
+        .take_while(|b| b.is_ascii_digit() || *b == b'.')
+        .count();
+    let n: f64 = t[..digits].parse().map_err(|_| bad())?;
+    let factor: u64 = match t[digits..].trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    let bytes = n * factor as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// `1GiB`, `512MiB`, `1000B`: a size as config.yaml accepts it.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    for (unit, size) in UNITS {
+        if bytes >= size && bytes.is_multiple_of(size) {
+            return format!("{}{unit}", bytes / size);
+        }
+    }
+    match UNITS.iter().find(|(_, size)| bytes >= *size) {
+        Some((unit, size)) => format!("{:.1}{unit}", bytes as f64 / *size as f64),
+        None => format!("{bytes}B"),
+    }
+}
+
 /// Parses `30s`, `15m`, `4h`, `1h30m`, `2d`, `500ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("'{s}' is not a duration (use e.g. 30s, 15m, 4h, 1h30m)");
@@ -628,6 +685,27 @@ pub fn format_duration(d: Duration) -> String {
         }
     }
     out
+}
+
+fn ser_size<S: serde::Serializer>(bytes: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_size(*bytes))
+}
+
+fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    // A bare number is bytes; YAML hands it over as a number, not a string.
+    let v = serde_yaml::Value::deserialize(d)?;
+    let text = match &v {
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::String(s) => s.clone(),
+        _ => {
+            return Err(serde::de::Error::custom(
+                "a size is a number or text like 1GiB",
+            ))
+        }
+    };
+    parse_size(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -757,6 +835,30 @@ mod tests {
     fn bypass_permissions_is_refused() {
         let e = err("defaults:\n  permissionMode: bypassPermissions\naccounts: {a: {}}\n");
         assert!(e.contains("permissionMode 'bypassPermissions'"), "{e}");
+    }
+
+    #[test]
+    fn sizes_parse_and_format() {
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("500MiB"), Ok(500 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("1 parsec").is_err());
+        assert_eq!(format_size(1 << 30), "1GiB");
+        assert_eq!(format_size(1536 << 20), "1536MiB");
+        assert_eq!(format_size((1536 << 20) + 1), "1.5GiB");
+        assert_eq!(format_size(12), "12B");
+        let c = parse("minFreeSpace: 256MiB\naccounts: {work: {}}\n", "/c.yaml").unwrap();
+        assert_eq!(c.min_free_space, 256 << 20);
+        let c = parse("accounts: {work: {}}\n", "/c.yaml").unwrap();
+        assert_eq!(c.min_free_space, DEFAULT_MIN_FREE_SPACE);
+        let e = err("accounts: {work: {}}\nminFreeSpace: heaps\n");
+        assert!(
+            e.contains("line 2") && e.contains("'heaps' is not a size"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod clock;
 pub mod commands;
 pub mod config;
+pub mod disk;
 pub mod driver;
 pub mod error;
 pub mod handoff;

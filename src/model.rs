@@ -6,6 +6,8 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::outcome::Cause;
+
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -217,11 +219,45 @@ pub struct Run {
     pub head_after: Option<String>,
     /// owl's commit of what the Run left uncommitted.
     pub safety_commit: Option<String>,
+    /// Who the Run is charged to; `None` for Runs recorded before owl knew.
+    pub cause: Option<Cause>,
+    /// Something that happened after the result line (a late stop cause).
+    pub note: Option<String>,
+    /// The `--max-budget-usd` the Run was started with.
+    pub budget_usd: Option<f64>,
 }
 
-/// What a Job's Runs cost together, by their result lines.
+impl Run {
+    /// Whether the Run counts toward its Job's `maxRuns` (Runs from before owl kept the
+    /// cause count, as they did then).
+    pub fn counts(&self) -> bool {
+        self.outcome.is_some() && self.cause.is_none_or(Cause::counts)
+    }
+
+    /// What the Run cost: its result line's figure, or for a finished Run without one
+    /// (killed, lost) its budget cap, since it may have spent up to that.
+    pub fn cost_or_cap(&self) -> Option<f64> {
+        match (self.cost_usd, self.outcome) {
+            (Some(c), _) => Some(c),
+            (None, Some(_)) => self.budget_usd,
+            (None, None) => None,
+        }
+    }
+
+    /// The cost as `show` prints it: "$0.12", or "unknown (≤ $0.50)" without a result line.
+    pub fn describe_cost(&self) -> String {
+        match (self.cost_usd, self.budget_usd) {
+            (Some(c), _) => format!("${c:.2}"),
+            (None, Some(cap)) if self.outcome.is_some() => format!("unknown (≤ ${cap:.2})"),
+            _ => "unknown".into(),
+        }
+    }
+}
+
+/// What a Job's Runs cost together: each by its result line, or by its cap when it has
+/// none, so a Job whose Runs are killed cannot overrun its budget unseen.
 pub fn total_cost(runs: &[Run]) -> f64 {
-    runs.iter().filter_map(|r| r.cost_usd).sum()
+    runs.iter().filter_map(Run::cost_or_cap).sum()
 }
 
 /// A tool call the agent's permission mode refused.

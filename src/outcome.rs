@@ -21,7 +21,9 @@ pub enum StopCause {
     Cancelled,
     /// owl itself was told to stop (SIGTERM, SIGINT, SIGHUP).
     Signal(&'static str),
-    /// The Run's log could not be written.
+    /// The Run's log could not be written because its filesystem is full.
+    DiskFull(String),
+    /// The Run's log could not be written for another reason.
     LogWrite(String),
 }
 
@@ -35,8 +37,68 @@ impl StopCause {
             StopCause::Stalled => "stalled".into(),
             StopCause::Cancelled => "cancelled".into(),
             StopCause::Signal(sig) => format!("owl received {sig}"),
+            StopCause::DiskFull(e) => format!("disk full: writing the log: {e}"),
             StopCause::LogWrite(e) => format!("writing the log: {e}"),
         }
+    }
+}
+
+/// Who a Run's ending is charged to. Only the Job's own Runs count toward `maxRuns`: a
+/// night without a login, a network or a disk must not use up the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The model worked, and the Run ended by its own result, its budget, `maxRunTime`, a
+    /// stall or a crash.
+    Job,
+    /// The Account has no usable login (none, expired, revoked).
+    NotLoggedIn,
+    /// The API was unreachable, or answered 5xx or overloaded, after the CLI's retries.
+    Outage,
+    /// The provider's rate limiter refused the Account.
+    RateLimited,
+    /// A filesystem owl writes to is full.
+    DiskFull,
+    /// owl stopped the Run for a reason of its own: a ceiling, a signal, a cancel, a log
+    /// it could not write, an agent it could not kill.
+    Stopped,
+}
+
+impl Cause {
+    const ALL: [Cause; 6] = [
+        Cause::Job,
+        Cause::NotLoggedIn,
+        Cause::Outage,
+        Cause::RateLimited,
+        Cause::DiskFull,
+        Cause::Stopped,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Job => "job",
+            Cause::NotLoggedIn => "not_logged_in",
+            Cause::Outage => "outage",
+            Cause::RateLimited => "rate_limited",
+            Cause::DiskFull => "disk_full",
+            Cause::Stopped => "stopped",
+        }
+    }
+
+    /// Whether a Run so ended counts toward the Job's `maxRuns`.
+    pub fn counts(self) -> bool {
+        self == Cause::Job
+    }
+}
+
+impl std::str::FromStr for Cause {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Cause::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown run cause '{s}'"))
     }
 }
 
@@ -57,42 +119,66 @@ impl std::fmt::Display for ExitInfo {
     }
 }
 
-/// A Run's outcome and the words recorded with it.
+/// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classified {
     pub outcome: RunOutcome,
     pub stop_reason: Option<String>,
+    pub cause: Cause,
 }
 
-/// Decides a Run's outcome from the agent's result line first, and the exit status only
-/// when there is none: the CLI reports API errors as `subtype: success` with `is_error`.
-pub fn classify(
-    result: Option<&AgentResult>,
-    exit: ExitInfo,
-    stop: Option<&StopCause>,
-    stderr_tail: &str,
-) -> Classified {
-    let done = |outcome, reason: Option<String>| Classified {
+/// What the supervisor saw of a Run: the facts [`classify`] decides on.
+#[derive(Debug, Clone, Default)]
+pub struct RunFacts<'a> {
+    pub result: Option<&'a AgentResult>,
+    pub exit: ExitInfo,
+    /// The stop owl began before the agent's result line (a later one is only a note).
+    pub stop: Option<&'a StopCause>,
+    pub stderr_tail: &'a str,
+    /// A real model answer was seen, not the CLI's synthetic stand-in.
+    pub reached_model: bool,
+    /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
+    pub agent_error: Option<&'a str>,
+    /// owl signalled the agent after its result line, because its teardown overran.
+    pub signalled_after_result: bool,
+    /// The agent outlived SIGKILL: why owl gave up on it.
+    pub unkillable: Option<&'a str>,
+}
+
+/// Decides a Run's outcome and who it is charged to: from the agent's result line first,
+/// the exit status only when there is none (the CLI reports API errors as `subtype:
+/// success` with `is_error`).
+pub fn classify(f: &RunFacts) -> Classified {
+    let done = |outcome, reason: Option<String>, cause| Classified {
         outcome,
         stop_reason: reason,
+        cause,
     };
-    if let Some(cause) = stop {
-        let outcome = match cause {
-            StopCause::MaxRunTime | StopCause::Stalled => RunOutcome::TimedOut,
-            StopCause::LogWrite(_) => RunOutcome::Failed,
-            StopCause::RateLimited(_) => RunOutcome::RateLimited,
-            _ => RunOutcome::Interrupted,
-        };
-        return done(outcome, Some(cause.reason()));
+    if let Some(why) = f.unkillable {
+        return done(RunOutcome::Failed, Some(why.to_string()), Cause::Stopped);
     }
-    let Some(r) = result else {
-        let tail = stderr_tail.trim();
+    if let Some(stop) = f.stop {
+        let (outcome, cause) = match stop {
+            StopCause::MaxRunTime | StopCause::Stalled => (RunOutcome::TimedOut, Cause::Job),
+            StopCause::DiskFull(_) => (RunOutcome::Failed, Cause::DiskFull),
+            StopCause::LogWrite(_) => (RunOutcome::Failed, Cause::Stopped),
+            StopCause::RateLimited(_) => (RunOutcome::RateLimited, Cause::RateLimited),
+            StopCause::Ceiling { .. } | StopCause::Cancelled | StopCause::Signal(_) => {
+                (RunOutcome::Interrupted, Cause::Stopped)
+            }
+        };
+        return done(outcome, Some(stop.reason()), cause);
+    }
+    let Some(r) = f.result else {
+        let tail = f.stderr_tail.trim();
+        let exit = f.exit;
         let why = if tail.is_empty() {
             format!("the agent ended with {exit} and no result line")
         } else {
             format!("the agent ended with {exit} and no result line: {tail}")
         };
-        return done(RunOutcome::Failed, Some(why));
+        // A crash is the Job's: it may be what the Job makes the agent do.
+        return done(RunOutcome::Failed, Some(why), Cause::Job);
     };
     let said = || {
         r.text
@@ -105,26 +191,67 @@ pub fn classify(
             })
     };
     if r.budget_exhausted {
-        return done(RunOutcome::BudgetExhausted, Some(said()));
+        return done(RunOutcome::BudgetExhausted, Some(said()), Cause::Job);
     }
-    match (r.is_error, r.api_error_status) {
-        (true, Some(429)) => done(RunOutcome::RateLimited, Some(said())),
-        (true, Some(401)) => done(
-            RunOutcome::Failed,
-            Some(format!("not logged in (401): {}", said())),
-        ),
-        (true, Some(status)) => done(
-            RunOutcome::Failed,
-            Some(format!("API error {status}: {}", said())),
-        ),
-        (true, None) => done(RunOutcome::Failed, Some(said())),
-        (false, _) if r.subtype != "success" => done(RunOutcome::Failed, Some(said())),
-        (false, _) if exit.code != Some(0) => done(
-            RunOutcome::Failed,
-            Some(format!("the agent reported success but ended with {exit}")),
-        ),
-        (false, _) => done(RunOutcome::Succeeded, None),
+    if r.is_error {
+        if login_failed(r, f.agent_error) {
+            let why = format!("not logged in: {}", said());
+            return done(RunOutcome::Failed, Some(why), Cause::NotLoggedIn);
+        }
+        if r.api_error_status == Some(429) || f.agent_error == Some("rate_limit") {
+            return done(RunOutcome::RateLimited, Some(said()), Cause::RateLimited);
+        }
+        if api_unavailable(r, f.agent_error, f.reached_model) {
+            let why = format!("the API is unavailable: {}", said());
+            return done(RunOutcome::Failed, Some(why), Cause::Outage);
+        }
+        let why = match r.api_error_status {
+            Some(status) => format!("API error {status}: {}", said()),
+            None => said(),
+        };
+        return done(RunOutcome::Failed, Some(why), Cause::Job);
     }
+    if r.subtype != "success" {
+        return done(RunOutcome::Failed, Some(said()), Cause::Job);
+    }
+    // A success is a success however owl had to end the process after it.
+    if f.exit.code != Some(0) && !f.signalled_after_result {
+        let why = format!("the agent reported success but ended with {}", f.exit);
+        return done(RunOutcome::Failed, Some(why), Cause::Job);
+    }
+    done(RunOutcome::Succeeded, None, Cause::Job)
+}
+
+/// Any of the CLI's signs of a missing or refused login: a 401, its
+/// `authentication_failed` error word, or its "Not logged in · Please run /login" text
+/// (an empty credential store gives the last two with `api_error_status: null`).
+fn login_failed(r: &AgentResult, agent_error: Option<&str>) -> bool {
+    let text = r.text.as_deref().unwrap_or("");
+    r.api_error_status == Some(401)
+        || agent_error == Some("authentication_failed")
+        || text.contains("Not logged in")
+        || text.contains("Please run /login")
+}
+
+/// The API could not be used: a 5xx or 529 after the CLI's retries, its `server_error` or
+/// `overloaded` error word, or an "API Error" before any model answer (unreachable).
+fn api_unavailable(r: &AgentResult, agent_error: Option<&str>, reached_model: bool) -> bool {
+    let text = r.text.as_deref().unwrap_or("");
+    r.api_error_status.is_some_and(|s| s >= 500)
+        || matches!(agent_error, Some("server_error" | "overloaded"))
+        || (r.api_error_status.is_none() && !reached_model && text.starts_with("API Error"))
+}
+
+/// How long an Account waits after its `outages`th Run in a row that could not reach the
+/// model: 5 minutes, doubling, at most an hour.
+pub fn outage_backoff(outages: u32) -> Duration {
+    let minutes = 5i64.saturating_mul(1i64 << outages.saturating_sub(1).min(16));
+    Duration::minutes(minutes.min(60))
+}
+
+/// Whether a Job has used up its Runs: `runs` counts only the Runs charged to the Job.
+pub fn max_runs_reached(runs: u32, max_runs: u32) -> Option<String> {
+    (runs >= max_runs).then(|| format!("maxRuns reached ({runs} Runs without done)"))
 }
 
 /// Where a Job goes after a Run.
@@ -146,7 +273,7 @@ pub struct AfterRun<'a> {
     /// When a `rejected` rate limit resets, if the agent said.
     pub rate_limit_reset: Option<DateTime<Utc>>,
     pub handoff: Result<Handoff, String>,
-    /// Runs of this Job so far, this one included.
+    /// Runs of this Job charged to it so far, this one included if it counts.
     pub runs: u32,
     pub max_runs: u32,
     /// What the Job's budget has left after this Run (`None`: no Job budget).
@@ -154,8 +281,9 @@ pub struct AfterRun<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// Decides the Job's next state: the waits first (a ceiling, a rate limit), then the
-/// Handoff, then `maxRuns`.
+/// Decides the Job's next state: a cancel first, then the waits (a ceiling, a rate
+/// limit), then a Run that was not the Job's doing (queued again, never failed), then
+/// the Handoff, then the budget and `maxRuns`.
 pub fn next_job_state(a: &AfterRun) -> JobTransition {
     let to = |state, reason: Option<String>, not_before| JobTransition {
         state,
@@ -165,12 +293,8 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
     let wait_or_fail = |t: JobTransition| {
         if a.budget_left.is_some_and(|left| left <= 0.0) {
             to(JobState::Failed, Some("job budget spent".into()), None)
-        } else if a.runs >= a.max_runs {
-            to(
-                JobState::Failed,
-                Some(format!("maxRuns reached ({} Runs without done)", a.runs)),
-                None,
-            )
+        } else if let Some(why) = max_runs_reached(a.runs, a.max_runs) {
+            to(JobState::Failed, Some(why), None)
         } else {
             t
         }
@@ -180,7 +304,7 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
             return to(JobState::Cancelled, Some("cancelled".into()), None)
         }
         Some(StopCause::Ceiling { reason, resets_at }) => {
-            return wait_or_fail(to(JobState::Waiting, Some(reason.clone()), *resets_at))
+            return to(JobState::Waiting, Some(reason.clone()), *resets_at)
         }
         _ => {}
     }
@@ -189,11 +313,18 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
             .rate_limit_reset
             .filter(|t| *t > a.now)
             .unwrap_or(a.now + UNKNOWN_RESET_WAIT);
-        return wait_or_fail(to(
+        return to(
             JobState::Waiting,
             Some("rate limited by the provider".into()),
             Some(until),
-        ));
+        );
+    }
+    if !a.outcome.cause.counts() {
+        // Not the Job's doing: it keeps its place and its Runs; the Account's note (a
+        // login, an outage's back-off) or the free-space check keeps it from running
+        // until the cause is gone.
+        let why = a.outcome.stop_reason.clone().unwrap_or_default();
+        return to(JobState::Queued, Some(format!("waiting: {why}")), None);
     }
     match &a.handoff {
         Ok(h) => match h.status {
@@ -208,16 +339,49 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::{AgentEvent, ClaudeCode, Driver};
 
-    fn result(subtype: &str, is_error: bool, status: Option<i64>) -> AgentResult {
-        AgentResult {
-            subtype: subtype.into(),
-            is_error,
-            api_error_status: status,
-            budget_exhausted: subtype == "error_max_budget_usd",
-            text: Some("said".into()),
-            ..Default::default()
+    /// A recorded transcript of the real CLI, folded the way the supervisor folds it.
+    struct Transcript {
+        result: Option<AgentResult>,
+        reached_model: bool,
+        agent_error: Option<String>,
+    }
+
+    fn transcript(name: &str) -> Transcript {
+        let path = format!(
+            "{}/tests/fixtures/claude-code-2.1.197/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut t = Transcript {
+            result: None,
+            reached_model: false,
+            agent_error: None,
+        };
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            match ClaudeCode.parse_line(line.as_bytes()).unwrap() {
+                AgentEvent::Assistant {
+                    synthetic, error, ..
+                } => {
+                    t.reached_model |= !synthetic;
+                    t.agent_error = error.or(t.agent_error.take());
+                }
+                AgentEvent::Result(r) => t.result = Some(r),
+                _ => {}
+            }
         }
+        t
+    }
+
+    fn classify_transcript(name: &str, code: i32) -> Classified {
+        let t = transcript(name);
+        classify(&RunFacts {
+            result: t.result.as_ref(),
+            exit: exit(code),
+            reached_model: t.reached_model,
+            agent_error: t.agent_error.as_deref(),
+            ..Default::default()
+        })
     }
 
     fn exit(code: i32) -> ExitInfo {
@@ -227,39 +391,116 @@ mod tests {
         }
     }
 
-    #[test]
-    fn outcome_comes_from_the_result_line() {
-        let c = |r: &AgentResult, code| classify(Some(r), exit(code), None, "").outcome;
-        assert_eq!(c(&result("success", false, None), 0), RunOutcome::Succeeded);
-        assert_eq!(
-            c(&result("success", true, Some(429)), 1),
-            RunOutcome::RateLimited
-        );
-        assert_eq!(
-            c(&result("success", true, Some(401)), 1),
-            RunOutcome::Failed
-        );
-        assert_eq!(
-            c(&result("success", true, Some(500)), 1),
-            RunOutcome::Failed
-        );
-        assert_eq!(
-            c(&result("error_max_budget_usd", true, None), 1),
-            RunOutcome::BudgetExhausted
-        );
-        assert_eq!(
-            c(&result("error_during_execution", true, None), 1),
-            RunOutcome::Failed
-        );
-        assert_eq!(c(&result("success", false, None), 3), RunOutcome::Failed);
-        let r401 = classify(Some(&result("success", true, Some(401))), exit(1), None, "");
-        assert!(r401.stop_reason.unwrap().starts_with("not logged in"));
+    fn oc(c: &Classified) -> (RunOutcome, Cause) {
+        (c.outcome, c.cause)
     }
 
     #[test]
-    fn no_result_line_is_failed_with_the_stderr_tail() {
-        let c = classify(None, exit(143), None, "boom\n");
-        assert_eq!(c.outcome, RunOutcome::Failed);
+    fn a_success_is_the_jobs_run() {
+        let c = classify_transcript("success.jsonl", 0);
+        assert_eq!(oc(&c), (RunOutcome::Succeeded, Cause::Job));
+        assert!(c.cause.counts());
+    }
+
+    #[test]
+    fn an_empty_credential_store_is_not_logged_in() {
+        // is_error, api_error_status null, "Not logged in · Please run /login".
+        let c = classify_transcript("not-logged-in.jsonl", 1);
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::NotLoggedIn));
+        assert_eq!(
+            c.stop_reason.as_deref(),
+            Some("not logged in: Not logged in · Please run /login")
+        );
+        assert!(!c.cause.counts());
+    }
+
+    #[test]
+    fn an_expired_login_401_is_not_logged_in() {
+        for name in ["api-401-oauth.jsonl", "api-401-max-retries-1.jsonl"] {
+            let c = classify_transcript(name, 1);
+            assert_eq!(oc(&c), (RunOutcome::Failed, Cause::NotLoggedIn), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_unreachable_api_is_an_outage() {
+        let c = classify_transcript("unreachable-default-retries.jsonl", 1);
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Outage));
+        assert!(c.stop_reason.unwrap().contains("Unable to connect to API"));
+    }
+
+    #[test]
+    fn a_5xx_after_the_retries_is_an_outage() {
+        let c = classify_transcript("api-500-max-retries-2.jsonl", 1);
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Outage));
+    }
+
+    #[test]
+    fn a_rate_limit_is_not_the_jobs() {
+        for name in ["api-429-apikey.jsonl", "rate-limit-rejected.jsonl"] {
+            let c = classify_transcript(name, 1);
+            assert_eq!(
+                oc(&c),
+                (RunOutcome::RateLimited, Cause::RateLimited),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_spent_budget_is_the_jobs() {
+        let c = classify_transcript("max-budget.jsonl", 1);
+        assert_eq!(oc(&c), (RunOutcome::BudgetExhausted, Cause::Job));
+    }
+
+    #[test]
+    fn other_errors_are_the_jobs() {
+        let r = AgentResult {
+            subtype: "error_during_execution".into(),
+            is_error: true,
+            text: Some("said".into()),
+            ..Default::default()
+        };
+        let c = classify(&RunFacts {
+            result: Some(&r),
+            exit: exit(1),
+            reached_model: true,
+            ..Default::default()
+        });
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Job));
+        let r = AgentResult {
+            subtype: "success".into(),
+            ..Default::default()
+        };
+        let c = classify(&RunFacts {
+            result: Some(&r),
+            exit: exit(3),
+            ..Default::default()
+        });
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Job));
+    }
+
+    #[test]
+    fn a_signal_owl_sent_after_a_success_keeps_it_a_success() {
+        let t = transcript("success.jsonl");
+        let c = classify(&RunFacts {
+            result: t.result.as_ref(),
+            exit: exit(143),
+            reached_model: true,
+            signalled_after_result: true,
+            ..Default::default()
+        });
+        assert_eq!(oc(&c), (RunOutcome::Succeeded, Cause::Job));
+    }
+
+    #[test]
+    fn no_result_line_is_a_crash_with_the_stderr_tail() {
+        let c = classify(&RunFacts {
+            exit: exit(143),
+            stderr_tail: "boom\n",
+            ..Default::default()
+        });
+        assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Job));
         assert_eq!(
             c.stop_reason.unwrap(),
             "the agent ended with exit code 143 and no result line: boom"
@@ -267,20 +508,65 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_cause_wins_over_the_result() {
-        let r = result("error_during_execution", true, None);
-        let c = classify(Some(&r), exit(1), Some(&StopCause::MaxRunTime), "");
-        assert_eq!(c.outcome, RunOutcome::TimedOut);
-        let c = classify(Some(&r), exit(1), Some(&StopCause::Signal("SIGTERM")), "");
-        assert_eq!(c.outcome, RunOutcome::Interrupted);
-        assert_eq!(c.stop_reason.as_deref(), Some("owl received SIGTERM"));
+    fn a_stop_cause_decides_who_is_charged() {
+        let t = transcript("interrupt-control-request.jsonl");
+        let with = |stop: StopCause| {
+            classify(&RunFacts {
+                result: t.result.as_ref(),
+                exit: exit(1),
+                stop: Some(&stop),
+                reached_model: true,
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            oc(&with(StopCause::MaxRunTime)),
+            (RunOutcome::TimedOut, Cause::Job)
+        );
+        assert_eq!(
+            oc(&with(StopCause::Stalled)),
+            (RunOutcome::TimedOut, Cause::Job)
+        );
+        let ceiling = with(StopCause::Ceiling {
+            reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+            resets_at: None,
+        });
+        assert_eq!(oc(&ceiling), (RunOutcome::Interrupted, Cause::Stopped));
+        let sig = with(StopCause::Signal("SIGTERM"));
+        assert_eq!(oc(&sig), (RunOutcome::Interrupted, Cause::Stopped));
+        assert_eq!(sig.stop_reason.as_deref(), Some("owl received SIGTERM"));
+        let disk = with(StopCause::DiskFull("No space left on device".into()));
+        assert_eq!(oc(&disk), (RunOutcome::Failed, Cause::DiskFull));
+        assert!(disk.stop_reason.unwrap().starts_with("disk full: "));
+        let unkillable = classify(&RunFacts {
+            unkillable: Some("the agent could not be killed: pid 7 in state D"),
+            ..Default::default()
+        });
+        assert_eq!(oc(&unkillable), (RunOutcome::Failed, Cause::Stopped));
+    }
+
+    #[test]
+    fn causes_round_trip_through_their_names() {
+        for c in Cause::ALL {
+            assert_eq!(c.as_str().parse::<Cause>().unwrap(), c);
+        }
     }
 
     fn after(outcome: RunOutcome, handoff: Result<Handoff, String>, runs: u32) -> JobTransition {
+        after_cause(outcome, Cause::Job, handoff, runs)
+    }
+
+    fn after_cause(
+        outcome: RunOutcome,
+        cause: Cause,
+        handoff: Result<Handoff, String>,
+        runs: u32,
+    ) -> JobTransition {
         let now = crate::clock::parse("2026-11-30T02:00:00Z").unwrap();
         let c = Classified {
             outcome,
-            stop_reason: None,
+            stop_reason: Some("not logged in: Not logged in · Please run /login".into()),
+            cause,
         };
         next_job_state(&AfterRun {
             outcome: &c,
@@ -333,5 +619,33 @@ mod tests {
         assert_eq!(t.state, JobState::Waiting);
         let now = crate::clock::parse("2026-11-30T02:00:00Z").unwrap();
         assert_eq!(t.not_before, Some(now + UNKNOWN_RESET_WAIT));
+    }
+
+    #[test]
+    fn a_run_not_charged_to_the_job_never_fails_it() {
+        // At maxRuns, with no Handoff: the Job's own Run would fail it.
+        let t = after_cause(
+            RunOutcome::Failed,
+            Cause::NotLoggedIn,
+            Err("none".into()),
+            3,
+        );
+        assert_eq!(t.state, JobState::Queued);
+        assert!(t.reason.unwrap().contains("not logged in"));
+        for cause in [Cause::Outage, Cause::DiskFull, Cause::Stopped] {
+            let t = after_cause(RunOutcome::Failed, cause, Err("none".into()), 3);
+            assert_eq!(t.state, JobState::Queued, "{cause:?}");
+        }
+        let t = after_cause(RunOutcome::Failed, Cause::Job, Err("none".into()), 3);
+        assert_eq!(t.state, JobState::Failed);
+    }
+
+    #[test]
+    fn an_outage_backs_off_doubling_up_to_an_hour() {
+        let m = |n| outage_backoff(n).num_minutes();
+        assert_eq!(
+            [m(1), m(2), m(3), m(4), m(5), m(40)],
+            [5, 10, 20, 40, 60, 60]
+        );
     }
 }

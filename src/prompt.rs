@@ -142,6 +142,9 @@ mod tests {
             head_before: None,
             head_after: None,
             safety_commit: Some("abc".into()),
+            cause: None,
+            note: None,
+            budget_usd: None,
         };
         assert_eq!(
             describe_run(&run, Some(3)),

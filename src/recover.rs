@@ -66,20 +66,19 @@ pub fn recover_lost_runs(
             survivors_killed: Some(killed as i64),
             head_after: crate::workspace::head_commit(&worktree),
             safety_commit,
+            cause: Some(crate::outcome::Cause::Job),
             ..Default::default()
         };
-        let runs = store.runs_of(&run.job_id)?.len() as u32;
+        // A lost Run counts: the model may have worked, and a Job that kills its tick
+        // every time must not run forever.
+        let runs = store.counted_runs(&run.job_id)? + 1;
         let max_runs = store.job(&run.job_id)?.map_or(u32::MAX, |j| j.max_runs);
-        let (state, reason) = if runs >= max_runs {
-            (
-                JobState::Failed,
-                format!("maxRuns reached ({runs} Runs without done)"),
-            )
-        } else {
-            (
+        let (state, reason) = match crate::outcome::max_runs_reached(runs, max_runs) {
+            Some(why) => (JobState::Failed, why),
+            None => (
                 JobState::Queued,
                 format!("Run {} was lost; queued again", run.run_id),
-            )
+            ),
         };
         store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
         lost.push(LostRun {

@@ -76,8 +76,12 @@ pub fn account_views(
                 .iter()
                 .filter(|s| &s.account == name)
                 .map(|s| {
-                    // A figure from before its Window reset says nothing about now.
-                    let stale = s.resets_at.is_some_and(|r| r <= now);
+                    // A figure from before its Window reset says nothing about now; one
+                    // whose reset is unknown says nothing once a whole Window has passed.
+                    let stale = match s.resets_at {
+                        Some(r) => r <= now,
+                        None => now - s.observed_at >= window_length(&s.window),
+                    };
                     let percent = (!stale).then_some(s.percent);
                     let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
                     WindowView {
@@ -102,7 +106,25 @@ pub fn account_views(
                 .fold(100.0_f64, f64::min);
             // An agent CLI problem does not stop scheduling: every tick checks the CLI
             // again, so the Job runs as soon as the CLI is fixed. Status tells it.
-            let (schedulable, reason, until) = if let Some(w) = binding {
+            let backoff = note.backoff_until.filter(|t| *t > now);
+            let (schedulable, reason, until) = if let Some(why) = &note.not_logged_in {
+                let fix = login_command(account.credential_store.as_deref());
+                (
+                    false,
+                    format!("{name}: {why} — log in with `{fix}`, then /login"),
+                    None,
+                )
+            } else if let Some(t) = backoff {
+                let why = format!(
+                    "{name}: the API was unavailable for {} Run{} in a row — backing off, \
+                     not scheduled until {} (in {})",
+                    note.outages,
+                    if note.outages == 1 { "" } else { "s" },
+                    local_hm(t),
+                    human(t - now)
+                );
+                (false, why, Some(t))
+            } else if let Some(w) = binding {
                 (false, over_reason(name, w, limits, now), w.resets_at)
             } else if !has_ceiling {
                 (true, "no ceiling".to_string(), None)
@@ -132,6 +154,24 @@ pub fn account_views(
         .collect()
 }
 
+/// How long a Window is: a figure over a Ceiling whose reset is unknown expires after it.
+pub fn window_length(window: &str) -> chrono::Duration {
+    if window.starts_with("seven_day") {
+        chrono::Duration::days(7)
+    } else {
+        // five_hour, and any Window owl does not know: the shortest it could be.
+        chrono::Duration::hours(5)
+    }
+}
+
+/// The command that logs an Account in: its credential store is where the CLI keeps it.
+pub fn login_command(credential_store: Option<&std::path::Path>) -> String {
+    match credential_store {
+        Some(dir) => format!("CLAUDE_CONFIG_DIR={} claude", dir.display()),
+        None => "claude".into(),
+    }
+}
+
 /// The Window that keeps the Account from being scheduled: the one over its Ceiling that
 /// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
 fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
@@ -154,7 +194,17 @@ fn over_reason(
             local_hm(t),
             human(t - now)
         ),
-        None => "not scheduled until a new figure is observed".into(),
+        None => format!(
+            "reset unknown: not scheduled until a probe or a Run observes a new figure, \
+             or until {} (in {}), a {} after it was observed",
+            local_hm(w.observed_at + window_length(&w.window)),
+            human(w.observed_at + window_length(&w.window) - now),
+            if w.window.starts_with("seven_day") {
+                "week"
+            } else {
+                "five hours"
+            }
+        ),
     };
     format!(
         "{name}: {} {}% >= {key} {} — {until}",
@@ -463,6 +513,78 @@ mod tests {
         let work = views.iter().find(|a| a.name == "work").unwrap();
         assert!(work.schedulable);
         assert_eq!(work.windows[0].percent, None);
+    }
+
+    #[test]
+    fn a_figure_over_its_ceiling_without_a_reset_expires_after_its_window() {
+        let mut s = snap("work", "five_hour", 95.0, "2026-11-30T05:00:00Z");
+        s.resets_at = None;
+        let view_at = |now: &str| {
+            let views = account_views(&cfg(), &[s.clone()], &BTreeMap::new(), t(now));
+            views.into_iter().find(|a| a.name == "work").unwrap()
+        };
+        // Observed at 01:00: parked until 06:00, five hours on.
+        let parked = view_at("2026-11-30T05:59:00Z");
+        assert!(!parked.schedulable);
+        assert!(parked.reason.contains("reset unknown"), "{}", parked.reason);
+        assert!(view_at("2026-11-30T06:00:00Z").schedulable);
+        // Six months on, certainly.
+        assert!(view_at("2027-06-01T00:00:00Z").schedulable);
+        let mut weekly = s.clone();
+        weekly.window = "seven_day".into();
+        let views = account_views(
+            &cfg(),
+            &[weekly],
+            &BTreeMap::new(),
+            t("2026-12-06T00:00:00Z"),
+        );
+        assert!(!views.iter().find(|a| a.name == "work").unwrap().schedulable);
+    }
+
+    #[test]
+    fn an_account_not_logged_in_is_not_scheduled_and_says_how_to_log_in() {
+        let config = config::parse(
+            "accounts:\n  work:\n    credentialStore: /creds/work\n",
+            "x",
+        )
+        .unwrap();
+        let note = AccountNote {
+            not_logged_in: Some("not logged in: Not logged in · Please run /login".into()),
+            ..Default::default()
+        };
+        let notes = BTreeMap::from([("work".to_string(), note)]);
+        let views = account_views(&config, &[], &notes, t(NOW));
+        assert!(!views[0].schedulable);
+        assert!(
+            views[0]
+                .reason
+                .ends_with("log in with `CLAUDE_CONFIG_DIR=/creds/work claude`, then /login"),
+            "{}",
+            views[0].reason
+        );
+        let p = plan(&[job("a", 0, Some("work"))], &views, None, t(NOW));
+        assert!(matches!(p.decision, Decision::Idle { .. }));
+    }
+
+    #[test]
+    fn an_account_backing_off_an_outage_waits_until_then() {
+        let note = AccountNote {
+            backoff_until: Some(t("2026-11-30T02:10:00Z")),
+            outages: 2,
+            ..Default::default()
+        };
+        let notes = BTreeMap::from([("free".to_string(), note)]);
+        let views = account_views(&cfg(), &[], &notes, t(NOW));
+        let free = views.iter().find(|a| a.name == "free").unwrap();
+        assert!(!free.schedulable);
+        assert_eq!(free.until, Some(t("2026-11-30T02:10:00Z")));
+        assert!(
+            free.reason.contains("unavailable for 2 Runs in a row"),
+            "{}",
+            free.reason
+        );
+        let later = account_views(&cfg(), &[], &notes, t("2026-11-30T02:10:00Z"));
+        assert!(later.iter().find(|a| a.name == "free").unwrap().schedulable);
     }
 
     #[test]

@@ -121,7 +121,29 @@ pub enum ProbeOutcome {
     Observed(Vec<WindowUsage>),
     /// The agent answered, but does not know the utilization (never read as 0).
     Unknown,
+    /// The agent has no plan login: no credential at all, or only an API key.
+    NoPlan,
     Failed(String),
+}
+
+impl ProbeOutcome {
+    /// What the probe says of the Account's login: `Some(false)` not logged in,
+    /// `Some(true)` logged in, `None` when it could not tell. An Account whose `env:` sets
+    /// an API key is logged in without a plan, and says `NoPlan` too.
+    pub fn logged_in(&self, account: &Account) -> Option<bool> {
+        match self {
+            ProbeOutcome::Observed(_) | ProbeOutcome::Unknown => Some(true),
+            ProbeOutcome::NoPlan => Some(uses_api_key(account)),
+            ProbeOutcome::Failed(_) => None,
+        }
+    }
+}
+
+/// Whether the Account logs in with an API key (which has no plan and no utilization).
+pub fn uses_api_key(account: &Account) -> bool {
+    ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+        .iter()
+        .any(|k| account.env.contains_key(*k))
 }
 
 impl ProbeOutcome {
@@ -137,6 +159,7 @@ impl ProbeOutcome {
                 format!("observed {}", parts.join(", "))
             }
             ProbeOutcome::Unknown => "unknown: the agent did not know the utilization".into(),
+            ProbeOutcome::NoPlan => "no plan: the agent has no plan login".into(),
             ProbeOutcome::Failed(why) => format!("failed: {why}"),
         }
     }
@@ -191,6 +214,7 @@ pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path)
                     break match u {
                         Usage::Unknown => ProbeOutcome::Unknown,
                         Usage::Windows(w) => ProbeOutcome::Observed(w),
+                        Usage::NoPlan => ProbeOutcome::NoPlan,
                     }
                 }
                 Ok(AgentEvent::ControlResponse { ok: false, .. }) => {

@@ -20,14 +20,26 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
         }
         _ => {}
     }
-    let was_running = job.state == JobState::Running;
-    store.set_job_state(
+    // Conditional: a tick may have moved the Job since it was read (to done, say), and
+    // a cancel must never overwrite that.
+    let from = [JobState::Queued, JobState::Waiting, JobState::Running];
+    let now = crate::clock::now()?;
+    if !store.move_job(
         id,
+        &from,
         JobState::Cancelled,
         Some("cancelled by a person"),
-        None,
-        crate::clock::now()?,
-    )?;
+        now,
+    )? {
+        let state = store
+            .job_state(id)?
+            .map_or("gone".into(), |s| s.to_string());
+        crate::bad_input!("job {id} became {state} meanwhile; there is nothing to cancel");
+    }
+    // A tick that picked the Job but has not started its Run yet sees the cancel when it
+    // records the start, and starts nothing; one that has started it stops it.
+    let was_running = store.job_state(id)? == Some(JobState::Cancelled)
+        && store.running_runs()?.iter().any(|r| r.job_id == id);
     if was_running {
         println!("{id} cancelled; its Run is being stopped by the tick that supervises it");
     } else {
@@ -54,16 +66,23 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
     }
     // A person who requeues a Job means "try again": it gets a fresh allowance of
     // defaults.maxRuns Runs from here.
-    let runs = store.runs_of(id)?.len() as u32;
+    let runs = store.counted_runs(id)?;
     let max_runs = runs + ctx.config.defaults.max_runs;
     store.set_job_limits(id, max_runs, max_job_budget_usd.or(job.max_job_budget_usd))?;
-    store.set_job_state(
+    let from = [JobState::Failed, JobState::Blocked, JobState::Cancelled];
+    let now = crate::clock::now()?;
+    if !store.move_job(
         id,
+        &from,
         JobState::Queued,
         Some("requeued by a person"),
-        None,
-        crate::clock::now()?,
-    )?;
+        now,
+    )? {
+        let state = store
+            .job_state(id)?
+            .map_or("gone".into(), |s| s.to_string());
+        crate::bad_input!("job {id} became {state} meanwhile; nothing was requeued");
+    }
     println!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
 }

@@ -73,7 +73,7 @@ fn readable(driver: &dyn Driver, line: &[u8]) -> Option<String> {
             model.unwrap_or_default(),
             version.unwrap_or_default()
         )),
-        Ok(AgentEvent::Assistant { summary }) => Some(format!("[assistant] {summary}")),
+        Ok(AgentEvent::Assistant { summary, .. }) => Some(format!("[assistant] {summary}")),
         Ok(AgentEvent::Result(r)) => Some(format!(
             "[result] {}{} — {} turns, ${:.4}{}",
             r.subtype,

@@ -30,9 +30,20 @@ struct RunJson {
     account: String,
     outcome: Option<String>,
     stop_reason: Option<String>,
+    /// Who the Run is charged to (`job`, `not_logged_in`, `outage`, `rate_limited`,
+    /// `disk_full`, `stopped`); only `job` counts toward `maxRuns`.
+    cause: Option<crate::outcome::Cause>,
+    /// Whether the Run counts toward the Job's `maxRuns`.
+    counts: bool,
+    /// Something that happened after the result line.
+    note: Option<String>,
     exit_code: Option<i32>,
     session_id: Option<String>,
     cost_usd: Option<f64>,
+    /// The Run's `--max-budget-usd`; without a result line it counts as spent.
+    budget_usd: Option<f64>,
+    /// `$0.12`, or `unknown (≤ $0.50)` for a Run that left no result line.
+    cost: String,
     num_turns: Option<i64>,
     input_tokens: Option<i64>,
     output_tokens: Option<i64>,
@@ -160,16 +171,23 @@ fn print_run(r: &RunJson) {
         .duration_secs
         .map(|s| human(chrono::Duration::seconds(s)))
         .unwrap_or_else(|| "-".into());
-    let cost = r
-        .cost_usd
-        .map(|c| format!("${c:.4}"))
-        .unwrap_or_else(|| "-".into());
+    let cost = match r.cost_usd {
+        Some(c) => format!("${c:.4}"),
+        None if r.outcome.is_some() => r.cost.clone(),
+        None => "-".into(),
+    };
     println!(
         "Run {} on {}: {outcome}, {duration}, {cost}, started {}",
         r.id, r.account, r.started_at
     );
     if let Some(reason) = &r.stop_reason {
         println!("  reason: {reason}");
+    }
+    if r.outcome.is_some() && !r.counts {
+        println!("  not counted toward maxRuns: not the Job's doing");
+    }
+    if let Some(note) = &r.note {
+        println!("  note: {note}");
     }
     if let Some(s) = &r.session_id {
         println!("  session: {s} (claude --resume {s}, in the worktree)");
@@ -209,9 +227,14 @@ fn run_json(ctx: &Ctx, job: &crate::model::Job, r: &Run) -> RunJson {
         account: r.account.clone(),
         outcome: r.outcome.map(|o| o.to_string()),
         stop_reason: r.stop_reason.clone(),
+        cause: r.cause,
+        counts: r.counts(),
+        note: r.note.clone(),
         exit_code: r.exit_code,
         session_id: r.session_id.clone(),
         cost_usd: r.cost_usd,
+        budget_usd: r.budget_usd,
+        cost: r.describe_cost(),
         num_turns: r.num_turns,
         input_tokens: r.input_tokens,
         output_tokens: r.output_tokens,

@@ -50,6 +50,8 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
+        // Put back the space a full disk took, once there is room again.
+        crate::disk::ensure_reserve(&ctx.config.state_dir);
         recover(ctx, &mut store, now)?;
     }
     let (job_id, account) = match choose(ctx, &mut store, now, dry_run, json)? {
@@ -99,8 +101,9 @@ fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
     Ok(())
 }
 
-/// Decides what to run: the plan's pick, after failing Jobs whose budget is spent and
-/// probing an Account whose newest figure is too old to trust (which may change the pick).
+/// Decides what to run: the plan's pick, after probing the Accounts whose figures or
+/// login are too old to trust (which may change the pick) and failing Jobs whose budget
+/// is spent.
 fn choose(
     ctx: &Ctx,
     store: &mut Store,
@@ -109,6 +112,15 @@ fn choose(
     json: bool,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
+    if !dry_run {
+        let (views, plan) = make_plan(ctx, store, now)?;
+        if !plan.queue.is_empty() {
+            for account in parked_accounts(ctx, &views, now) {
+                probed.insert(account.clone());
+                probe_account(ctx, store, &account, now)?;
+            }
+        }
+    }
     loop {
         let (views, plan) = make_plan(ctx, store, now)?;
         if dry_run && !json {
@@ -125,7 +137,8 @@ fn choose(
             return Ok(plan.decision);
         }
         if let Some(why) = job_budget_spent(store, job_id)? {
-            store.set_job_state(job_id, JobState::Failed, Some(&why), None, now)?;
+            let from = [JobState::Queued, JobState::Waiting];
+            store.move_job(job_id, &from, JobState::Failed, Some(&why), now)?;
             continue;
         }
         if probe && probed.insert(account.clone()) {
@@ -168,15 +181,19 @@ fn run_job(
     let worktree = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
         Ok(w) => w,
         Err(e) => {
-            let why = format!("preparing the worktree: {e:#}");
-            store.set_job_state(&job.id, JobState::Failed, Some(&why), None, now)?;
-            return Err(e.context(format!("job {} failed", job.id)));
+            // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
+            // likely gone by a later tick. The Job keeps its place; the exit code says it.
+            let why = format!("preparing the worktree failed: {e:#}; the next tick tries again");
+            let from = [JobState::Queued, JobState::Waiting];
+            store.move_job(&job.id, &from, JobState::Queued, Some(&why), now)?;
+            return Err(e.context(format!("job {} stays queued", job.id)));
         }
     };
 
     process::become_subreaper().context("becoming a child subreaper")?;
     let owl_pid = std::process::id() as i32;
-    let run_id = store.start_run(&RunStart {
+    let budget_usd = run_budget(&job, spent_by(store, &job.id)?);
+    let started = store.start_run(&RunStart {
         job_id: job.id.clone(),
         account: account.clone(),
         agent_version: Some(version),
@@ -185,17 +202,36 @@ fn run_job(
         boot_id: process::boot_id(),
         started_at: now,
         head_before: crate::workspace::head_commit(&worktree),
+        budget_usd,
     })?;
+    let Some(run_id) = started else {
+        // A cancel (or another hand) moved the Job since the pick: no agent starts.
+        let state = store.job_state(&job.id)?;
+        let state = state.map_or("gone".into(), |s| s.to_string());
+        return Ok(TickJson {
+            job_id: Some(job.id.clone()),
+            account: Some(account),
+            job_state: state.parse().ok(),
+            ..TickJson::said(
+                "idle",
+                format!(
+                    "job {} is {state} since it was picked; nothing was started",
+                    job.id
+                ),
+                false,
+            )
+        });
+    };
 
     // From here on the Run is recorded whatever happens.
-    let run_report =
-        execute(ctx, store, &job, &account, &worktree, run_id, driver).unwrap_or_else(|e| {
-            RunReport {
-                stop: None,
-                stderr_tail: format!("owl could not run the agent: {e:#}"),
-                ..Default::default()
-            }
-        });
+    let run_report = execute(
+        ctx, store, &job, &account, &worktree, run_id, budget_usd, driver,
+    )
+    .unwrap_or_else(|e| RunReport {
+        stop: None,
+        stderr_tail: format!("owl could not run the agent: {e:#}"),
+        ..Default::default()
+    });
     let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &worktree, &run_report)?;
     Ok(TickJson {
         action: "ran",
@@ -219,11 +255,27 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
         notes.insert(name.clone(), store.account_note(name)?);
     }
     let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
-    let plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
+    let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
+    if let Decision::Run { job_id, .. } = &plan.decision {
+        // A Run on a full disk cannot be recorded: it would only be lost and run again.
+        let repo = jobs
+            .iter()
+            .find(|j| &j.id == job_id)
+            .map(|j| j.repo.clone());
+        let state_dir = ctx.config.state_dir.as_path();
+        let mut paths = vec![state_dir];
+        if let Some(repo) = &repo {
+            paths.push(std::path::Path::new(repo));
+        }
+        if let Err(why) = crate::disk::check_free_space(&paths, ctx.config.min_free_space) {
+            plan.decision = Decision::Idle { reason: why };
+        }
+    }
     Ok((views, plan))
 }
 
 /// Starts and supervises the agent; an error means it could not be started.
+#[allow(clippy::too_many_arguments)]
 fn execute(
     ctx: &Ctx,
     store: &mut Store,
@@ -231,6 +283,7 @@ fn execute(
     account: &str,
     worktree: &std::path::Path,
     run_id: i64,
+    budget_usd: Option<f64>,
     driver: Arc<dyn Driver>,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
@@ -242,13 +295,12 @@ fn execute(
         .find(|r| r.id != run_id && r.outcome.is_some())
         .map(|r| crate::prompt::describe_run(r, commits_of(job, r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
-    let spent = crate::model::total_cost(&runs);
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let invocation = driver.invocation(&RunRequest {
         command,
         account: account_cfg,
         permission_mode: &job.permission_mode,
-        max_budget_usd: run_budget(job, spent),
+        max_budget_usd: budget_usd,
         allowed_tools: &job.allowed_tools,
         disallowed_tools: &job.disallowed_tools,
         model: job.model.as_deref(),
@@ -271,16 +323,25 @@ fn execute(
             .usage_reporting
             .then_some(ctx.config.usage_poll_interval),
     };
+    // A write that waits on another process's lock must never hold up a stop deadline:
+    // during the Run a write gives up after this long (and is retried or only warned of).
+    store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
     let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg.limits);
-    supervise::supervise(
+    let report = supervise::supervise(
         spec,
         &LocalExecutor {
             state_dir: ctx.config.state_dir.clone(),
         },
         &mut observer,
     )
-    .with_context(|| format!("starting the agent '{}'", invocation.program.display()))
+    .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
+    observer.finish();
+    store.set_busy_timeout(crate::store::BUSY_TIMEOUT)?;
+    report
 }
+
+/// How long a write from the supervision loop waits for another process's write lock.
+const SUPERVISION_BUSY_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Records the Run's end and moves its Job on.
 fn record(
@@ -305,18 +366,26 @@ fn record(
         None
     });
     let head_after = crate::workspace::head_commit(worktree);
-    let classified = outcome::classify(
-        report.result.as_ref(),
-        report.exit,
-        report.stop.as_ref(),
-        &report.stderr_tail,
-    );
+    let classified = outcome::classify(&outcome::RunFacts {
+        result: report.result.as_ref(),
+        exit: report.exit,
+        stop: report.stop.as_ref(),
+        stderr_tail: &report.stderr_tail,
+        reached_model: report.reached_model,
+        agent_error: report.agent_error.as_deref(),
+        signalled_after_result: report.signalled_after_result,
+        unkillable: report.unkillable.as_deref(),
+    });
     let handoff = match crate::workspace::read_handoff(job) {
         Ok(Some(text)) => Handoff::parse(&text),
         Ok(None) => Err(format!("the Run left no {}", crate::handoff::HANDOFF_PATH)),
         Err(e) => Err(format!("reading {}: {e:#}", crate::handoff::HANDOFF_PATH)),
     };
-    let runs = store.runs_of(&job.id)?.len() as u32;
+    let runs = store.counted_runs(&job.id)? + u32::from(classified.cause.counts());
+    let r = report.result.as_ref();
+    let budget_usd = store.run(run_id)?.and_then(|run| run.budget_usd);
+    // Without a result line the Run may have spent up to its cap.
+    let this_cost = r.and_then(|r| r.cost_usd).or(budget_usd).unwrap_or(0.0);
     let transition = outcome::next_job_state(&AfterRun {
         outcome: &classified,
         stop: report.stop.as_ref(),
@@ -328,10 +397,9 @@ fn record(
         max_runs: job.max_runs,
         budget_left: job
             .max_job_budget_usd
-            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - cost_of(report)),
+            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - this_cost),
         now,
     });
-    let r = report.result.as_ref();
     let finish = RunFinish {
         outcome: Some(classified.outcome),
         stop_reason: classified.stop_reason.clone(),
@@ -348,6 +416,11 @@ fn record(
         skipped_lines: Some(report.skipped_lines as i64),
         head_after,
         safety_commit,
+        cause: Some(classified.cause),
+        note: report
+            .late_stop
+            .as_ref()
+            .map(|c| format!("after the result: {}", c.reason())),
     };
     store.finish_run(
         run_id,
@@ -357,34 +430,42 @@ fn record(
         transition.not_before,
         now,
     )?;
-    // "Not logged in" stays on the Account until a Run on it succeeds.
-    match (classified.outcome, r.and_then(|r| r.api_error_status)) {
-        (RunOutcome::Failed, Some(401)) => store.set_not_logged_in(
-            account,
-            Some(classified.stop_reason.as_deref().unwrap_or("401")),
-            now,
-        )?,
-        (RunOutcome::Succeeded, _) if store.account_note(account)?.not_logged_in.is_some() => {
-            store.set_not_logged_in(account, None, now)?
-        }
-        _ => {}
-    }
+    note_account(store, account, run_id, &classified, report, now)?;
     let state = store.job_state(&job.id)?.unwrap_or(transition.state);
     Ok((classified, state))
+}
+
+/// What a Run tells of its Account beyond this Job: a missing login, an outage (the
+/// Account backs off), or that both are over because the model answered.
+fn note_account(
+    store: &mut Store,
+    account: &str,
+    run_id: i64,
+    classified: &outcome::Classified,
+    report: &RunReport,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let note = store.account_note(account)?;
+    if classified.cause == outcome::Cause::NotLoggedIn {
+        let why = classified.stop_reason.as_deref().unwrap_or("not logged in");
+        store.set_not_logged_in(account, Some(why), now)?;
+    } else if report.reached_model && note.not_logged_in.is_some() {
+        store.set_not_logged_in(account, None, now)?;
+    }
+    if classified.cause == outcome::Cause::Outage && !report.reached_model {
+        let outages = note.outages + 1;
+        let until = now + outcome::outage_backoff(outages);
+        tracing::warn!("run {run_id}: the API was unavailable; {account} waits until {until}");
+        store.set_backoff(account, Some(until), outages, now)?;
+    } else if report.reached_model && (note.outages > 0 || note.backoff_until.is_some()) {
+        store.set_backoff(account, None, 0, now)?;
+    }
+    Ok(())
 }
 
 /// What the Job's finished Runs have cost so far.
 fn spent_by(store: &Store, job_id: &str) -> Result<f64> {
     Ok(crate::model::total_cost(&store.runs_of(job_id)?))
-}
-
-/// What this Run cost, by its own result line.
-fn cost_of(report: &RunReport) -> f64 {
-    report
-        .result
-        .as_ref()
-        .and_then(|r| r.cost_usd)
-        .unwrap_or(0.0)
 }
 
 /// Why the Job may not start another Run for lack of budget, if so.
@@ -439,17 +520,68 @@ fn needs_probe(ctx: &Ctx, views: &[AccountView], account: &str, now: DateTime<Ut
     if !view.has_ceiling || !driver::capabilities(cfg.driver).usage_reporting {
         return false;
     }
-    let max_age =
-        chrono::Duration::from_std(ctx.config.probe_max_age).unwrap_or(chrono::Duration::MAX);
-    match view.windows.iter().map(|w| w.observed_at).max() {
-        Some(newest) => now - newest > max_age,
-        None => true,
-    }
+    // A Window that reset since its figure: its figure now is unknown, unless a probe
+    // since the reset already asked.
+    let reset_unprobed = view.windows.iter().any(|w| {
+        w.percent.is_none()
+            && w.ceiling.is_some()
+            && w.resets_at
+                .is_some_and(|r| view.last_probe_at.is_none_or(|p| p < r))
+    });
+    reset_unprobed || older_than(newest_figure(view), ctx.config.probe_max_age, now)
 }
 
-/// Asks the Account's agent for its utilization and records what it says. A failed probe
-/// is recorded and does not fail the tick: the figure is then unknown, never 0.
+/// The unschedulable Accounts that a probe may free: not logged in, or over a Ceiling on a
+/// figure older than `probeMaxAge`, and not probed within `probeMaxAge` either. Without
+/// this an Account whose figure never resets would stay parked for good.
+fn parked_accounts(ctx: &Ctx, views: &[AccountView], now: DateTime<Utc>) -> Vec<String> {
+    let max_age = ctx.config.probe_max_age;
+    views
+        .iter()
+        .filter(|v| !v.schedulable)
+        .filter(|v| driver::capabilities(ctx.config.accounts[&v.name].driver).usage_reporting)
+        .filter(|v| older_than(v.last_probe_at, max_age, now))
+        .filter(|v| {
+            v.not_logged_in.is_some()
+                || (v.windows.iter().any(|w| w.over) && older_than(newest_figure(v), max_age, now))
+        })
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// When the newest figure that still holds was observed (one from before its Window's
+/// reset says nothing about now).
+fn newest_figure(view: &AccountView) -> Option<DateTime<Utc>> {
+    view.windows
+        .iter()
+        .filter(|w| w.percent.is_some())
+        .map(|w| w.observed_at)
+        .max()
+}
+
+/// Whether `at` is missing or more than `max_age` before `now`.
+fn older_than(at: Option<DateTime<Utc>>, max_age: Duration, now: DateTime<Utc>) -> bool {
+    let max_age = chrono::Duration::from_std(max_age).unwrap_or(chrono::Duration::MAX);
+    at.is_none_or(|t| now - t > max_age)
+}
+
+/// Asks the Account's agent for its utilization and login, and records what it says. A
+/// failed probe is recorded and does not fail the tick: the figure is then unknown, never 0.
 fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>) -> Result<()> {
+    let outcome = probe_and_record(ctx, store, account, now)?;
+    if let usage::ProbeOutcome::Failed(why) = &outcome {
+        tracing::warn!("probing {account}: {why}");
+    }
+    Ok(())
+}
+
+/// Probes one Account and records the figures, the login it shows, and the probe itself.
+pub fn probe_and_record(
+    ctx: &Ctx,
+    store: &mut Store,
+    account: &str,
+    now: DateTime<Utc>,
+) -> Result<usage::ProbeOutcome> {
     let cfg = &ctx.config.accounts[account];
     let d = driver::for_kind(cfg.driver);
     let command = &ctx.config.drivers.get(cfg.driver).command;
@@ -459,10 +591,19 @@ fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>
             store.insert_snapshot(&s)?;
         }
     }
-    if let usage::ProbeOutcome::Failed(why) = &outcome {
-        tracing::warn!("probing {account}: {why}");
+    match outcome.logged_in(cfg) {
+        Some(false) => store.set_not_logged_in(
+            account,
+            Some("not logged in: the agent has no plan login (found by a probe)"),
+            now,
+        )?,
+        Some(true) if store.account_note(account)?.not_logged_in.is_some() => {
+            store.set_not_logged_in(account, None, now)?
+        }
+        _ => {}
     }
-    store.set_last_probe(account, &outcome.describe(), now)
+    store.set_last_probe(account, &outcome.describe(), now)?;
+    Ok(outcome)
 }
 
 fn report(json: bool, out: TickJson) -> Result<u8> {

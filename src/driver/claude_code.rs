@@ -178,6 +178,9 @@ fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
         },
         ("assistant", _) => AgentEvent::Assistant {
             summary: summarize_assistant(&v),
+            // The CLI's own stand-in for a model answer it could not get.
+            synthetic: v.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>"),
+            error: string_at(&v, "error"),
         },
         ("user", _) => AgentEvent::ToolResult {
             is_error: content_blocks(&v).any(|b| {
@@ -206,6 +209,15 @@ fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
 /// `null` Window) are not Windows.
 fn parse_usage(response: &Value) -> Option<Usage> {
     let limits = response.get("rate_limits")?;
+    // With no login (or only an API key) the CLI answers `subscription_type: null,
+    // rate_limits_available: false` (not-logged-in.jsonl); a plan login says its plan.
+    let no_plan = response
+        .get("subscription_type")
+        .is_some_and(Value::is_null)
+        && response.get("rate_limits_available") == Some(&Value::Bool(false));
+    if no_plan {
+        return Some(Usage::NoPlan);
+    }
     let Some(map) = limits.as_object() else {
         return Some(Usage::Unknown);
     };
@@ -423,6 +435,44 @@ mod tests {
             })
             .count();
         assert_eq!(retries, 2);
+    }
+
+    #[test]
+    fn not_logged_in_transcript() {
+        let ev = events("not-logged-in.jsonl");
+        assert!(matches!(
+            &ev[0],
+            AgentEvent::ControlResponse {
+                usage: Some(Usage::NoPlan),
+                ..
+            }
+        ));
+        assert!(ev.iter().any(|e| matches!(e,
+            AgentEvent::Assistant { synthetic: true, error: Some(err), .. } if err == "authentication_failed")));
+        let r = result_of("not-logged-in.jsonl");
+        assert!(r.is_error);
+        assert_eq!(r.api_error_status, None);
+        assert_eq!(r.text.as_deref(), Some("Not logged in · Please run /login"));
+    }
+
+    #[test]
+    fn a_plan_login_is_not_no_plan() {
+        let usage = events("get-usage.jsonl").into_iter().find_map(|e| match e {
+            AgentEvent::ControlResponse { usage, .. } => usage,
+            _ => None,
+        });
+        assert_eq!(usage, Some(Usage::Unknown));
+        let real = events("success.jsonl").into_iter().any(|e| {
+            matches!(
+                e,
+                AgentEvent::Assistant {
+                    synthetic: false,
+                    error: None,
+                    ..
+                }
+            )
+        });
+        assert!(real, "a real model answer is not synthetic");
     }
 
     #[test]

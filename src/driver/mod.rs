@@ -66,8 +66,14 @@ pub enum AgentEvent {
         model: Option<String>,
         version: Option<String>,
     },
-    /// The model said something or asked for a tool.
-    Assistant { summary: String },
+    /// The model said something or asked for a tool. `synthetic`: the CLI wrote it itself
+    /// because the model could not be reached; `error` is the CLI's word for why
+    /// (`authentication_failed`, `server_error`, `rate_limit`, `unknown`).
+    Assistant {
+        summary: String,
+        synthetic: bool,
+        error: Option<String>,
+    },
     /// A tool ran (or was refused) and its result went back to the model.
     ToolResult { is_error: bool },
     /// The agent is retrying a failing API call.
@@ -97,7 +103,7 @@ impl AgentEvent {
             AgentEvent::Init { model, .. } => {
                 format!("init ({})", model.as_deref().unwrap_or("unknown model"))
             }
-            AgentEvent::Assistant { summary } => format!("assistant: {summary}"),
+            AgentEvent::Assistant { summary, .. } => format!("assistant: {summary}"),
             AgentEvent::ToolResult { is_error: false } => "tool result".into(),
             AgentEvent::ToolResult { is_error: true } => "tool result (error)".into(),
             AgentEvent::ApiRetry {
@@ -128,6 +134,8 @@ pub enum Usage {
     /// The agent does not know (yet): never read as 0.
     Unknown,
     Windows(Vec<WindowUsage>),
+    /// The agent has no plan login: no credential at all, or an API key (which has no plan).
+    NoPlan,
 }
 
 /// One Window of a usage answer, already in percent 0–100.

@@ -110,28 +110,25 @@ impl Store {
         Ok(jobs)
     }
 
-    /// Moves a Job to `state`, with the reason and `not_before` that go with it.
-    pub fn set_job_state(
+    /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every
+    /// transition that may race a person's `cancel` (or a tick) goes through here.
+    pub fn move_job(
         &mut self,
         id: &str,
+        from: &[JobState],
         state: JobState,
         reason: Option<&str>,
-        not_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
+        let from = serde_json::to_string(&from)?;
         self.write(|tx| {
-            tx.execute(
-                "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5 \
-                 WHERE id = ?1",
-                params![
-                    id,
-                    state.as_str(),
-                    reason,
-                    not_before.map(rfc3339),
-                    rfc3339(now)
-                ],
+            let n = tx.execute(
+                "UPDATE jobs SET state = ?2, reason = ?3, not_before = NULL, updated_at = ?4 \
+                 WHERE id = ?1 AND state IN (SELECT value FROM json_each(?5))",
+                params![id, state.as_str(), reason, rfc3339(now), from],
             )?;
-            Ok(())
+            Ok(n == 1)
         })
     }
 

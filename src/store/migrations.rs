@@ -97,6 +97,15 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE jobs ADD COLUMN base_commit TEXT;
     "#,
+    // 6: who a Run is charged to, a note raised after its result, its budget cap; an
+    // Account's outage back-off.
+    r#"
+    ALTER TABLE runs ADD COLUMN cause TEXT;
+    ALTER TABLE runs ADD COLUMN note TEXT;
+    ALTER TABLE runs ADD COLUMN budget_usd REAL;
+    ALTER TABLE account_notes ADD COLUMN backoff_until TEXT;
+    ALTER TABLE account_notes ADD COLUMN outages INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -17,6 +17,9 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 pub use notes::AccountNote;
 pub use runs::{RunFinish, RunIdentity, RunStart};
 
+/// How long a write waits for another process's write lock, outside a Run's supervision.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The open database.
 pub struct Store {
     conn: Connection,
@@ -38,7 +41,7 @@ impl Store {
         }
         let conn = Connection::open(path)
             .with_context(|| format!("opening database {}", path.display()))?;
-        conn.busy_timeout(Duration::from_secs(30))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .with_context(|| format!("setting WAL on {}", path.display()))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
@@ -58,6 +61,13 @@ impl Store {
             return Ok(None);
         }
         Store::open(path).map(Some)
+    }
+
+    /// How long a write waits for another process's write lock. The supervision loop
+    /// lowers it, so that a busy database never delays a stop.
+    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.conn.busy_timeout(timeout)?;
+        Ok(())
     }
 
     /// The database file.

@@ -1,4 +1,4 @@
-//! Per-Account notes that outlive a Run: "not logged in", an agent CLI owl cannot use.
+//! Per-Account notes that outlive a Run: "not logged in", an agent CLI owl cannot use, an outage's back-off.
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -10,7 +10,8 @@ use crate::clock::rfc3339;
 /// What owl has learned about an Account that status and doctor must tell.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AccountNote {
-    /// Set by a 401 result; cleared by the next Run that succeeds.
+    /// Set by any sign of a missing login (a Run's or a probe's); cleared when a probe or
+    /// a Run shows the Account logged in.
     pub not_logged_in: Option<String>,
     /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
     pub agent_problem: Option<String>,
@@ -18,6 +19,10 @@ pub struct AccountNote {
     pub last_probe: Option<String>,
     pub last_probe_at: Option<DateTime<Utc>>,
     pub updated_at: Option<DateTime<Utc>>,
+    /// The API was unreachable or failing for a whole Run: no Run starts before this.
+    pub backoff_until: Option<DateTime<Utc>>,
+    /// Runs in a row that could not reach the model for an outage.
+    pub outages: u32,
 }
 
 impl Store {
@@ -26,8 +31,8 @@ impl Store {
         Ok(self
             .conn
             .query_row(
-                "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at \
-                 FROM account_notes WHERE account = ?1",
+                "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
+                 backoff_until, outages FROM account_notes WHERE account = ?1",
                 [account],
                 |r| {
                     Ok(AccountNote {
@@ -36,6 +41,8 @@ impl Store {
                         last_probe: r.get(2)?,
                         last_probe_at: time_col(r.get(3)?),
                         updated_at: time_col(r.get(4)?),
+                        backoff_until: time_col(r.get(5)?),
+                        outages: r.get(6)?,
                     })
                 },
             )
@@ -61,6 +68,25 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         self.upsert_note(account, "agent_problem", why, now)
+    }
+
+    /// Sets (or with `None` clears) the outage back-off of an Account.
+    pub fn set_backoff(
+        &mut self,
+        account: &str,
+        until: Option<DateTime<Utc>>,
+        outages: u32,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO account_notes (account, backoff_until, outages, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT(account) DO UPDATE SET \
+                 backoff_until = ?2, outages = ?3, updated_at = ?4",
+                params![account, until.map(rfc3339), outages, rfc3339(now)],
+            )?;
+            Ok(())
+        })
     }
 
     /// Records what a preflight probe learned.

@@ -7,6 +7,7 @@ use rusqlite::{params, OptionalExtension, Row};
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
 use crate::model::{JobState, PermissionDenial, Run, RunOutcome};
+use crate::outcome::Cause;
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct RunStart {
     pub started_at: DateTime<Utc>,
     /// The Job's branch head when the Run started.
     pub head_before: Option<String>,
+    /// The Run's `--max-budget-usd`.
+    pub budget_usd: Option<f64>,
 }
 
 /// Everything recorded when a Run ends.
@@ -46,6 +49,10 @@ pub struct RunFinish {
     pub head_after: Option<String>,
     /// owl's commit of what the Run left uncommitted.
     pub safety_commit: Option<String>,
+    /// Who the Run is charged to.
+    pub cause: Option<Cause>,
+    /// Something that happened after the result line.
+    pub note: Option<String>,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
@@ -64,7 +71,7 @@ pub struct RunIdentity {
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
-    head_before, head_after, safety_commit";
+    head_before, head_after, safety_commit, cause, note, budget_usd";
 
 fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -92,16 +99,30 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         head_before: r.get(20)?,
         head_after: r.get(21)?,
         safety_commit: r.get(22)?,
+        cause: r.get::<_, Option<String>>(23)?.and_then(|c| c.parse().ok()),
+        note: r.get(24)?,
+        budget_usd: r.get(25)?,
     })
 }
 
 impl Store {
-    /// Records a new Run and moves its Job to `running`, atomically.
-    pub fn start_run(&mut self, start: &RunStart) -> Result<i64> {
+    /// Records a new Run and moves its Job to `running`, atomically, only if the Job is
+    /// still queued or waiting: `None` when it is not (a cancel landed since the pick),
+    /// and then nothing is recorded and no agent may start.
+    pub fn start_run(&mut self, start: &RunStart) -> Result<Option<i64>> {
         self.write(|tx| {
+            let moved = tx.execute(
+                "UPDATE jobs SET state = 'running', reason = NULL, not_before = NULL, \
+                 updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'waiting')",
+                params![start.job_id, rfc3339(start.started_at)],
+            )?;
+            if moved == 0 {
+                return Ok(None);
+            }
             tx.execute(
                 "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
-                 boot_id, started_at, head_before) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 boot_id, started_at, head_before, budget_usd) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     start.job_id,
                     start.account,
@@ -111,16 +132,11 @@ impl Store {
                     start.boot_id,
                     rfc3339(start.started_at),
                     start.head_before,
+                    start.budget_usd,
                 ],
             )
             .with_context(|| format!("recording a run of job {}", start.job_id))?;
-            let id = tx.last_insert_rowid();
-            tx.execute(
-                "UPDATE jobs SET state = 'running', reason = NULL, not_before = NULL, \
-                 updated_at = ?2 WHERE id = ?1",
-                params![start.job_id, rfc3339(start.started_at)],
-            )?;
-            Ok(id)
+            Ok(Some(tx.last_insert_rowid()))
         })
     }
 
@@ -159,8 +175,31 @@ impl Store {
     }
 
     /// Records how a Run ended and moves its Job on, atomically: a crash between the two
-    /// would otherwise leave a finished Run with a Job stuck in `running`.
+    /// would otherwise leave a finished Run with a Job stuck in `running`. This write must
+    /// land: when the disk is full, the state dir's reserve is given back and it is tried
+    /// once more.
     pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        finish: &RunFinish,
+        job_state: JobState,
+        job_reason: Option<&str>,
+        not_before: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        match self.finish_run_once(run_id, finish, job_state, job_reason, not_before, now) {
+            Err(e) if crate::disk::is_disk_full(&e) => {
+                let state_dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+                if !crate::disk::release_reserve(state_dir) {
+                    return Err(e);
+                }
+                self.finish_run_once(run_id, finish, job_state, job_reason, not_before, now)
+            }
+            other => other,
+        }
+    }
+
+    fn finish_run_once(
         &mut self,
         run_id: i64,
         finish: &RunFinish,
@@ -175,8 +214,8 @@ impl Store {
                  session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
-                 survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17 \
-                 WHERE id = ?1",
+                 survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17, \
+                 cause = ?18, note = ?19 WHERE id = ?1",
                 params![
                     run_id,
                     finish.outcome.map(RunOutcome::as_str),
@@ -195,11 +234,14 @@ impl Store {
                     finish.skipped_lines,
                     finish.head_after,
                     finish.safety_commit,
+                    finish.cause.map(Cause::as_str),
+                    finish.note,
                 ],
             )?;
+            // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.
             tx.execute(
                 "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5 \
-                 WHERE id = (SELECT job_id FROM runs WHERE id = ?1) AND state != 'cancelled'",
+                 WHERE id = (SELECT job_id FROM runs WHERE id = ?1) AND state = 'running'",
                 params![
                     run_id,
                     job_state.as_str(),
@@ -255,6 +297,11 @@ impl Store {
             .query_map([job_id], run_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(runs)
+    }
+
+    /// How many of the Job's finished Runs count toward its `maxRuns`.
+    pub fn counted_runs(&self, job_id: &str) -> Result<u32> {
+        Ok(self.runs_of(job_id)?.iter().filter(|r| r.counts()).count() as u32)
     }
 
     /// Runs still in progress (at most one, unless a tick died).

@@ -22,6 +22,11 @@ pub use reader::LINE_CAP;
 pub const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
 /// How long an agent whose stdin was closed by a stop gets to exit by itself before SIGTERM.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// How long an agent gets, after a normal `result` line and stdin closed, to finish its
+/// teardown and exit by itself before SIGTERM. Claude Code takes about 5 s to stop a
+/// background task and exit; a SIGTERM sooner makes 2.1.197 turn the task's notification
+/// into extra, unsupervised API turns. Not `graceWindow`, which stays the SIGTERM→SIGKILL gap.
+pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 /// How long the readers get to reach EOF once the agent has exited and its leftovers are killed.
 const READER_WAIT: Duration = Duration::from_secs(2);
 /// How often the loop wakes with nothing to read, to let the observer look around.
@@ -37,8 +42,11 @@ pub enum Event {
     StdoutClosed,
     /// stderr reached end of file; carries its tail.
     StderrClosed(String),
-    /// A log could not be written: the Run must stop.
-    LogFailed(String),
+    /// A log could not be written: the Run must stop. `disk_full`: for lack of space.
+    LogFailed {
+        error: String,
+        disk_full: bool,
+    },
     /// The agent process exited and was reaped.
     Exited(ExitInfo),
     /// owl itself received a signal (SIGTERM, SIGINT, SIGHUP).
@@ -89,6 +97,16 @@ pub struct RunReport {
     /// Processes still alive after the agent exited, killed by owl.
     pub survivors_killed: usize,
     pub log_error: Option<String>,
+    /// A real model answer was seen, not the CLI's synthetic stand-in.
+    pub reached_model: bool,
+    /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
+    pub agent_error: Option<String>,
+    /// owl signalled the agent after its result line (its teardown overran, or a stop came late).
+    pub signalled_after_result: bool,
+    /// A stop cause raised after the result line: a note, never the outcome.
+    pub late_stop: Option<StopCause>,
+    /// The agent outlived SIGKILL for a grace window: owl gave up waiting for it.
+    pub unkillable: Option<String>,
 }
 
 /// Where the stop sequence is.
@@ -101,6 +119,8 @@ enum Stage {
     Closing(Instant),
     /// SIGTERM went to the group; SIGKILL after the grace window.
     Terminating(Instant),
+    /// SIGKILL went to the group; owl gives up on the agent after one more grace window.
+    Killing(Instant),
     Killed,
 }
 
@@ -206,19 +226,10 @@ pub fn supervise(
                 }
                 if let AgentEvent::Result(r) = &ev {
                     lp.report.result = Some(r.clone());
-                    // One turn per Run: closing stdin lets the CLI exit.
-                    stdin = None;
-                    if matches!(lp.stage, Stage::Running | Stage::Interrupting(_)) {
-                        let wait = if lp.report.stop.is_some() {
-                            CLOSE_WAIT
-                        } else {
-                            spec.grace_window
-                        };
-                        lp.stage = Stage::Closing(Instant::now() + wait);
-                    }
+                    lp.settled(Instant::now(), &mut stdin);
                 }
                 if let Some(cause) = observer.event(&ev, &lp.report) {
-                    lp.begin_stop(cause, &mut stdin);
+                    lp.begin_stop(cause, Instant::now(), &mut stdin);
                 }
             }
             Ok(Event::Skipped(why)) => {
@@ -239,10 +250,15 @@ pub fn supervise(
                 stderr_open = false;
                 lp.report.stderr_tail = tail;
             }
-            Ok(Event::LogFailed(e)) => {
+            Ok(Event::LogFailed { error, disk_full }) => {
                 if lp.report.log_error.is_none() {
-                    lp.report.log_error = Some(e.clone());
-                    lp.begin_stop(StopCause::LogWrite(e), &mut stdin);
+                    lp.report.log_error = Some(error.clone());
+                    let cause = if disk_full {
+                        StopCause::DiskFull(error)
+                    } else {
+                        StopCause::LogWrite(error)
+                    };
+                    lp.begin_stop(cause, Instant::now(), &mut stdin);
                 }
             }
             Ok(Event::Exited(info)) => {
@@ -260,10 +276,13 @@ pub fn supervise(
                 if signals_seen > 1 && sig != libc::SIGHUP && !lp.report_exited() {
                     // Asked twice: the person means it.
                     tracing::warn!("second {} : killing the agent now", signal_name(sig));
-                    process::signal_group(pid, libc::SIGKILL);
-                    lp.stage = Stage::Terminating(Instant::now() + spec.grace_window);
+                    lp.kill_now(Instant::now());
                 } else {
-                    lp.begin_stop(StopCause::Signal(signal_name(sig)), &mut stdin);
+                    lp.begin_stop(
+                        StopCause::Signal(signal_name(sig)),
+                        Instant::now(),
+                        &mut stdin,
+                    );
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -273,16 +292,16 @@ pub fn supervise(
         let now = Instant::now();
         if lp.stage == Stage::Running && !lp.report_exited() {
             if now >= started + spec.max_run_time {
-                lp.begin_stop(StopCause::MaxRunTime, &mut stdin);
+                lp.begin_stop(StopCause::MaxRunTime, now, &mut stdin);
             } else if now >= last_output + spec.stall_timeout {
-                lp.begin_stop(StopCause::Stalled, &mut stdin);
+                lp.begin_stop(StopCause::Stalled, now, &mut stdin);
             }
         }
         if now >= last_heartbeat + HEARTBEAT {
             last_heartbeat = now;
             if !lp.report_exited() {
                 if let Some(cause) = observer.heartbeat(&lp.report) {
-                    lp.begin_stop(cause, &mut stdin);
+                    lp.begin_stop(cause, now, &mut stdin);
                 }
             }
         }
@@ -300,7 +319,12 @@ pub fn supervise(
                 next_poll = Some(now + every);
             }
         }
-        lp.advance(&mut stdin);
+        lp.advance(Instant::now(), &mut stdin);
+        if lp.report.unkillable.is_some() {
+            // Waiting longer would hold the tick lock for good; the waiter and readers are
+            // left behind, and end with this process.
+            break;
+        }
     }
     signal_handle.close();
     Ok(lp.report)
@@ -330,7 +354,10 @@ impl Loop<'_> {
 
     fn stage_deadline(&self) -> Option<Instant> {
         match self.stage {
-            Stage::Interrupting(d) | Stage::Closing(d) | Stage::Terminating(d) => Some(d),
+            Stage::Interrupting(d)
+            | Stage::Closing(d)
+            | Stage::Terminating(d)
+            | Stage::Killing(d) => Some(d),
             Stage::Running | Stage::Killed => None,
         }
     }
@@ -346,6 +373,14 @@ impl Loop<'_> {
                 self.report.session_id = session_id.clone().or(self.report.session_id.take());
                 self.report.agent_version = version.clone();
             }
+            AgentEvent::Assistant {
+                synthetic, error, ..
+            } => {
+                self.report.reached_model |= !synthetic;
+                if error.is_some() {
+                    self.report.agent_error = error.clone();
+                }
+            }
             AgentEvent::ApiRetry { .. } => self.report.api_retries += 1,
             AgentEvent::RateLimit(info) if info.status == "rejected" => {
                 self.report.rate_limit_reset = info.resets_at;
@@ -357,9 +392,35 @@ impl Loop<'_> {
         }
     }
 
-    /// Starts the stop sequence (once; a later cause does not replace the first).
-    fn begin_stop(&mut self, cause: StopCause, stdin: &mut Option<Sender<Vec<u8>>>) {
+    /// The agent's result line settles the Run: one turn per Run, so stdin closes. After a
+    /// normal result the CLI gets [`TEARDOWN_WAIT`] to exit by itself; after the result of
+    /// a Run owl stopped, the group is killed at once, so that nothing the CLI still has
+    /// queued (a background task's notification) can start another API request or tool.
+    fn settled(&mut self, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
+        *stdin = None;
+        match self.stage {
+            Stage::Running if self.report.stop.is_none() => {
+                self.stage = Stage::Closing(now + TEARDOWN_WAIT);
+            }
+            Stage::Running | Stage::Interrupting(_) | Stage::Closing(_) => self.kill_now(now),
+            Stage::Terminating(_) | Stage::Killing(_) | Stage::Killed => {}
+        }
+    }
+
+    /// Starts the stop sequence (once; a later cause does not replace the first). A cause
+    /// raised after the result line is kept as a note and ends the process at once.
+    fn begin_stop(&mut self, cause: StopCause, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
         if self.report.stop.is_some() || self.stage == Stage::Killed {
+            return;
+        }
+        if self.report.result.is_some() {
+            if self.report.late_stop.is_none() {
+                tracing::info!(pid = self.pid, "after the result: {}", cause.reason());
+                self.report.late_stop = Some(cause);
+                if matches!(self.stage, Stage::Closing(_)) {
+                    self.kill_now(now);
+                }
+            }
             return;
         }
         tracing::info!(pid = self.pid, "stopping the run: {}", cause.reason());
@@ -374,33 +435,50 @@ impl Loop<'_> {
             .then(|| self.driver.interrupt_input("owl-interrupt"))
             .flatten();
         match (interrupt, stdin.as_ref()) {
-            (Some(bytes), Some(_)) if self.report.result.is_none() => {
+            (Some(bytes), Some(_)) => {
                 send(stdin, bytes);
-                self.stage = Stage::Interrupting(Instant::now() + INTERRUPT_WAIT);
+                self.stage = Stage::Interrupting(now + INTERRUPT_WAIT);
             }
             _ => {
                 *stdin = None;
-                self.stage = Stage::Closing(Instant::now() + CLOSE_WAIT);
+                self.stage = Stage::Closing(now + CLOSE_WAIT);
             }
         }
     }
 
+    /// SIGKILL to the group now; owl waits one grace window for the exit, then gives up.
+    fn kill_now(&mut self, now: Instant) {
+        self.signal(libc::SIGKILL);
+        self.stage = Stage::Killing(now + self.grace);
+    }
+
+    fn signal(&mut self, sig: i32) {
+        if self.report.result.is_some() {
+            self.report.signalled_after_result = true;
+        }
+        process::signal_group(self.pid, sig);
+    }
+
     /// Moves the stop sequence on when its current deadline has passed.
-    fn advance(&mut self, stdin: &mut Option<Sender<Vec<u8>>>) {
-        let now = Instant::now();
+    fn advance(&mut self, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
         match self.stage {
             Stage::Interrupting(d) if now >= d => {
                 *stdin = None;
                 self.stage = Stage::Closing(now + CLOSE_WAIT);
             }
             Stage::Closing(d) if now >= d => {
-                process::signal_group(self.pid, libc::SIGTERM);
+                self.signal(libc::SIGTERM);
                 self.stage = Stage::Terminating(now + self.grace);
             }
-            Stage::Terminating(d) if now >= d => {
-                process::signal_group(self.pid, libc::SIGKILL);
-                // Stay here: the waiter reports the exit, which moves us to Killed.
-                self.stage = Stage::Terminating(now + self.grace);
+            Stage::Terminating(d) if now >= d => self.kill_now(now),
+            Stage::Killing(d) if now >= d => {
+                // Only an uninterruptible sleep (state D: a hung filesystem, a device)
+                // outlives SIGKILL this long.
+                let state = process::stat(self.pid).map_or('?', |s| s.state);
+                self.report.unkillable = Some(format!(
+                    "the agent could not be killed: pid {} in state {state}",
+                    self.pid
+                ));
             }
             _ => {}
         }

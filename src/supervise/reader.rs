@@ -15,6 +15,13 @@ pub const LINE_CAP: usize = 16 * 1024 * 1024;
 /// How much of stderr is kept for the reason of a Run that ended without a result.
 pub const STDERR_TAIL: usize = 2048;
 
+fn log_failed(e: &std::io::Error) -> Event {
+    Event::LogFailed {
+        error: e.to_string(),
+        disk_full: e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == ErrorKind::StorageFull,
+    }
+}
+
 /// Reads the agent's stdout to EOF: every byte to `log`, every complete line to the Driver.
 pub fn read_stdout(
     mut pipe: impl Read,
@@ -37,7 +44,7 @@ pub fn read_stdout(
         if log_ok {
             if let Err(e) = log.write_all(chunk) {
                 log_ok = false;
-                let _ = tx.send(Event::LogFailed(e.to_string()));
+                let _ = tx.send(log_failed(&e));
             }
         }
         // Keep draining after a log failure: a full pipe would block the agent forever.
@@ -56,7 +63,7 @@ pub fn read_stdout(
     }
     if log_ok {
         if let Err(e) = log.sync_all() {
-            let _ = tx.send(Event::LogFailed(e.to_string()));
+            let _ = tx.send(log_failed(&e));
         }
     }
     let _ = tx.send(Event::StdoutClosed);
@@ -104,7 +111,7 @@ pub fn read_stderr(mut pipe: impl Read, mut log: File, tx: SyncSender<Event>) {
         if log_ok {
             if let Err(e) = log.write_all(&buf[..n]) {
                 log_ok = false;
-                let _ = tx.send(Event::LogFailed(e.to_string()));
+                let _ = tx.send(log_failed(&e));
             }
         }
         tail.extend_from_slice(&buf[..n]);

@@ -321,10 +321,14 @@ fn a_log_that_cannot_be_written_fails_the_run_and_keeps_the_row() {
         tick["stop_reason"]
             .as_str()
             .unwrap()
-            .starts_with("writing the log: No space left on device"),
+            .starts_with("disk full: writing the log: No space left on device"),
         "{tick}"
     );
-    assert_eq!(env.show(&id)["runs"][0]["outcome"], "failed");
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["outcome"], "failed");
+    // Not the Job's doing: it keeps its place and its Runs.
+    assert_eq!(show["runs"][0]["cause"], "disk_full");
+    assert_eq!(show["state"], "queued");
 }
 
 #[test]

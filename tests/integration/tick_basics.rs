@@ -236,18 +236,21 @@ fn a_401_fails_the_run_and_flags_the_account_until_a_run_succeeds() {
     assert!(tick["stop_reason"]
         .as_str()
         .unwrap()
-        .starts_with("not logged in (401)"));
+        .starts_with("not logged in: Not logged in"));
+    assert_eq!(tick["job_state"], "queued");
     let status = env.status();
     assert!(status["accounts"][0]["not_logged_in"]
         .as_str()
         .unwrap()
-        .contains("401"));
+        .contains("Please run /login"));
     env.owl()
         .arg("status")
         .assert()
         .success()
         .stdout(predicate::str::contains("not logged in"));
 
+    // The next tick's probe finds a plan login (the fake agent answers as one), so the
+    // Account is scheduled again and the Job runs.
     env.script(&done_script("success.jsonl", 0));
     assert_eq!(env.tick()["outcome"], "succeeded");
     assert!(env.status()["accounts"][0]["not_logged_in"].is_null());
@@ -282,11 +285,13 @@ fn an_api_500_after_retries_fails_and_counts_the_retries() {
         tick["stop_reason"]
             .as_str()
             .unwrap()
-            .starts_with("API error 500"),
+            .starts_with("the API is unavailable: API Error: 500"),
         "{tick}"
     );
     let show = env.show(&id);
     assert_eq!(show["runs"][0]["api_retries"], 2);
+    assert_eq!(show["runs"][0]["cause"], "outage");
+    assert_eq!(show["state"], "queued");
     assert_eq!(show["state"], "queued");
 }
 

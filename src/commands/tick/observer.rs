@@ -22,6 +22,8 @@ pub(super) struct TickObserver<'a> {
     limits: Option<Limits>,
     last_flush: Instant,
     dirty: bool,
+    /// Snapshots a busy or full database refused, tried again later.
+    pending: Vec<crate::model::Snapshot>,
 }
 
 /// How often live progress is written for `owl status`.
@@ -43,7 +45,24 @@ impl<'a> TickObserver<'a> {
             limits,
             last_flush: Instant::now(),
             dirty: false,
+            pending: Vec::new(),
         }
+    }
+
+    /// Writes what is pending; the supervision loop no longer waits, so this may.
+    pub(super) fn finish(&mut self) {
+        self.record_pending();
+    }
+
+    fn record_pending(&mut self) {
+        let mut left = Vec::new();
+        for s in self.pending.drain(..) {
+            if let Err(e) = self.store.insert_snapshot(&s) {
+                tracing::warn!("recording utilization of {}: {e:#}", self.account);
+                left.push(s);
+            }
+        }
+        self.pending = left;
     }
 
     fn flush(&mut self, report: &RunReport) {
@@ -67,11 +86,10 @@ impl TickObserver<'_> {
     fn observe_utilization(&mut self, event: &AgentEvent) -> Option<StopCause> {
         let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
         let snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
-        for s in &snapshots {
-            if let Err(e) = self.store.insert_snapshot(s) {
-                tracing::warn!("recording utilization of {}: {e:#}", self.account);
-            }
-        }
+        // Written before acting on them; a write that cannot land at once (another
+        // process holds the lock) is kept and tried again, and the stop goes ahead.
+        self.pending.extend(snapshots.iter().cloned());
+        self.record_pending();
         if let AgentEvent::RateLimit(info) = event {
             if info.status == "rejected" {
                 let window = info.window.as_deref().unwrap_or("a window");
@@ -108,6 +126,9 @@ impl Observer for TickObserver<'_> {
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
         if self.dirty && self.last_flush.elapsed() >= PROGRESS_EVERY {
             self.flush(report);
+        }
+        if !self.pending.is_empty() {
+            self.record_pending();
         }
         match self.store.job_state(self.job_id) {
             Ok(Some(JobState::Cancelled)) => Some(StopCause::Cancelled),
