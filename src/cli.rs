@@ -89,8 +89,16 @@ pub enum Command {
     /// Work with the config.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Check the agent CLI and its version, credential stores, git, the database.
+    /// Check the agent CLI and its version, each Account's login, git, the database.
     Doctor,
+    /// Ask each Account's agent for its utilization and login now (no prompt, no tokens),
+    /// record the figures and print them. Exits 1 when an Account is not logged in.
+    Probe {
+        /// Only this Account.
+        account: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `owl config ...`

@@ -52,6 +52,11 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
                      must not start with '.' or '-', and must not contain '..'"
                 );
             }
+            // git's own reference-name rules: `a.`, `a.lock`, `a@{b` pass the check above
+            // and would fail only at the first tick.
+            if !git2::Reference::is_valid_name(&format!("refs/heads/owl/{name}")) {
+                bad_input!("job name '{name}' cannot name a git branch (owl/{name})");
+            }
             if store.job_exists(name)? {
                 bad_input!("a job named '{name}' exists already");
             }

@@ -1,15 +1,22 @@
 //! `owl clean`: remove the worktrees of finished Jobs; their branches stay, so the work is never lost.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use super::Ctx;
 use crate::bad_input;
-use crate::model::{Job, JobState};
+use crate::model::Job;
 
 pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         println!("nothing to clean");
         return Ok(0);
+    };
+    // The tick lock: no Run may start in a worktree while it is being removed.
+    let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
+        anyhow::bail!(
+            "a tick holds {}; try again when it is done",
+            ctx.lock_path().display()
+        );
     };
     let jobs: Vec<Job> = match job {
         Some(id) => vec![ctx.job(&store, id)?],
@@ -22,14 +29,24 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     };
     let mut removed = 0;
     for job in &jobs {
-        if job.state == JobState::Running {
+        if !job.state.is_finished() {
             bad_input!(
-                "job {} is running; its worktree stays until the Run ends",
-                job.id
+                "job {} is {}; only a finished Job's worktree can be removed \
+                 (cancel it first)",
+                job.id,
+                job.state
             );
         }
         let path = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id);
-        if path.exists() && crate::workspace::is_dirty(&path).unwrap_or(false) {
+        // Fails closed: a worktree whose status cannot be read may hold work.
+        let dirty = path.exists()
+            && crate::workspace::is_dirty(&path).with_context(|| {
+                format!(
+                    "reading the status of {}; it was left in place",
+                    path.display()
+                )
+            })?;
+        if dirty {
             bad_input!(
                 "worktree {} has uncommitted changes; commit or discard them first",
                 path.display()

@@ -32,6 +32,33 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             ),
             Err(why) => check(false, format!("account {name}: {why}")),
         }
+        // The zero-token probe: a credential store that exists may still hold no login.
+        // Run in the state dir when there is one; doctor creates nothing.
+        let cwd = Some(ctx.config.state_dir.clone())
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let probe = crate::usage::probe(d.as_ref(), command, account, &cwd);
+        match probe.logged_in(account) {
+            Some(true) => check(
+                true,
+                format!("account {name}: logged in (probe: {})", probe.describe()),
+            ),
+            Some(false) => check(
+                false,
+                format!(
+                    "account {name}: not logged in (probe: {}); log in with `{}`, then /login",
+                    probe.describe(),
+                    crate::schedule::login_command(account.credential_store.as_deref())
+                ),
+            ),
+            None => check(
+                false,
+                format!(
+                    "account {name}: could not check the login: {}",
+                    probe.describe()
+                ),
+            ),
+        }
         match &account.credential_store {
             Some(dir) if dir.is_dir() => check(
                 true,

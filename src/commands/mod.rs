@@ -7,6 +7,7 @@ mod config_check;
 mod doctor;
 mod jobs;
 mod logs;
+mod probe;
 mod show;
 mod status;
 mod tick;
@@ -43,6 +44,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Clean { job, finished } => clean::run(&ctx, job.as_deref(), finished),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
         Command::Doctor => doctor::run(&ctx),
+        Command::Probe { account, json } => probe::run(&ctx, account.as_deref(), json),
     }
 }
 

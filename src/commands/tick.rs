@@ -576,7 +576,7 @@ fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>
 }
 
 /// Probes one Account and records the figures, the login it shows, and the probe itself.
-pub fn probe_and_record(
+pub(super) fn probe_and_record(
     ctx: &Ctx,
     store: &mut Store,
     account: &str,

@@ -18,11 +18,16 @@
 //!   spawn-holding SECS          start `sleep SECS` that keeps our stdout open
 //!   close-stdout                close stdout and carry on
 //!   wait-stdin-eof              wait until stdin is closed
+//!   wait-file PATH              wait until PATH exists (the test releases the agent)
 //!   exit CODE                   exit now
 //! An `interrupt` control request aborts the script the way the real CLI aborts a turn.
 //! A `get_usage` control request is answered with the next line of the file named by
 //! `FAKE_AGENT_USAGE` (a JSON `rate_limits` value; the last line repeats), else `null`,
-//! the way the real CLI answers before its first API response.
+//! the way the real CLI answers before its first API response; a line `no-plan` answers
+//! as the real CLI does with no login (not-logged-in.jsonl).
+//! Without a script file the agent waits for its prompt, like the real CLI.
+//! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
+//! a pause point between owl's pick and its Run, released by the test.
 //! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
 
 // Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
@@ -84,6 +89,11 @@ impl Shared {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--version") {
+        if let Some(gate) = std::env::var_os("FAKE_AGENT_VERSION_GATE").map(PathBuf::from) {
+            let waiting = PathBuf::from(format!("{}.waiting", gate.display()));
+            fs::write(&waiting, "").unwrap();
+            wait_for_file(&gate);
+        }
         let v =
             std::env::var("FAKE_AGENT_VERSION").unwrap_or_else(|_| "2.1.197 (Claude Code)".into());
         println!("{v}");
@@ -142,7 +152,7 @@ fn main() {
 
     let script_path =
         std::env::var("FAKE_AGENT_SCRIPT").expect("FAKE_AGENT_SCRIPT names the script");
-    let script = fs::read_to_string(&script_path).expect("reading the script");
+    let script = fs::read_to_string(&script_path).unwrap_or_else(|_| "read-prompt\n".into());
     for raw in script.lines() {
         if shared.interrupted.load(Ordering::SeqCst) {
             break;
@@ -244,6 +254,7 @@ fn main() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
+            "wait-file" => wait_for_file(Path::new(rest.trim())),
             "exit" => std::process::exit(rest.trim().parse().unwrap()),
             other => panic!("unknown script step '{other}'"),
         }
@@ -257,6 +268,14 @@ fn main() {
             std::thread::sleep(Duration::from_millis(10));
         }
         std::process::exit(1);
+    }
+}
+
+/// Waits (at most a minute, so a broken test cannot hang) until `path` exists.
+fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -305,6 +324,19 @@ fn read_stdin(shared: &Shared) {
                     shared.interrupted.store(true, Ordering::SeqCst);
                 } else if v["request"]["subtype"] == "get_usage" {
                     let limits = next_usage(&mut usage_answers);
+                    if limits == "no-plan" {
+                        let recorded =
+                            fs::read_to_string(Path::new(FIXTURE_DIR).join("not-logged-in.jsonl"))
+                                .unwrap();
+                        let first = recorded.lines().next().unwrap();
+                        shared.emit_line(
+                            &first.replace(
+                                r#""request_id":"u1""#,
+                                &format!(r#""request_id":"{id}""#),
+                            ),
+                        );
+                        continue;
+                    }
                     // The shape recorded in get-usage.jsonl, trimmed of the session details.
                     shared.emit_line(&format!(
                         r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{id}","response":{{"session":{{"total_cost_usd":0}},"subscription_type":"max","rate_limits_available":true,"rate_limits":{limits},"behaviors":{{}}}}}}}}"#

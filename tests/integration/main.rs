@@ -7,5 +7,6 @@ mod continuity;
 mod e2e;
 mod faults;
 mod mock_api;
+mod night;
 mod support;
 mod tick_basics;

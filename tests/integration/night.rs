@@ -1,0 +1,304 @@
+//! A real night's faults (issue 9): a late cancel, a missing login, a figure that would
+//! park an Account for good, a corrupt worktree, a busy database, a killed agent's budget.
+
+use std::time::{Duration, Instant};
+
+use predicates::prelude::*;
+
+use crate::support::{done_script, git, TestEnv};
+
+/// Waits (bounded) until `path` exists.
+fn wait_for(path: &std::path::Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_cancel_between_the_pick_and_the_start_means_no_agent_starts() {
+    let mut env = TestEnv::new();
+    let gate = env.dir.path().join("version-gate");
+    env.extra_env
+        .push(("FAKE_AGENT_VERSION_GATE".into(), gate.display().to_string()));
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    let tick = env.spawn_tick();
+    // The tick has picked the Job and is checking the agent's version.
+    wait_for(&gate.with_extension("waiting"), "the version check");
+    env.owl()
+        .args(["cancel", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("cancelled"));
+    std::fs::write(&gate, "").unwrap();
+    let out = tick.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(
+        tick["reason"].as_str().unwrap().contains("is cancelled"),
+        "{tick}"
+    );
+    let show = env.show(&id);
+    assert_eq!(show["state"], "cancelled");
+    assert!(show["runs"].as_array().unwrap().is_empty());
+    assert_eq!(env.recorded("argv.json"), "", "the agent was started");
+}
+
+#[test]
+fn a_cancel_never_overwrites_done() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    assert_eq!(env.tick()["job_state"], "done");
+    env.owl()
+        .args(["cancel", &id])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("nothing to cancel"));
+    assert_eq!(env.show(&id)["state"], "done");
+}
+
+#[test]
+fn a_missing_login_found_by_probe_and_doctor_costs_no_run() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    std::fs::write(&env.usage, "no-plan\n").unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(
+        tick["reason"].as_str().unwrap().contains("not logged in"),
+        "{tick}"
+    );
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    let creds = env.dir.path().join("creds");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!(
+            "log in with `CLAUDE_CONFIG_DIR={} claude`, then /login",
+            creds.display()
+        )));
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(
+            "FAIL account work: not logged in (probe: no plan",
+        ));
+    let out = env.owl().args(["probe", "--json"]).assert().code(1);
+    let probe: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(probe[0]["logged_in"], false);
+    assert_eq!(probe[0]["result"], "no_plan");
+
+    // After /login: `owl probe` sees the plan, records the figures, and the Job runs.
+    env.five_hour(&[12.0], "2026-11-30T05:00:00.000Z");
+    env.owl()
+        .args(["probe", "work"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("work: observed five_hour 12%"));
+    assert!(env.status()["accounts"][0]["not_logged_in"].is_null());
+    assert_eq!(env.tick()["job_state"], "done");
+    env.owl()
+        .args(["probe", "nosuch"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no account 'nosuch'"));
+}
+
+#[test]
+fn a_figure_over_the_ceiling_parks_the_account_only_until_a_probe_or_its_window() {
+    let mut env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    // Over the ceiling, and no reset time to wait for.
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":95,"resets_at":null}}"#,
+    )
+    .unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    assert_eq!(env.tick()["action"], "idle");
+    // Twenty minutes on (older than probeMaxAge) the parked Account is probed again, and
+    // the Account has gone back to 5%.
+    env.now = "2026-11-30T03:20:00Z".into();
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":5,"resets_at":null}}"#,
+    )
+    .unwrap();
+    let tick = env.tick();
+    assert_eq!(tick["job_state"], "done", "{tick}");
+    let _ = id;
+
+    // And with no probe to tell: a figure with no reset expires after its Window.
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":95,"resets_at":null}}"#,
+    )
+    .unwrap();
+    env.add("Hello");
+    assert_eq!(env.tick()["action"], "idle");
+    let status = env.status();
+    assert!(status["accounts"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("reset unknown"));
+}
+
+#[test]
+fn clean_refuses_unfinished_jobs_a_held_lock_and_an_unreadable_worktree() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl\nwait-stdin-eof\n");
+    let id = env.add("Hello");
+    env.tick(); // no Handoff: queued again, worktree kept
+    env.owl()
+        .args(["clean", &id])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("is queued"));
+    env.owl().args(["cancel", &id]).assert().success();
+    let wt = env.state.join("worktrees").join(&id);
+    std::fs::write(wt.join("notes.txt"), "uncommitted\n").unwrap();
+    // A corrupt index: git cannot say whether the worktree is clean, so clean refuses.
+    let gitdir = git(&wt, &["rev-parse", "--git-dir"]);
+    std::fs::write(std::path::Path::new(gitdir.trim()).join("index"), "garbage").unwrap();
+    env.owl()
+        .args(["clean", &id])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("it was left in place"));
+    assert!(wt.join("notes.txt").exists());
+    // While a tick holds the lock, clean waits its turn.
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(env.state.join("tick.lock"))
+        .unwrap();
+    fs2::FileExt::lock_exclusive(&lock).unwrap();
+    env.owl()
+        .args(["clean", "--finished"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("a tick holds"));
+}
+
+#[test]
+fn add_refuses_a_name_git_would_refuse_as_a_branch() {
+    let env = TestEnv::new();
+    for name in ["a.", "fix-it."] {
+        env.owl()
+            .args(["add", "--name", name, "--repo"])
+            .arg(&env.repo)
+            .arg("Hello")
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("cannot name a git branch"));
+    }
+    env.owl()
+        .args(["jobs", "--json"])
+        .assert()
+        .success()
+        .stdout("[]\n");
+}
+
+#[test]
+fn a_worktree_that_cannot_be_made_leaves_the_job_queued_until_it_can() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    // Where the worktrees go, a file: an I/O error, not anything the Job did.
+    let worktrees = env.state.join("worktrees");
+    std::fs::create_dir_all(&env.state).unwrap();
+    std::fs::write(&worktrees, "in the way").unwrap();
+    env.owl()
+        .args(["tick", "--json"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(format!("job {id} stays queued")));
+    let show = env.show(&id);
+    assert_eq!(show["state"], "queued");
+    assert!(show["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("preparing the worktree failed"));
+    std::fs::remove_file(&worktrees).unwrap();
+    assert_eq!(env.tick()["job_state"], "done");
+}
+
+#[test]
+fn a_run_without_a_result_line_counts_its_cap_toward_the_job_budget() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 2\nexit 1\n");
+    let id = env.add_with(
+        &["--max-budget-usd", "0.4", "--max-job-budget-usd", "1"],
+        "Hello",
+    );
+    assert_eq!(env.tick()["outcome"], "failed");
+    let show = env.show(&id);
+    assert_eq!(show["cost_usd"], 0.4);
+    assert_eq!(show["runs"][0]["cost"], "unknown (≤ $0.40)");
+    env.owl()
+        .args(["show", &id])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("unknown (≤ $0.40)"));
+    assert_eq!(env.tick()["job_state"], "queued");
+    // The third Run gets what is left, $0.20; then nothing is left.
+    let tick = env.tick();
+    let argv = env.recorded("argv.json");
+    assert!(argv.contains(r#""--max-budget-usd","0.2""#), "{argv}");
+    assert_eq!(tick["job_state"], "failed", "{tick}");
+    assert_eq!(env.show(&id)["reason"], "job budget spent");
+}
+
+#[test]
+fn a_busy_database_does_not_hold_up_a_ceiling_stop() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\nusagePollInterval: 1h\n");
+    let gate = env.dir.path().join("cross-now");
+    env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 2\nwait-file {}\n\
+         emit {{\"type\":\"rate_limit_event\",\"rate_limit_info\":{{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}}}\n\
+         sleep 60000\n",
+        gate.display()
+    ));
+    let id = env.add("Hello");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    // Another process holds the write lock through the crossing.
+    let mut db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let tx = db
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    let crossed = Instant::now();
+    std::fs::write(&gate, "").unwrap();
+    let deadline = crossed + Duration::from_secs(10);
+    while !env.recorded("stdin.jsonl").contains("\"interrupt\"") {
+        assert!(Instant::now() < deadline, "the stop waited on the database");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!(
+        "figure: crossing to interrupt with another writer holding the lock: {:?}",
+        crossed.elapsed()
+    );
+    drop(tx);
+    let out = tick.wait_with_output().unwrap();
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    // The figure that crossed was recorded once the lock was free.
+    let status = env.status();
+    let five = status["accounts"][0]["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == "five_hour")
+        .unwrap()
+        .clone();
+    assert_eq!(five["percent"], 70.0, "{status}");
+    assert_eq!(env.show(&id)["state"], "waiting");
+}
