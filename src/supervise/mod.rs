@@ -527,3 +527,106 @@ fn send(stdin: &Option<Sender<Vec<u8>>>, bytes: Vec<u8>) {
         let _ = tx.send(bytes);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::ClaudeCode;
+
+    /// A pid no process can have (above any pid_max): signals to it go nowhere, the way
+    /// they do to an agent stuck in uninterruptible sleep.
+    const NO_PID: i32 = i32::MAX;
+    const GRACE: Duration = Duration::from_secs(2);
+
+    fn looped(driver: &ClaudeCode) -> Loop<'_> {
+        Loop {
+            driver,
+            pid: NO_PID,
+            stage: Stage::Running,
+            report: RunReport::default(),
+            grace: GRACE,
+        }
+    }
+
+    fn success() -> AgentResult {
+        AgentResult {
+            subtype: "success".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_agent_that_outlives_sigkill_is_given_up_on_within_a_bound() {
+        let driver = ClaudeCode;
+        let mut lp = looped(&driver);
+        let mut stdin = None;
+        let t0 = Instant::now();
+        lp.begin_stop(StopCause::MaxRunTime, t0, &mut stdin);
+        assert_eq!(lp.stage, Stage::Closing(t0 + CLOSE_WAIT));
+        let mut now = t0;
+        while lp.report.unkillable.is_none() {
+            now = lp.stage_deadline().expect("a stop stage has a deadline");
+            lp.advance(now, &mut stdin);
+        }
+        // stdin closed, SIGTERM, SIGKILL, one more grace window: then owl lets go.
+        assert_eq!(now - t0, CLOSE_WAIT + 2 * GRACE);
+        assert_eq!(
+            lp.report.unkillable.as_deref(),
+            Some(format!("the agent could not be killed: pid {NO_PID} in state ?").as_str())
+        );
+    }
+
+    #[test]
+    fn a_stop_cause_after_the_result_is_a_note_and_ends_the_process_at_once() {
+        let driver = ClaudeCode;
+        let mut lp = looped(&driver);
+        let (tx, _rx) = mpsc::channel();
+        let mut stdin = Some(tx);
+        let t0 = Instant::now();
+        lp.report.result = Some(success());
+        lp.settled(t0, &mut stdin);
+        assert!(stdin.is_none(), "one turn per Run: stdin closes");
+        assert_eq!(lp.stage, Stage::Closing(t0 + TEARDOWN_WAIT));
+        let ceiling = StopCause::Ceiling {
+            reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+            resets_at: None,
+        };
+        lp.begin_stop(ceiling.clone(), t0, &mut stdin);
+        assert_eq!(lp.report.stop, None, "the result settled the outcome");
+        assert_eq!(lp.report.late_stop, Some(ceiling));
+        assert_eq!(lp.stage, Stage::Killing(t0 + GRACE));
+        assert!(lp.report.signalled_after_result);
+    }
+
+    #[test]
+    fn a_normal_result_gets_the_teardown_wait_not_the_grace_window() {
+        let driver = ClaudeCode;
+        let mut lp = looped(&driver);
+        let mut stdin = None;
+        let t0 = Instant::now();
+        lp.report.result = Some(success());
+        lp.settled(t0, &mut stdin);
+        lp.advance(t0 + GRACE, &mut stdin);
+        assert_eq!(lp.stage, Stage::Closing(t0 + TEARDOWN_WAIT));
+        assert!(!lp.report.signalled_after_result);
+        lp.advance(t0 + TEARDOWN_WAIT, &mut stdin);
+        assert!(matches!(lp.stage, Stage::Terminating(_)));
+        assert!(lp.report.signalled_after_result);
+    }
+
+    #[test]
+    fn the_result_of_a_stopped_run_ends_the_group_at_once() {
+        let driver = ClaudeCode;
+        let mut lp = looped(&driver);
+        let (tx, _rx) = mpsc::channel();
+        let mut stdin = Some(tx);
+        let t0 = Instant::now();
+        lp.begin_stop(StopCause::Cancelled, t0, &mut stdin);
+        assert_eq!(lp.stage, Stage::Interrupting(t0 + INTERRUPT_WAIT));
+        lp.report.result = Some(success());
+        let t1 = t0 + Duration::from_millis(300);
+        lp.settled(t1, &mut stdin);
+        assert_eq!(lp.stage, Stage::Killing(t1 + GRACE));
+        assert_eq!(lp.report.stop, Some(StopCause::Cancelled));
+    }
+}

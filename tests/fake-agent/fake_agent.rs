@@ -19,6 +19,7 @@
 //!   close-stdout                close stdout and carry on
 //!   wait-stdin-eof              wait until stdin is closed
 //!   wait-file PATH              wait until PATH exists (the test releases the agent)
+//!   fill-disk PATH              write PATH until its filesystem is full (ENOSPC)
 //!   exit CODE                   exit now
 //! An `interrupt` control request aborts the script the way the real CLI aborts a turn.
 //! A `get_usage` control request is answered with the next line of the file named by
@@ -255,6 +256,13 @@ fn main() {
                 }
             }
             "wait-file" => wait_for_file(Path::new(rest.trim())),
+            "fill-disk" => {
+                let mut f = fs::File::create(rest.trim()).unwrap();
+                let block = vec![b'x'; 64 * 1024];
+                // Whole blocks, then what is left byte by byte: full to the last byte.
+                while f.write_all(&block).is_ok() {}
+                while f.write_all(b"x").is_ok() {}
+            }
             "exit" => std::process::exit(rest.trim().parse().unwrap()),
             other => panic!("unknown script step '{other}'"),
         }

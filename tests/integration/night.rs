@@ -302,3 +302,107 @@ fn a_busy_database_does_not_hold_up_a_ceiling_stop() {
     assert_eq!(five["percent"], 70.0, "{status}");
     assert_eq!(env.show(&id)["state"], "waiting");
 }
+
+#[test]
+fn a_stop_cause_after_the_result_is_a_note_not_the_outcome() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
+    env.script(
+        "read-prompt\nwrite .owl/handoff.md status: done\\n\\nAll done.\\n\ncommit owl handoff\n\
+         replay success.jsonl\n\
+         emit {\"type\":\"rate_limit_event\",\"rate_limit_info\":{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}\n\
+         wait-stdin-eof\nsleep 60000\n",
+    );
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_eq!(tick["job_state"], "done");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(
+        run["note"],
+        "after the result: ceiling: five_hour 70% >= fiveHourMax 60"
+    );
+}
+
+/// A tmpfs of `size` mounted on `dir` for the life of the guard. The test needs root
+/// (CI runs as root); one that cannot mount fails rather than pass without testing.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .output()
+            .expect("running mount");
+        assert!(
+            out.status.success(),
+            "this test mounts a small tmpfs and needs root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_disk_that_fills_during_a_run_still_records_it_and_the_job_waits_for_space() {
+    let env = TestEnv::with_config("minFreeSpace: 6MiB\n");
+    let _tmpfs = Tmpfs::mount(&env.state, "32m");
+    let filler = env.state.join("filler");
+    // The agent's build fills the disk to the last byte, then it prints on.
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 2\nfill-disk {}\nemit-long 1048576\nsleep 60000\n",
+        filler.display()
+    ));
+    let id = env.add("Build everything");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "failed", "{tick}");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("disk full: "),
+        "{tick}"
+    );
+    let show = env.show(&id);
+    assert_eq!(show["state"], "queued");
+    assert_eq!(show["runs"][0]["cause"], "disk_full");
+    assert_eq!(show["runs"][0]["counts"], false);
+    // The reserve gave SQLite the room for the final writes.
+    assert!(!env.state.join("reserve").exists());
+
+    // While the disk is full nothing starts, and status says where and how much.
+    let idle = env.tick();
+    assert_eq!(idle["action"], "idle");
+    let why = idle["reason"].as_str().unwrap();
+    assert!(why.starts_with("disk full: only "), "{why}");
+    assert!(why.contains(&env.state.display().to_string()), "{why}");
+    assert!(why.contains("(minFreeSpace 6MiB)"), "{why}");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("disk full: only "));
+
+    // Space back: the reserve is put back and the Job runs.
+    std::fs::remove_file(&filler).unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["job_state"], "done");
+    assert!(env.state.join("reserve").exists());
+}
