@@ -5,12 +5,15 @@ use anyhow::{Context, Result};
 use super::Ctx;
 use crate::bad_input;
 use crate::model::Job;
+use crate::store::Store;
 
 pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         println!("nothing to clean");
         return Ok(0);
     };
+    // Refuse what can never be cleaned before waiting on anything.
+    chosen(ctx, &store, job, finished)?;
     // The tick lock: no Run may start in a worktree while it is being removed.
     let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
         anyhow::bail!(
@@ -18,25 +21,10 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
             ctx.lock_path().display()
         );
     };
-    let jobs: Vec<Job> = match job {
-        Some(id) => vec![ctx.job(&store, id)?],
-        None if finished => store
-            .jobs(true)?
-            .into_iter()
-            .filter(|j| j.state.is_finished())
-            .collect(),
-        None => bad_input!("owl clean needs a JOB or --finished"),
-    };
+    // Read again under the lock: a person may have requeued a Job meanwhile.
+    let jobs = chosen(ctx, &store, job, finished)?;
     let mut removed = 0;
     for job in &jobs {
-        if !job.state.is_finished() {
-            bad_input!(
-                "job {} is {}; only a finished Job's worktree can be removed \
-                 (cancel it first)",
-                job.id,
-                job.state
-            );
-        }
         let path = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id);
         // Fails closed: a worktree whose status cannot be read may hold work.
         let dirty = path.exists()
@@ -61,4 +49,25 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
         println!("no worktree to remove");
     }
     Ok(0)
+}
+
+/// The Jobs to clean: the one named, which must be finished, or every finished one.
+fn chosen(ctx: &Ctx, store: &Store, job: Option<&str>, finished: bool) -> Result<Vec<Job>> {
+    let jobs: Vec<Job> = match job {
+        Some(id) => vec![ctx.job(store, id)?],
+        None if finished => store
+            .jobs(true)?
+            .into_iter()
+            .filter(|j| j.state.is_finished())
+            .collect(),
+        None => bad_input!("owl clean needs a JOB or --finished"),
+    };
+    if let Some(job) = jobs.iter().find(|j| !j.state.is_finished()) {
+        bad_input!(
+            "job {} is {}; only a finished Job's worktree can be removed (cancel it first)",
+            job.id,
+            job.state
+        );
+    }
+    Ok(jobs)
 }
