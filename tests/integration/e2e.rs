@@ -1,6 +1,7 @@
 //! End to end against the real Claude Code CLI: a real `owl tick` drives the real binary
 //! (found through `OWL_E2E_CLAUDE`), which talks to the loopback mock of the Messages API.
-//! `.ci/run` installs the CLI and sets `OWL_E2E_REQUIRED=1`, so in CI a missing CLI fails.
+//! They are `#[ignore]`d in a plain `cargo test`; `.ci/run` installs the CLI and runs them
+//! with `--include-ignored`, so in CI a missing CLI fails.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
