@@ -4,9 +4,8 @@
 use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
-use serde_json::Value;
 
-use crate::support::{done_script, TestEnv};
+use crate::support::{done_script, window, TestEnv};
 
 /// One Account `work` with `fiveHourMax: 60, weeklyMax: 50`, polled every 200 ms.
 fn ceiling_env() -> TestEnv {
@@ -15,21 +14,6 @@ fn ceiling_env() -> TestEnv {
         "usagePollInterval: 200ms\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      weeklyMax: 50\n",
     );
     env
-}
-
-fn window<'a>(status: &'a Value, account: &str, name: &str) -> &'a Value {
-    let account = status["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["name"] == account)
-        .unwrap();
-    account["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["window"] == name)
-        .unwrap_or(&Value::Null)
 }
 
 /// A Run that works until owl stops it: the first API response, then a long tool call.

@@ -174,13 +174,7 @@ fn e2e_utilization_climbing_past_the_ceiling_stops_the_run() {
     assert_eq!(tick["job_state"], "waiting");
     assert_eq!(env.show(&id)["not_before"], rfc3339(reset));
     let status = env.status();
-    let five = status["accounts"][0]["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["window"] == "five_hour")
-        .unwrap()
-        .clone();
+    let five = crate::support::window(&status, "work", "five_hour");
     assert!(five["percent"].as_f64().unwrap() >= 60.0, "{five}");
     assert_eq!(status["accounts"][0]["schedulable"], false);
     // The probe before the Run asked the real CLI without spending a call.

@@ -292,13 +292,7 @@ fn a_busy_database_does_not_hold_up_a_ceiling_stop() {
     assert_eq!(tick["outcome"], "interrupted", "{tick}");
     // The figure that crossed was recorded once the lock was free.
     let status = env.status();
-    let five = status["accounts"][0]["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["window"] == "five_hour")
-        .unwrap()
-        .clone();
+    let five = crate::support::window(&status, "work", "five_hour");
     assert_eq!(five["percent"], 70.0, "{status}");
     assert_eq!(env.show(&id)["state"], "waiting");
 }

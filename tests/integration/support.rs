@@ -225,3 +225,19 @@ pub fn done_script(transcript: &str, exit: i32) -> String {
         "read-prompt\nwrite .owl/handoff.md status: done\\n\\nAll done.\\n\ncommit owl handoff\nreplay {transcript}\nwait-stdin-eof\nexit {exit}\n"
     )
 }
+
+/// One Window of one Account in `status --json`.
+pub fn window<'a>(status: &'a Value, account: &str, name: &str) -> &'a Value {
+    let account = status["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == account)
+        .unwrap();
+    account["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == name)
+        .unwrap_or(&Value::Null)
+}
