@@ -46,6 +46,105 @@ fn main() {
     );
     let survivors: usize = (0..ROUNDS).map(|_| survivors_after_kill_9()).sum();
     println!("  processes alive after kill -9 of owl and the next tick, over {ROUNDS} rounds: {survivors}");
+    figure(
+        "ceiling crossing -> interrupt on the agent's stdin, baseline: nobody else writes",
+        || crossing_to_interrupt(false),
+    );
+    figure(
+        "ceiling crossing -> interrupt on the agent's stdin, another process holding the write lock",
+        || crossing_to_interrupt(true),
+    );
+    let (runs, counted, state) = night_of_ticks(ROUNDS, "no-plan");
+    println!("  {ROUNDS} ticks on an Account with no login: {runs} Run(s) started, {counted} counted toward maxRuns, the Job {state}");
+    let plan = r#"{"five_hour":{"utilization":10,"resets_at":"2026-11-30T05:00:00.000Z"}}"#;
+    let (runs, counted, state) = night_of_ticks(ROUNDS, plan);
+    println!("  baseline, the same {ROUNDS} ticks logged in: {runs} Run(s) started, {counted} counted toward maxRuns, the Job {state}");
+    match disk_full_unrecorded() {
+        Ok((recorded, unrecorded)) => println!(
+            "  a disk that fills mid-Run (32 MiB tmpfs): {recorded} Run(s) recorded, {unrecorded} unrecorded"
+        ),
+        Err(why) => println!("  a disk that fills mid-Run: not measured ({why})"),
+    }
+}
+
+/// From the moment the agent prints a crossing figure to owl's interrupt on its stdin,
+/// optionally while another process holds SQLite's write lock.
+fn crossing_to_interrupt(competing_writer: bool) -> Duration {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\nusagePollInterval: 1h\n");
+    let gate = env.dir.path().join("cross-now");
+    env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 2\nwait-file {}\n\
+         emit {{\"type\":\"rate_limit_event\",\"rate_limit_info\":{{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}}}\n\
+         sleep 60000\n",
+        gate.display()
+    ));
+    env.add("Work");
+    let owl = env.spawn_tick();
+    env.wait_running();
+    let mut db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let tx = competing_writer.then(|| {
+        db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap()
+    });
+    let crossed = Instant::now();
+    std::fs::write(&gate, "").unwrap();
+    while !env.recorded("stdin.jsonl").contains("\"interrupt\"") {
+        assert!(crossed.elapsed() < Duration::from_secs(60), "no interrupt");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let took = crossed.elapsed();
+    drop(tx);
+    owl.wait_with_output().unwrap();
+    took
+}
+
+/// Ticks on an Account with a ceiling whose agent answers `get_usage` with `usage` (a
+/// `rate_limits` value, or `no-plan` for no login): Runs started and counted, the Job's state.
+fn night_of_ticks(ticks: usize, usage: &str) -> (usize, usize, String) {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    std::fs::write(&env.usage, format!("{usage}\n")).unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Work");
+    for _ in 0..ticks {
+        env.owl().args(["tick"]).assert().success();
+    }
+    let show = env.show(&id);
+    let runs = show["runs"].as_array().unwrap();
+    let counted = runs.iter().filter(|r| r["counts"] == true).count();
+    (
+        runs.len(),
+        counted,
+        show["state"].as_str().unwrap().to_string(),
+    )
+}
+
+/// A Run whose agent fills the state dir's filesystem: Runs recorded and left unrecorded.
+fn disk_full_unrecorded() -> Result<(usize, usize), String> {
+    let env = TestEnv::with_config("minFreeSpace: 6MiB\n");
+    std::fs::create_dir_all(&env.state).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(&env.state)
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !mounted.success() {
+        return Err("mounting a tmpfs needs root".into());
+    }
+    let filler = env.state.join("filler");
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 2\nfill-disk {}\nemit-long 1048576\nsleep 60000\n",
+        filler.display()
+    ));
+    let id = env.add("Build");
+    let _ = env.owl().args(["tick"]).output();
+    let runs = env.show(&id)["runs"].as_array().unwrap().clone();
+    let unrecorded = runs.iter().filter(|r| r["outcome"].is_null()).count();
+    let _ = std::process::Command::new("umount")
+        .arg("-l")
+        .arg(&env.state)
+        .status();
+    Ok((runs.len() - unrecorded, unrecorded))
 }
 
 const SESSION_TOOL: &str =

@@ -40,6 +40,9 @@ pub struct AccountView {
     pub windows: Vec<WindowView>,
     pub not_logged_in: Option<String>,
     pub agent_problem: Option<String>,
+    /// After an outage: no Run starts before this (already past: `None`).
+    pub backoff_until: Option<DateTime<Utc>>,
+    pub outages: u32,
     /// What the last preflight probe learned, and when.
     pub last_probe: Option<String>,
     pub last_probe_at: Option<DateTime<Utc>>,
@@ -147,6 +150,8 @@ pub fn account_views(
                 windows,
                 not_logged_in: note.not_logged_in,
                 agent_problem: note.agent_problem,
+                backoff_until: backoff,
+                outages: note.outages,
                 last_probe: note.last_probe,
                 last_probe_at: note.last_probe_at,
             }

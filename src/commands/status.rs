@@ -46,6 +46,10 @@ struct AccountJson {
     has_ceiling: bool,
     not_logged_in: Option<String>,
     agent_problem: Option<String>,
+    /// After an outage: no Run starts on the Account before this.
+    backoff_until: Option<String>,
+    /// Runs in a row that could not reach the API.
+    outages: u32,
     last_probe: Option<String>,
     last_probe_at: Option<String>,
     windows: Vec<WindowJson>,
@@ -286,11 +290,6 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
     if let Some(why) = &a.agent_problem {
         println!("    agent CLI refused at the last tick: {why}");
     }
-    if let Some(why) = &a.not_logged_in {
-        println!(
-            "    not logged in: {why}; log in with CLAUDE_CONFIG_DIR=<credentialStore> claude"
-        );
-    }
     if a.windows.is_empty() {
         println!("    no utilization observed yet");
     }
@@ -360,6 +359,8 @@ fn account_json(a: &AccountView) -> AccountJson {
         has_ceiling: a.has_ceiling,
         not_logged_in: a.not_logged_in.clone(),
         agent_problem: a.agent_problem.clone(),
+        backoff_until: opt_time(a.backoff_until),
+        outages: a.outages,
         last_probe: a.last_probe.clone(),
         last_probe_at: opt_time(a.last_probe_at),
         windows: a

@@ -63,7 +63,7 @@ fn a_cancel_never_overwrites_done() {
 
 #[test]
 fn a_missing_login_found_by_probe_and_doctor_costs_no_run() {
-    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    let mut env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
     std::fs::write(&env.usage, "no-plan\n").unwrap();
     env.script(&done_script("success.jsonl", 0));
     let id = env.add("Hello");
@@ -90,6 +90,19 @@ fn a_missing_login_found_by_probe_and_doctor_costs_no_run() {
         .stdout(predicate::str::contains(
             "FAIL account work: not logged in (probe: no plan",
         ));
+    // Probed at most once per probeMaxAge (10m): not again 5 minutes on, again 11 on.
+    let first_probe = env.status()["accounts"][0]["last_probe_at"].clone();
+    assert_eq!(first_probe, "2026-11-30T03:00:00Z");
+    env.now = "2026-11-30T03:05:00Z".into();
+    assert_eq!(env.tick()["action"], "idle");
+    assert_eq!(env.status()["accounts"][0]["last_probe_at"], first_probe);
+    env.now = "2026-11-30T03:11:00Z".into();
+    assert_eq!(env.tick()["action"], "idle");
+    assert_eq!(
+        env.status()["accounts"][0]["last_probe_at"],
+        "2026-11-30T03:11:00Z"
+    );
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
     let out = env.owl().args(["probe", "--json"]).assert().code(1);
     let probe: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(probe[0]["logged_in"], false);

@@ -276,7 +276,7 @@ fn a_429_rejection_is_rate_limited_and_waits_until_the_reset() {
 
 #[test]
 fn an_api_500_after_retries_fails_and_counts_the_retries() {
-    let env = TestEnv::new();
+    let mut env = TestEnv::new();
     env.script("read-prompt\nreplay api-500-max-retries-2.jsonl\nwait-stdin-eof\nexit 1\n");
     let id = env.add("Hello");
     let tick = env.tick();
@@ -291,8 +291,40 @@ fn an_api_500_after_retries_fails_and_counts_the_retries() {
     let show = env.show(&id);
     assert_eq!(show["runs"][0]["api_retries"], 2);
     assert_eq!(show["runs"][0]["cause"], "outage");
+    assert_eq!(show["runs"][0]["counts"], false);
     assert_eq!(show["state"], "queued");
-    assert_eq!(show["state"], "queued");
+
+    // The Account backs off: 5 minutes, then 10 after a second outage in a row.
+    let status = env.status();
+    assert_eq!(
+        status["accounts"][0]["backoff_until"],
+        "2026-11-30T03:05:00Z"
+    );
+    assert_eq!(status["accounts"][0]["outages"], 1);
+    let idle = env.tick();
+    assert_eq!(idle["action"], "idle");
+    assert!(
+        idle["reason"].as_str().unwrap().contains("backing off"),
+        "{idle}"
+    );
+    env.now = "2026-11-30T03:05:00Z".into();
+    assert_eq!(env.tick()["outcome"], "failed");
+    let status = env.status();
+    assert_eq!(
+        status["accounts"][0]["backoff_until"],
+        "2026-11-30T03:15:00Z"
+    );
+    assert_eq!(status["accounts"][0]["outages"], 2);
+    // A Run that reaches the model ends the back-off.
+    env.now = "2026-11-30T03:15:00Z".into();
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["job_state"], "done");
+    let status = env.status();
+    assert!(status["accounts"][0]["backoff_until"].is_null());
+    assert_eq!(status["accounts"][0]["outages"], 0);
+    // Two outages, no maxRuns spent.
+    let runs = env.show(&id)["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.iter().filter(|r| r["counts"] == true).count(), 1);
 }
 
 #[test]
