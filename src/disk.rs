@@ -1,5 +1,7 @@
 //! Free space: the check that keeps a Run from starting on a full disk, and the reserve that lets a Run that fills one still be recorded.
 
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::format_size;
@@ -49,7 +51,13 @@ pub fn ensure_reserve(state_dir: &Path) {
     }
     if fs2::available_space(state_dir).is_ok_and(|free| free > 4 * RESERVE_SIZE) {
         // Real bytes, not a sparse file: only blocks actually held can be given back.
-        let write = std::fs::write(&path, vec![0u8; RESERVE_SIZE as usize]);
+        let write = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&vec![0u8; RESERVE_SIZE as usize]));
         if let Err(e) = write {
             tracing::warn!("creating the reserve {}: {e}", path.display());
             let _ = std::fs::remove_file(&path);
@@ -102,10 +110,10 @@ mod tests {
     fn the_reserve_is_made_and_released() {
         let dir = tempfile::tempdir().unwrap();
         ensure_reserve(dir.path());
-        let len = std::fs::metadata(dir.path().join(RESERVE_FILE))
-            .unwrap()
-            .len();
-        assert_eq!(len, RESERVE_SIZE);
+        let meta = std::fs::metadata(dir.path().join(RESERVE_FILE)).unwrap();
+        assert_eq!(meta.len(), RESERVE_SIZE);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert!(release_reserve(dir.path()));
         assert!(!release_reserve(dir.path()));
     }

@@ -21,23 +21,27 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
     for (name, account) in &ctx.config.accounts {
         let d = driver::for_kind(account.driver);
         let command = &ctx.config.drivers.get(account.driver).command;
-        match driver::check_agent(d.as_ref(), command) {
-            Ok(v) => check(
-                true,
-                format!(
-                    "account {name}: {} {v} at '{}'",
-                    account.driver.name(),
-                    command.display()
-                ),
-            ),
-            Err(why) => check(false, format!("account {name}: {why}")),
-        }
+        let cli_ok = match driver::check_agent(d.as_ref(), command) {
+            Ok(v) => {
+                let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
+                check(true, format!("account {name}: {what}"));
+                true
+            }
+            Err(why) => {
+                check(false, format!("account {name}: {why}"));
+                false
+            }
+        };
         // The zero-token probe: a credential store that exists may still hold no login.
         // Run in the state dir when there is one; doctor creates nothing.
         let cwd = Some(ctx.config.state_dir.clone())
             .filter(|d| d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
-        let probe = crate::usage::probe(d.as_ref(), command, account, &cwd);
+        let probe = if cli_ok {
+            crate::usage::probe(d.as_ref(), command, account, &cwd)
+        } else {
+            crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
+        };
         match probe.logged_in(account) {
             Some(true) => check(
                 true,

@@ -112,8 +112,11 @@ fn choose(
     json: bool,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
-    if !dry_run {
+    let local = now.with_timezone(&chrono::Local).time();
+    let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
+    if !dry_run && in_window {
         let (views, plan) = make_plan(ctx, store, now)?;
+        // Only when there is work that could use what a probe finds.
         if !plan.queue.is_empty() {
             for account in parked_accounts(ctx, &views, now) {
                 probed.insert(account.clone());
