@@ -413,3 +413,28 @@ fn a_disk_that_fills_during_a_run_still_records_it_and_the_job_waits_for_space()
     assert_eq!(env.tick()["job_state"], "done");
     assert!(env.state.join("reserve").exists());
 }
+
+#[test]
+fn an_expired_login_over_ten_ticks_fails_no_job() {
+    let mut env = TestEnv::new();
+    env.script("read-prompt\nreplay api-401-oauth.jsonl\nwait-stdin-eof\nexit 1\n");
+    let a = env.add_with(&["--max-runs", "2"], "One");
+    let b = env.add_with(&["--max-runs", "2"], "Two");
+    for minute in 0..10 {
+        env.now = format!("2026-11-30T03:{:02}:00Z", minute * 5);
+        env.owl().args(["tick"]).assert().success();
+    }
+    for id in [&a, &b] {
+        let show = env.show(id);
+        assert_eq!(show["state"], "queued", "{show}");
+        let runs = show["runs"].as_array().unwrap();
+        assert!(runs
+            .iter()
+            .all(|r| r["cause"] == "not_logged_in" && r["counts"] == false));
+    }
+    // A 401 costs no tokens; the probe that finds a (stale) login lets one Run try again,
+    // at most once per probeMaxAge, not every tick.
+    let total = env.show(&a)["runs"].as_array().unwrap().len()
+        + env.show(&b)["runs"].as_array().unwrap().len();
+    assert!(total <= 5, "{total} Runs in 50 minutes");
+}
