@@ -73,12 +73,7 @@ fn crossing_to_interrupt(competing_writer: bool) -> Duration {
     let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\nusagePollInterval: 1h\n");
     let gate = env.dir.path().join("cross-now");
     env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
-    env.script(&format!(
-        "read-prompt\nreplay success.jsonl 1 2\nwait-file {}\n\
-         emit {{\"type\":\"rate_limit_event\",\"rate_limit_info\":{{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}}}\n\
-         sleep 60000\n",
-        gate.display()
-    ));
+    env.script(&support::crossing_at_gate_script(&gate));
     env.add("Work");
     let owl = env.spawn_tick();
     env.wait_running();

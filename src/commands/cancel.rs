@@ -31,15 +31,12 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
         Some("cancelled by a person"),
         now,
     )? {
-        let state = store
-            .job_state(id)?
-            .map_or("gone".into(), |s| s.to_string());
+        let state = state_now(&store, id)?;
         crate::bad_input!("job {id} became {state} meanwhile; there is nothing to cancel");
     }
     // A tick that picked the Job but has not started its Run yet sees the cancel when it
     // records the start, and starts nothing; one that has started it stops it.
-    let was_running = store.job_state(id)? == Some(JobState::Cancelled)
-        && store.running_runs()?.iter().any(|r| r.job_id == id);
+    let was_running = store.running_runs()?.iter().any(|r| r.job_id == id);
     if was_running {
         println!("{id} cancelled; its Run is being stopped by the tick that supervises it");
     } else {
@@ -78,11 +75,16 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
         Some("requeued by a person"),
         now,
     )? {
-        let state = store
-            .job_state(id)?
-            .map_or("gone".into(), |s| s.to_string());
+        let state = state_now(&store, id)?;
         crate::bad_input!("job {id} became {state} meanwhile; nothing was requeued");
     }
     println!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
+}
+
+/// The Job's state as stored now, in words ("gone" if it was deleted).
+fn state_now(store: &crate::store::Store, id: &str) -> Result<String> {
+    Ok(store
+        .job_state(id)?
+        .map_or("gone".into(), |s| s.to_string()))
 }

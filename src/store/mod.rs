@@ -85,6 +85,22 @@ impl Store {
         Ok(out)
     }
 
+    /// Like [`Store::write`], for a write that must land even on a full disk: when SQLite
+    /// cannot grow the database, the state dir's reserve is given back and it is tried once
+    /// more.
+    pub fn write_must_land<T>(&mut self, f: impl Fn(&Transaction) -> Result<T>) -> Result<T> {
+        match self.write(&f) {
+            Err(e) if crate::disk::is_disk_full(&e) => {
+                let state_dir = self.path.parent().unwrap_or(Path::new("."));
+                if !crate::disk::release_reserve(state_dir) {
+                    return Err(e);
+                }
+                self.write(f)
+            }
+            other => other,
+        }
+    }
+
     /// The schema version this database is at.
     pub fn schema_version(&self) -> Result<i64> {
         Ok(self

@@ -187,28 +187,7 @@ impl Store {
         not_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        match self.finish_run_once(run_id, finish, job_state, job_reason, not_before, now) {
-            Err(e) if crate::disk::is_disk_full(&e) => {
-                let state_dir = self.path.parent().unwrap_or(std::path::Path::new("."));
-                if !crate::disk::release_reserve(state_dir) {
-                    return Err(e);
-                }
-                self.finish_run_once(run_id, finish, job_state, job_reason, not_before, now)
-            }
-            other => other,
-        }
-    }
-
-    fn finish_run_once(
-        &mut self,
-        run_id: i64,
-        finish: &RunFinish,
-        job_state: JobState,
-        job_reason: Option<&str>,
-        not_before: Option<DateTime<Utc>>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        self.write(|tx| {
+        self.write_must_land(|tx| {
             tx.execute(
                 "UPDATE runs SET outcome = ?2, stop_reason = ?3, exit_code = ?4, \
                  session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \

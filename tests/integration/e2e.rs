@@ -10,7 +10,7 @@ use predicates::prelude::*;
 use serde_json::{json, Value};
 
 use crate::mock_api::{MockApi, Reply};
-use crate::support::{git, TestEnv};
+use crate::support::{assert_idle_without_runs, git, TestEnv};
 
 /// The real CLI; a test that was asked to run without it fails. Every test here is
 /// `#[ignore]`d in a plain `cargo test`, since it needs the CLI: `.ci/run` installs it and
@@ -348,13 +348,7 @@ fn e2e_an_account_with_no_login_costs_the_job_nothing() {
 fn e2e_with_a_ceiling_the_probe_finds_no_login_before_any_run() {
     let E2e { env, mock } = e2e_with_login("    limits: {fiveHourMax: 60}\n", false);
     let id = env.add("Say hello.");
-    let tick = env.tick();
-    assert_eq!(tick["action"], "idle", "{tick}");
-    assert!(
-        tick["reason"].as_str().unwrap().contains("not logged in"),
-        "{tick}"
-    );
-    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    assert_idle_without_runs(&env, &env.tick(), &id, "not logged in");
     assert_eq!(mock.calls(), 0);
 }
 

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use predicates::prelude::*;
 
-use crate::support::{done_script, git, TestEnv};
+use crate::support::{
+    assert_idle_without_runs, crossing_at_gate_script, done_script, git, TestEnv,
+};
 
 /// Waits (bounded) until `path` exists.
 fn wait_for(path: &std::path::Path, what: &str) {
@@ -67,13 +69,7 @@ fn a_missing_login_found_by_probe_and_doctor_costs_no_run() {
     std::fs::write(&env.usage, "no-plan\n").unwrap();
     env.script(&done_script("success.jsonl", 0));
     let id = env.add("Hello");
-    let tick = env.tick();
-    assert_eq!(tick["action"], "idle", "{tick}");
-    assert!(
-        tick["reason"].as_str().unwrap().contains("not logged in"),
-        "{tick}"
-    );
-    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    assert_idle_without_runs(&env, &env.tick(), &id, "not logged in");
     let creds = env.dir.path().join("creds");
     env.owl()
         .arg("status")
@@ -274,12 +270,7 @@ fn a_busy_database_does_not_hold_up_a_ceiling_stop() {
     let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\nusagePollInterval: 1h\n");
     let gate = env.dir.path().join("cross-now");
     env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
-    env.script(&format!(
-        "read-prompt\nreplay success.jsonl 1 2\nwait-file {}\n\
-         emit {{\"type\":\"rate_limit_event\",\"rate_limit_info\":{{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}}}\n\
-         sleep 60000\n",
-        gate.display()
-    ));
+    env.script(&crossing_at_gate_script(&gate));
     let id = env.add("Hello");
     let tick = env.spawn_tick();
     env.wait_running();

@@ -241,3 +241,21 @@ pub fn window<'a>(status: &'a Value, account: &str, name: &str) -> &'a Value {
         .find(|w| w["window"] == name)
         .unwrap_or(&Value::Null)
 }
+
+/// A script that starts a Run, waits until `gate` exists, then prints a recorded-shape
+/// `rate_limit_event` warning that puts `five_hour` at 70%, and works on.
+pub fn crossing_at_gate_script(gate: &Path) -> String {
+    format!(
+        "read-prompt\nreplay success.jsonl 1 2\nwait-file {}\n\
+         emit {{\"type\":\"rate_limit_event\",\"rate_limit_info\":{{\"status\":\"allowed_warning\",\"resetsAt\":1796020271,\"rateLimitType\":\"five_hour\",\"utilization\":0.7}}}}\n\
+         sleep 60000\n",
+        gate.display()
+    )
+}
+
+/// Asserts a tick was idle for a reason containing `why`, and the Job has no Run.
+pub fn assert_idle_without_runs(env: &TestEnv, tick: &Value, job: &str, why: &str) {
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(tick["reason"].as_str().unwrap().contains(why), "{tick}");
+    assert!(env.show(job)["runs"].as_array().unwrap().is_empty());
+}
