@@ -429,3 +429,85 @@ fn an_expired_login_over_ten_ticks_fails_no_job() {
         + env.show(&b)["runs"].as_array().unwrap().len();
     assert!(total <= 5, "{total} Runs in 50 minutes");
 }
+
+/// A cgroup-v1 freezer group holding processes in uninterruptible sleep (state D), where
+/// SIGKILL waits until they are thawed: what a hung filesystem does to a real agent. Thawed
+/// and removed on drop. Needs root and the v1 freezer (CI has both); fails without them.
+struct Frozen(std::path::PathBuf);
+
+impl Frozen {
+    fn freeze(pid: i32) -> Frozen {
+        let group = std::path::PathBuf::from(format!(
+            "/sys/fs/cgroup/freezer/owl-test-{}-{pid}",
+            std::process::id()
+        ));
+        std::fs::create_dir(&group)
+            .unwrap_or_else(|e| panic!("this test needs the cgroup v1 freezer as root: {e}"));
+        let frozen = Frozen(group);
+        std::fs::write(frozen.0.join("tasks"), pid.to_string()).unwrap();
+        std::fs::write(frozen.0.join("freezer.state"), "FROZEN").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(frozen.0.join("freezer.state"))
+            .unwrap()
+            .trim()
+            != "FROZEN"
+        {
+            assert!(Instant::now() < deadline, "the agent never froze");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        frozen
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("freezer.state"), "THAWED");
+        // The pending SIGKILL ends the process once thawed; then the group can go.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&self.0).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn an_agent_that_survives_sigkill_is_given_up_on_and_the_lock_released() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay success.jsonl 1 2\nsleep 60000\n");
+    let id = env.add("Hello");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    let _frozen = Frozen::freeze(agent);
+    // Twice: the person means it, straight to SIGKILL, which a frozen process survives.
+    let stopped = Instant::now();
+    for _ in 0..2 {
+        unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = tick.wait_with_output().unwrap();
+    // One graceWindow (2s) after SIGKILL, owl lets go.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopped.elapsed()
+    );
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "failed", "{tick}");
+    let why = format!("the agent could not be killed: pid {agent} in state D");
+    assert_eq!(tick["stop_reason"], why);
+    assert_eq!(env.show(&id)["runs"][0]["cause"], "stopped");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("pid {agent} in state D")));
+    // The lock is free: a tick is not busy.
+    let out = env
+        .owl()
+        .args(["tick", "--dry-run", "--json"])
+        .assert()
+        .success();
+    let dry: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_ne!(dry["action"], "busy", "{dry}");
+}
