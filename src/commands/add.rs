@@ -43,25 +43,19 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         bad_input!("--max-runs must be at least 1");
     }
 
-    let mut store = ctx.open_store()?;
-    let id = match &args.name {
-        Some(name) => {
-            if !is_safe_name(name) {
-                bad_input!(
-                    "job name '{name}' may hold only letters, digits, '.', '_' and '-', \
-                     must not start with '.' or '-', and must not contain '..'"
-                );
-            }
-            // git's own reference-name rules: `a.`, `a.lock`, `a@{b` pass the check above
-            // and would fail only at the first tick.
-            if !git2::Reference::is_valid_name(&format!("refs/heads/owl/{name}")) {
-                bad_input!("job name '{name}' cannot name a git branch (owl/{name})");
-            }
+    // Every check that can refuse comes before the state dir is created: exit 2 changes
+    // nothing, not even on a fresh install.
+    if let Some(name) = &args.name {
+        check_name(name)?;
+        if let Some(store) = ctx.read_store()? {
             if store.job_exists(name)? {
                 bad_input!("a job named '{name}' exists already");
             }
-            name.clone()
         }
+    }
+    let mut store = ctx.open_store()?;
+    let id = match &args.name {
+        Some(name) => name.clone(),
         None => fresh_id(&store)?,
     };
     let job = NewJob {
@@ -87,17 +81,38 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
     Ok(crate::error::EXIT_OK)
 }
 
+/// A Job name is its id and its branch `owl/<name>`: refused unless both are safe.
+fn check_name(name: &str) -> Result<()> {
+    if !is_safe_name(name) {
+        bad_input!(
+            "job name '{name}' may hold only letters, digits, '.', '_' and '-', \
+             must not start with '.' or '-', and must not contain '..'"
+        );
+    }
+    // git's own reference-name rules: `a.` passes the check above and would fail only at
+    // the first tick.
+    if !git2::Reference::is_valid_name(&format!("refs/heads/owl/{name}")) {
+        bad_input!("job name '{name}' cannot name a git branch (owl/{name})");
+    }
+    Ok(())
+}
+
 fn read_prompt(args: &AddArgs) -> Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
         (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
             crate::error::BadInput(format!("reading prompt file {}: {e}", file.display()))
         })?,
         (None, Some("-")) => {
-            let mut s = String::new();
+            let mut bytes = Vec::new();
             std::io::stdin()
-                .read_to_string(&mut s)
+                .read_to_end(&mut bytes)
                 .context("reading the prompt from stdin")?;
-            s
+            String::from_utf8(bytes).map_err(|e| {
+                crate::error::BadInput(format!(
+                    "the prompt on stdin is not UTF-8 text (byte {})",
+                    e.utf8_error().valid_up_to()
+                ))
+            })?
         }
         (None, Some(p)) => p.to_string(),
         (None, None) => {

@@ -8,7 +8,7 @@ use crate::model::JobState;
 
 /// Cancels a Job; a tick supervising its Run sees the state within a second and stops it.
 pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
-    let mut store = ctx.open_store()?;
+    let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;
     match job.state {
         JobState::Cancelled => {
@@ -50,7 +50,7 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
     if max_job_budget_usd.is_some_and(|x| x.is_nan() || x <= 0.0) {
         bad_input!("--max-job-budget-usd must be a number greater than 0");
     }
-    let mut store = ctx.open_store()?;
+    let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;
     if !matches!(
         job.state,
@@ -80,6 +80,14 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
     }
     println!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
+}
+
+/// The database, which a command about a Job never creates: with none, there is no Job.
+fn existing_store(ctx: &Ctx, id: &str) -> Result<crate::store::Store> {
+    match ctx.read_store()? {
+        Some(store) => Ok(store),
+        None => bad_input!("no job '{id}': no jobs have been added yet"),
+    }
 }
 
 /// The Job's state as stored now, in words ("gone" if it was deleted).

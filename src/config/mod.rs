@@ -9,6 +9,12 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::BadInput;
 
+mod positions;
+use positions::Positions;
+
+/// The largest config file owl reads: far more than any config, and a bound on the work.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// The config used when no file exists: one Account on the user's normal agent login.
 pub const EMBEDDED_DEFAULTS: &str = r#"
 accounts:
@@ -245,21 +251,26 @@ struct RawDriverSettings {
 const PERMISSION_MODES: &[&str] = &["acceptEdits", "default", "dontAsk", "plan", "auto"];
 
 /// Where the config file is looked for, in order.
-pub fn config_path(explicit: Option<&Path>) -> PathBuf {
+/// Where the config is read from: `--config`, else `$OWL_CONFIG`, else
+/// `$XDG_CONFIG_HOME/owl/config.yaml` (`~/.config/owl/config.yaml`); `None` when there is
+/// no home to look in.
+pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = explicit {
-        return p.to_path_buf();
+        return Some(p.to_path_buf());
     }
     if let Some(p) = std::env::var_os("OWL_CONFIG").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
+        return Some(PathBuf::from(p));
     }
-    xdg_dir("XDG_CONFIG_HOME", ".config").join("owl/config.yaml")
+    xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("owl/config.yaml"))
 }
 
 /// Loads the config: the file when it exists (or was named explicitly), else the embedded defaults.
 pub fn load(explicit: Option<&Path>) -> Result<Config, BadInput> {
-    let path = config_path(explicit);
+    let Some(path) = config_path(explicit) else {
+        return parse(EMBEDDED_DEFAULTS, "embedded defaults");
+    };
     let must_exist = explicit.is_some() || std::env::var_os("OWL_CONFIG").is_some();
-    match std::fs::read_to_string(&path) {
+    match read_config_file(&path) {
         Ok(text) => parse(&text, &path.display().to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
             parse(EMBEDDED_DEFAULTS, "embedded defaults")
@@ -268,31 +279,100 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, BadInput> {
     }
 }
 
+/// Reads a config file, which must be a regular file of at most [`MAX_CONFIG_BYTES`]:
+/// `/dev/zero` would never end and a FIFO would block the tick forever.
+fn read_config_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a config is read whole, once)",
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidData => Error::new(ErrorKind::InvalidData, "not UTF-8 text"),
+            _ => e,
+        })?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "larger than {} (no owl config is)",
+                format_size(MAX_CONFIG_BYTES)
+            ),
+        ));
+    }
+    Ok(text)
+}
+
 /// Parses and validates config text; `source` names it in every error.
 pub fn parse(text: &str, source: &str) -> Result<Config, BadInput> {
+    // The parser's own positions first: a key given twice (which serde_yaml would settle
+    // silently, last one wins) and input no config has are refused before anything else.
+    let positions = Positions::read(text).map_err(|e| {
+        let line = e.line.map(|n| format!("line {n}: ")).unwrap_or_default();
+        BadInput(format!("reading config {source}: {line}{}", e.message))
+    })?;
     // An empty file is an empty mapping, not an error.
     let raw: RawConfig = if text.trim().is_empty() {
         RawConfig::default()
     } else {
-        serde_yaml::from_str(text).map_err(|e| BadInput(describe_yaml_error(source, text, &e)))?
+        serde_yaml::from_str(text)
+            .map_err(|e| BadInput(describe_yaml_error(source, &positions, &e)))?
     };
-    validate(raw, text, source)
+    validate(raw, &positions, source)
 }
 
-fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput> {
-    let at = |key: &str, value: &str, msg: String| {
-        let line = line_of(text, key, value)
+fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Config, BadInput> {
+    // `path` names the key (`defaults.maxRuns`): the error stands on its line.
+    let at = |path: &str, msg: String| {
+        let line = positions
+            .value_line(path)
+            .or_else(|| positions.key_line(path))
             .map(|n| format!("line {n}: "))
             .unwrap_or_default();
         BadInput(format!("reading config {source}: {line}{msg}"))
     };
+    let path_at = |path: &str, value: &str| config_path_value(value).map_err(|m| at(path, m));
+    for (path, value, min) in [
+        ("graceWindow", raw.grace_window, Duration::from_secs(1)),
+        (
+            "usagePollInterval",
+            raw.usage_poll_interval,
+            Duration::from_millis(100),
+        ),
+        ("probeMaxAge", raw.probe_max_age, Duration::from_secs(1)),
+        ("stallTimeout", raw.stall_timeout, Duration::from_secs(1)),
+        (
+            "defaults.maxRunTime",
+            raw.defaults.as_ref().and_then(|d| d.max_run_time),
+            Duration::from_secs(1),
+        ),
+    ] {
+        if let Some(d) = value.filter(|d| *d < min) {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            return Err(at(
+                path,
+                format!(
+                    "{key} {} is below its minimum of {}",
+                    format_duration(d),
+                    format_duration(min)
+                ),
+            ));
+        }
+    }
 
     let mut accounts = BTreeMap::new();
     for (name, acc) in raw.accounts.unwrap_or_default() {
+        let here = format!("accounts.{name}");
         if !is_safe_name(&name) {
             return Err(at(
-                &name,
-                "",
+                &here,
                 format!("account name '{name}' may hold only letters, digits, '.', '_' and '-'"),
             ));
         }
@@ -303,13 +383,17 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
             crate::driver::capabilities(driver),
             acc.limits.is_some(),
         ) {
-            return Err(at("limits", "", msg));
+            return Err(at(&format!("{here}.limits"), msg));
         }
+        let credential_store = match acc.credential_store.as_deref() {
+            Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
+            None => None,
+        };
         accounts.insert(
             name,
             Account {
                 driver,
-                credential_store: acc.credential_store.as_deref().map(expand_tilde),
+                credential_store,
                 env: acc.env,
                 limits: acc.limits,
             },
@@ -327,8 +411,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
         if !accounts.contains_key(name) {
             let known: Vec<&str> = accounts.keys().map(String::as_str).collect();
             return Err(at(
-                "account",
-                name,
+                "defaults.account",
                 format!(
                     "defaults.account '{name}' is not a configured Account{}",
                     did_you_mean(name, &known)
@@ -339,8 +422,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
     let permission_mode = d.permission_mode.unwrap_or_else(|| "dontAsk".into());
     if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
         return Err(at(
-            "permissionMode",
-            &permission_mode,
+            "defaults.permissionMode",
             format!(
                 "permissionMode '{permission_mode}' is not one of {}{}",
                 PERMISSION_MODES.join(", "),
@@ -353,17 +435,16 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
         ("maxJobBudgetUsd", d.max_job_budget_usd),
     ] {
         if let Some(Some(x)) = budget {
-            if x.is_nan() || x <= 0.0 {
+            if !x.is_finite() || x <= 0.0 {
                 return Err(at(
-                    key,
-                    "",
-                    format!("{key} must be a number greater than 0, not {x}"),
+                    &format!("defaults.{key}"),
+                    format!("{key} must be a finite number greater than 0, not {x}"),
                 ));
             }
         }
     }
     if d.max_runs == Some(0) {
-        return Err(at("maxRuns", "", "maxRuns must be at least 1".into()));
+        return Err(at("defaults.maxRuns", "maxRuns must be at least 1".into()));
     }
     let defaults = JobDefaults {
         account,
@@ -379,14 +460,31 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
     };
 
     let drivers = raw.drivers.unwrap_or_default();
-    let claude_command = drivers
-        .claude_code
-        .and_then(|d| d.command)
-        .unwrap_or_else(|| "claude".into());
+    let claude_command = match drivers.claude_code.and_then(|d| d.command) {
+        // A bare name is looked up on PATH; anything else is a path and must be one.
+        Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => {
+            path_at("drivers.claude-code.command", &c)?
+        }
+        Some(c) if c.is_empty() => {
+            return Err(at(
+                "drivers.claude-code.command",
+                "drivers.claude-code.command is empty".into(),
+            ))
+        }
+        Some(c) => PathBuf::from(c),
+        None => PathBuf::from("claude"),
+    };
 
-    let state_dir = match raw.state_dir {
-        Some(dir) => expand_tilde(&dir),
-        None => xdg_dir("XDG_STATE_HOME", ".local/state").join("owl"),
+    let state_dir = match raw.state_dir.as_deref() {
+        Some(dir) => path_at("stateDir", dir)?,
+        None => xdg_dir("XDG_STATE_HOME", ".local/state")
+            .map(|d| d.join("owl"))
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "reading config {source}: neither HOME nor XDG_STATE_HOME is set, so there \
+                     is no default state dir; set stateDir to an absolute path"
+                ))
+            })?,
     };
 
     Ok(Config {
@@ -407,7 +505,7 @@ fn validate(raw: RawConfig, text: &str, source: &str) -> Result<Config, BadInput
         accounts,
         drivers: Drivers {
             claude_code: DriverSettings {
-                command: expand_tilde(&claude_command),
+                command: claude_command,
             },
         },
     })
@@ -470,19 +568,59 @@ pub fn expand_tilde(path: &str) -> PathBuf {
     }
 }
 
-fn xdg_dir(var: &str, fallback: &str) -> PathBuf {
-    match std::env::var_os(var).filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => expand_tilde("~").join(fallback),
+/// `$VAR` if it is set to an absolute path (the XDG spec ignores relative ones), else
+/// `~/fallback`; `None` when neither is there.
+fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => Some(dir),
+        _ => home().map(|h| h.join(fallback)),
     }
+}
+
+/// `$HOME`, when it is set to an absolute path.
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+}
+
+/// A path from the config: absolute, or `~/…` with HOME set. owl expands nothing else:
+/// cron and a shell have different environments, so `$VAR` would name two places.
+fn config_path_value(value: &str) -> Result<PathBuf, String> {
+    if value.trim().is_empty() {
+        return Err("the path is empty; give an absolute path".into());
+    }
+    if value.contains('$') {
+        return Err(format!(
+            "'{value}' holds '$': owl does not expand variables (cron and a shell have \
+             different environments); write the path out"
+        ));
+    }
+    if value == "~" || value.starts_with("~/") {
+        if home().is_none() {
+            return Err(format!(
+                "'{value}' starts with '~', but HOME is not set; write the path out"
+            ));
+        }
+        return Ok(expand_tilde(value));
+    }
+    let path = PathBuf::from(value);
+    if !path.is_absolute() {
+        return Err(format!(
+            "'{value}' is relative, so it would depend on the directory owl starts in; \
+             give an absolute path (or ~/…)"
+        ));
+    }
+    Ok(path)
 }
 
 // ---------------------------------------------------------------------------
 // Error messages
 
 /// Turns a serde_yaml error into `reading config F: line N: ...`, with a suggestion for
-/// an unknown key.
-fn describe_yaml_error(source: &str, text: &str, e: &serde_yaml::Error) -> String {
+/// an unknown key. The line comes from the parser's positions: serde_yaml names only the
+/// enclosing mapping of a value it refuses.
+fn describe_yaml_error(source: &str, positions: &Positions, e: &serde_yaml::Error) -> String {
     let full = e.to_string();
     // serde_yaml appends " at line L column C"; we say the line ourselves, first.
     let msg = match full.rfind(" at line ") {
@@ -494,29 +632,35 @@ fn describe_yaml_error(source: &str, text: &str, e: &serde_yaml::Error) -> Strin
         Some((p, m)) if !p.contains(' ') => (Some(p), m),
         _ => (None, msg),
     };
-    // serde_yaml places a value's own error at the enclosing mapping; the quoted value
-    // in our messages finds its real line.
-    let line = quoted(msg)
-        .and_then(|v| value_line(text, v))
-        .or_else(|| e.location().map(|l| l.line()))
-        .map(|n| format!("line {n}: "))
-        .unwrap_or_default();
     let within = path.map(|p| format!(" in '{p}'")).unwrap_or_default();
-    let explained = if let Some(rest) = msg.strip_prefix("unknown field `") {
+    let (line, explained) = if let Some(rest) = msg.strip_prefix("unknown field `") {
         let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
         let known = backticked(expected);
-        format!("unknown key '{key}'{within}{}", did_you_mean(key, &known))
+        let full_key = path.map_or(key.to_string(), |p| format!("{p}.{key}"));
+        (
+            positions.key_line(&full_key),
+            format!("unknown key '{key}'{within}{}", did_you_mean(key, &known)),
+        )
     } else if let Some(rest) = msg.strip_prefix("unknown variant `") {
         let (value, expected) = rest.split_once('`').unwrap_or((rest, ""));
         let known = backticked(expected);
-        format!(
-            "unknown value '{value}'{within}, expected one of: {}{}",
-            known.join(", "),
-            did_you_mean(value, &known)
+        (
+            positions.find_value(path.unwrap_or(""), value),
+            format!(
+                "unknown value '{value}'{within}, expected one of: {}{}",
+                known.join(", "),
+                did_you_mean(value, &known)
+            ),
         )
     } else {
-        format!("{msg}{within}")
+        // Our own value errors quote the value: find it inside the mapping named.
+        let line = quoted(msg).and_then(|v| positions.find_value(path.unwrap_or(""), v));
+        (line, format!("{msg}{within}"))
     };
+    let line = line
+        .or_else(|| e.location().map(|l| l.line()))
+        .map(|n| format!("line {n}: "))
+        .unwrap_or_default();
     format!("reading config {source}: {line}{explained}")
 }
 
@@ -525,16 +669,6 @@ fn quoted(msg: &str) -> Option<&str> {
     let start = msg.find('\'')? + 1;
     let len = msg[start..].find('\'')?;
     Some(&msg[start..start + len])
-}
-
-/// The 1-based line where `value` stands after a `key:`.
-fn value_line(text: &str, value: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            l.split_once(':')
-                .is_some_and(|(_, v)| v.trim().trim_matches(['"', '\'']) == value)
-        })
-        .map(|i| i + 1)
 }
 
 fn backticked(s: &str) -> Vec<&str> {
@@ -566,18 +700,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
-}
-
-/// The 1-based line where `key:` appears with `value` after it (or anywhere, when empty).
-fn line_of(text: &str, key: &str, value: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start().trim_start_matches("- ");
-            t.strip_prefix(key)
-                .and_then(|r| r.trim_start().strip_prefix(':'))
-                .is_some_and(|r| value.is_empty() || r.contains(value))
-        })
-        .map(|i| i + 1)
 }
 
 // ---------------------------------------------------------------------------
