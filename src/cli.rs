@@ -57,7 +57,9 @@ pub enum Command {
     Logs {
         /// The Run's id.
         run: i64,
-        /// Print the stream exactly as recorded.
+        /// Print the stream exactly as recorded, byte for byte: control characters the
+        /// agent wrote reach your terminal as they are (the readable form shows them
+        /// escaped, like \x1b).
         #[arg(long)]
         raw: bool,
         /// Keep printing as the Run writes more, until it ends.

@@ -1,5 +1,9 @@
 //! owl: runs coding agents unattended overnight, and stops before the Account is spent.
 
+// First, so that its outln!/errln! are in scope in every module below.
+#[macro_use]
+pub mod output;
+
 pub mod cli;
 pub mod clock;
 pub mod commands;
@@ -39,9 +43,16 @@ pub fn run() -> ExitCode {
     };
     init_tracing();
     match commands::dispatch(cli) {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => match output::stdout_failure() {
+            // The command did its work; what it printed was lost.
+            Some(e) => {
+                errln!("owl: writing to stdout: {e}");
+                ExitCode::from(error::EXIT_FAILURE)
+            }
+            None => ExitCode::from(code),
+        },
         Err(e) => {
-            eprintln!("owl: {e:#}");
+            errln!("owl: {e:#}");
             ExitCode::from(error::exit_code(&e))
         }
     }
@@ -50,8 +61,23 @@ pub fn run() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OWL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    let colour = colour_on_stderr();
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_ansi(colour);
+    // Without colour every control character is shown, not obeyed (an agent's \r in a
+    // stop reason cannot fake a line of cron.log); with it, tracing escapes ESC itself.
+    let _ = if colour {
+        builder.with_writer(std::io::stderr).try_init()
+    } else {
+        builder.with_writer(|| output::InertStderr).try_init()
+    };
+}
+
+/// Colours only for a person at a terminal: never in cron.log or the journal, and never
+/// with `NO_COLOR` set (no-color.org).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
 }

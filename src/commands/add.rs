@@ -77,7 +77,7 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         model: defaults.model.clone(),
     };
     store.insert_job(&job, crate::clock::now()?)?;
-    println!("{id}");
+    outln!("{id}");
     Ok(crate::error::EXIT_OK)
 }
 

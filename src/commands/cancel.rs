@@ -12,7 +12,7 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
     let job = ctx.job(&store, id)?;
     match job.state {
         JobState::Cancelled => {
-            println!("{id} is already cancelled");
+            outln!("{id} is already cancelled");
             return Ok(0);
         }
         JobState::Done | JobState::Failed | JobState::Blocked => {
@@ -38,9 +38,9 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
     // records the start, and starts nothing; one that has started it stops it.
     let was_running = store.running_runs()?.iter().any(|r| r.job_id == id);
     if was_running {
-        println!("{id} cancelled; its Run is being stopped by the tick that supervises it");
+        outln!("{id} cancelled; its Run is being stopped by the tick that supervises it");
     } else {
-        println!("{id} cancelled");
+        outln!("{id} cancelled");
     }
     Ok(0)
 }
@@ -78,7 +78,7 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
         let state = state_now(&store, id)?;
         crate::bad_input!("job {id} became {state} meanwhile; nothing was requeued");
     }
-    println!("{id} queued (up to {} more Runs)", max_runs - runs);
+    outln!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
 }
 

@@ -9,7 +9,7 @@ use crate::store::Store;
 
 pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
-        println!("nothing to clean");
+        outln!("nothing to clean");
         return Ok(0);
     };
     // Refuse what can never be cleaned before waiting on anything.
@@ -42,11 +42,11 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
         }
         if crate::workspace::remove_worktree(job, &ctx.worktrees_dir())? {
             removed += 1;
-            println!("removed {} (branch {} kept)", path.display(), job.branch());
+            outln!("removed {} (branch {} kept)", path.display(), job.branch());
         }
     }
     if removed == 0 {
-        println!("no worktree to remove");
+        outln!("no worktree to remove");
     }
     Ok(0)
 }

@@ -5,7 +5,7 @@ use anyhow::Result;
 use super::Ctx;
 
 pub fn run(ctx: &Ctx) -> Result<u8> {
-    println!("# owl config: valid, read from {}", ctx.config.source);
-    print!("{}", serde_yaml::to_string(&ctx.config)?);
+    outln!("# owl config: valid, read from {}", ctx.config.source);
+    crate::output::write_out(format_args!("{}", serde_yaml::to_string(&ctx.config)?));
     Ok(0)
 }

@@ -8,7 +8,7 @@ use crate::driver;
 pub fn run(ctx: &Ctx) -> Result<u8> {
     let mut failures = 0;
     let mut check = |ok: bool, what: String| {
-        println!("{} {what}", if ok { "ok  " } else { "FAIL" });
+        outln!("{} {what}", if ok { "ok  " } else { "FAIL" });
         if !ok {
             failures += 1;
         }
@@ -128,12 +128,12 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         Err(e) => check(false, format!("database: {e:#}")),
     }
     if failures > 0 {
-        println!(
+        outln!(
             "{failures} problem{} found",
             if failures == 1 { "" } else { "s" }
         );
         return Ok(crate::error::EXIT_FAILURE);
     }
-    println!("all checks passed");
+    outln!("all checks passed");
     Ok(0)
 }

@@ -7,9 +7,9 @@ use super::{print_json, Ctx, JobJson};
 pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         if json {
-            println!("[]");
+            outln!("[]");
         } else {
-            println!("no jobs yet (add one with `owl add`)");
+            outln!("no jobs yet (add one with `owl add`)");
         }
         return Ok(0);
     };
@@ -23,16 +23,20 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no {}jobs", if all { "" } else { "unfinished " });
+        outln!("no {}jobs", if all { "" } else { "unfinished " });
         return Ok(0);
     }
-    println!(
+    outln!(
         "{:<14} {:<10} {:>4} {:>5}  {:<10} PROMPT",
-        "ID", "STATE", "PRI", "RUNS", "ACCOUNT"
+        "ID",
+        "STATE",
+        "PRI",
+        "RUNS",
+        "ACCOUNT"
     );
     for j in rows {
         let prompt = j.prompt.lines().next().unwrap_or("");
-        println!(
+        outln!(
             "{:<14} {:<10} {:>4} {:>5}  {:<10} {}",
             j.id,
             j.state,

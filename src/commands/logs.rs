@@ -1,6 +1,6 @@
 //! `owl logs`: a Run's transcript, readable or raw, optionally followed as it grows.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -24,7 +24,6 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
         .get(&run.account)
         .map_or(crate::config::DriverKind::ClaudeCode, |a| a.driver);
     let driver = driver::for_kind(kind);
-    let mut out = std::io::stdout().lock();
     let mut pending: Vec<u8> = Vec::new();
     loop {
         // Asked before reading: a Run that ended before this read has written its last byte.
@@ -32,7 +31,7 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
         let mut chunk = Vec::new();
         file.read_to_end(&mut chunk)?;
         if raw {
-            out.write_all(&chunk)?;
+            crate::output::write_raw(&chunk).context("writing the log to stdout")?;
         } else {
             pending.extend_from_slice(&chunk);
             let complete = pending
@@ -41,20 +40,20 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
                 .map_or(0, |i| i + 1);
             for line in BufReader::new(&pending[..complete]).split(b'\n') {
                 if let Some(text) = readable(driver.as_ref(), &line?) {
-                    writeln!(out, "{text}")?;
+                    outln!("{text}");
                 }
             }
             pending.drain(..complete);
         }
-        out.flush()?;
-        if !follow || finished {
+        // A reader that has gone (`owl logs -f 3 | head`) ends the follow.
+        if !follow || finished || crate::output::stdout_closed() {
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
     if !raw && !pending.is_empty() {
         if let Some(text) = readable(driver.as_ref(), &pending) {
-            writeln!(out, "{text}")?;
+            outln!("{text}");
         }
     }
     Ok(0)

@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
                 }
                 _ => String::new(),
             };
-            println!("{}: {}{login}", p.account, p.detail);
+            outln!("{}: {}{login}", p.account, p.detail);
         }
     }
     let failed = out.iter().any(|p| p.logged_in != Some(true));

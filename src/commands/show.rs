@@ -92,7 +92,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         return Ok(0);
     }
     let j = JobJson::new(ctx, &job, runs.len());
-    println!(
+    outln!(
         "Job {}{}",
         j.id,
         j.name
@@ -100,7 +100,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
             .map(|n| format!(" ({n})"))
             .unwrap_or_default()
     );
-    println!(
+    outln!(
         "  state:    {}{}",
         j.state,
         j.reason
@@ -109,39 +109,39 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
             .unwrap_or_default()
     );
     if let Some(t) = &j.not_before {
-        println!("  waits until {t}");
+        outln!("  waits until {t}");
     }
-    println!("  repo:     {} (base {})", j.repo, j.base);
-    println!(
+    outln!("  repo:     {} (base {})", j.repo, j.base);
+    outln!(
         "  branch:   {}{}",
         j.branch,
         describe_summary(summary.as_ref())
     );
-    println!("  worktree: {}", j.worktree);
-    println!(
+    outln!("  worktree: {}", j.worktree);
+    outln!(
         "  account:  {}; priority {}; runs {}/{}",
         j.account.as_deref().unwrap_or("any"),
         j.priority,
         j.runs,
         j.max_runs
     );
-    println!(
+    outln!(
         "  prompt:   {}",
         crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
     );
-    println!();
+    outln!();
     match &handoff {
         Some(h) => {
-            println!("Handoff (.owl/handoff.md at the branch head):");
+            outln!("Handoff (.owl/handoff.md at the branch head):");
             for line in h.lines() {
-                println!("  | {line}");
+                outln!("  | {line}");
             }
         }
-        None => println!("Handoff: none yet"),
+        None => outln!("Handoff: none yet"),
     }
-    println!();
+    outln!();
     if run_rows.is_empty() {
-        println!("Runs: none yet");
+        outln!("Runs: none yet");
     }
     for r in &run_rows {
         print_run(r);
@@ -176,49 +176,51 @@ fn print_run(r: &RunJson) {
         None if r.outcome.is_some() => r.cost.clone(),
         None => "-".into(),
     };
-    println!(
+    outln!(
         "Run {} on {}: {outcome}, {duration}, {cost}, started {}",
-        r.id, r.account, r.started_at
+        r.id,
+        r.account,
+        r.started_at
     );
     if let Some(reason) = &r.stop_reason {
-        println!("  reason: {reason}");
+        outln!("  reason: {reason}");
     }
     if r.outcome.is_some() && !r.counts {
-        println!("  not counted toward maxRuns: not the Job's doing");
+        outln!("  not counted toward maxRuns: not the Job's doing");
     }
     if let Some(note) = &r.note {
-        println!("  note: {note}");
+        outln!("  note: {note}");
     }
     if let Some(s) = &r.session_id {
-        println!("  session: {s} (claude --resume {s}, in the worktree)");
+        outln!("  session: {s} (claude --resume {s}, in the worktree)");
     }
     if r.api_retries > 0 {
-        println!("  API retries: {}", r.api_retries);
+        outln!("  API retries: {}", r.api_retries);
     }
     match (r.commits, &r.safety_commit) {
-        (Some(n), Some(c)) => println!(
+        (Some(n), Some(c)) => outln!(
             "  commits: {n}, including owl's commit {} of what the Run left uncommitted",
             &c[..c.len().min(10)]
         ),
-        (Some(n), None) => println!("  commits: {n}"),
+        (Some(n), None) => outln!("  commits: {n}"),
         _ => {}
     }
     if let Some(n) = r.survivors_killed.filter(|n| *n > 0) {
-        println!("  left behind: {n} process(es), killed by owl");
+        outln!("  left behind: {n} process(es), killed by owl");
     }
     if let Some(n) = r.skipped_lines.filter(|n| *n > 0) {
-        println!("  unreadable output: {n} line(s) logged but not understood");
+        outln!("  unreadable output: {n} line(s) logged but not understood");
     }
     if !r.permission_denials.is_empty() {
-        println!(
+        outln!(
             "  denied tools ({}): the permission mode refused these calls:",
             r.permission_denials.len()
         );
         for d in &r.permission_denials {
-            println!("    - {} {}", d.tool_name, d.detail);
+            outln!("    - {} {}", d.tool_name, d.detail);
         }
     }
-    println!("  log: {}", r.log);
+    outln!("  log: {}", r.log);
 }
 
 fn run_json(ctx: &Ctx, job: &crate::model::Job, r: &Run) -> RunJson {

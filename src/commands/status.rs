@@ -199,7 +199,7 @@ fn emit(
         ..
     } = out;
     match running {
-        Some(r) => println!(
+        Some(r) => outln!(
             "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
             r.job_id,
             r.run_id,
@@ -213,31 +213,31 @@ fn emit(
                 String::new()
             }
         ),
-        None => println!("Running: nothing"),
+        None => outln!("Running: nothing"),
     }
     if let Some(r) = running.as_ref().filter(|r| !r.supervisor_alive) {
-        println!(
+        outln!(
             "  but the tick supervising run {} is gone: the next tick records it lost, kills what is left of it, and queues job {} again",
             r.run_id, r.job_id
         );
     }
-    println!();
-    println!("Accounts:");
+    outln!();
+    outln!("Accounts:");
     for a in views {
         print_account(a, now);
     }
-    println!();
+    outln!();
     if queue.is_empty() {
-        println!("Queue: empty (add work with `owl add`)");
+        outln!("Queue: empty (add work with `owl add`)");
     } else {
-        println!("Queue, in the order tick takes it:");
+        outln!("Queue, in the order tick takes it:");
         for (i, q) in queue.iter().enumerate() {
-            println!("  {}. {:<12} {:<8} {}", i + 1, q.job_id, q.state, q.reason);
+            outln!("  {}. {:<12} {:<8} {}", i + 1, q.job_id, q.state, q.reason);
         }
     }
     if !recent_runs.is_empty() {
-        println!();
-        println!("Runs in the last 24 hours, newest first:");
+        outln!();
+        outln!("Runs in the last 24 hours, newest first:");
         for r in recent_runs.iter().take(10) {
             let cost = r.cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
             let denied = match r.denied_tools {
@@ -249,7 +249,7 @@ fn emit(
                 .as_deref()
                 .map(|s| format!(" — {}", crate::text::truncate(s, 80)))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "  run {:<4} {:<12} {}{cost}{denied}{reason}",
                 r.run_id,
                 r.job_id,
@@ -257,20 +257,20 @@ fn emit(
             );
         }
         if recent_runs.len() > 10 {
-            println!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);
+            outln!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);
         }
     }
     if !attention.is_empty() {
-        println!();
-        println!("Waiting for you (`owl show JOB`, then `owl requeue JOB`):");
+        outln!();
+        outln!("Waiting for you (`owl show JOB`, then `owl requeue JOB`):");
         for j in attention {
-            println!("  {:<12} {:<8} {}", j.job_id, j.state, j.reason);
+            outln!("  {:<12} {:<8} {}", j.job_id, j.state, j.reason);
         }
     }
-    println!();
-    println!("{summary}");
+    outln!();
+    outln!("{summary}");
     if let Some(w) = ctx.config.schedule.window {
-        println!("Schedule window: {w} (local time)");
+        outln!("Schedule window: {w} (local time)");
     }
     Ok(0)
 }
@@ -286,15 +286,15 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
         .reason
         .strip_prefix(&format!("{}: ", a.name))
         .unwrap_or(&a.reason);
-    println!("  {}: {state} — {reason}", a.name);
+    outln!("  {}: {state} — {reason}", a.name);
     if let Some(why) = &a.agent_problem {
-        println!("    agent CLI refused at the last tick: {why}");
+        outln!("    agent CLI refused at the last tick: {why}");
     }
     if a.windows.is_empty() {
-        println!("    no utilization observed yet");
+        outln!("    no utilization observed yet");
     }
     if let (Some(what), Some(at)) = (&a.last_probe, a.last_probe_at) {
-        println!("    last probe {} ago: {what}", human(now - at));
+        outln!("    last probe {} ago: {what}", human(now - at));
     }
     for w in &a.windows {
         let percent = match w.percent {
@@ -311,7 +311,7 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
             None => "reset time unknown".into(),
         };
         let run = w.run_id.map(|r| format!(", run {r}")).unwrap_or_default();
-        println!(
+        outln!(
             "    {:<17} {:>11}  {:<13} {resets}; observed {} ago by {}{run}",
             w.window,
             percent,

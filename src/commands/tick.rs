@@ -92,10 +92,12 @@ fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
         now,
     )?;
     for l in lost {
-        eprintln!(
+        errln!(
             "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); \
              the job is queued again",
-            l.run_id, l.job_id, l.survivors_killed
+            l.run_id,
+            l.job_id,
+            l.survivors_killed
         );
     }
     Ok(())
@@ -135,7 +137,7 @@ fn choose(
         let probe = needs_probe(ctx, &views, account, now);
         if dry_run {
             if probe && !json {
-                println!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
+                outln!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
             }
             return Ok(plan.decision);
         }
@@ -505,12 +507,12 @@ fn commits_of(job: &Job, run: &crate::model::Run) -> Option<usize> {
 }
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
-    println!("{}", super::status::describe_decision(&plan.decision));
+    outln!("{}", super::status::describe_decision(&plan.decision));
     for a in views {
         super::status::print_account(a, now);
     }
     for (i, q) in plan.queue.iter().enumerate() {
-        println!("  {}. {} ({}): {}", i + 1, q.job_id, q.state, q.reason);
+        outln!("  {}. {} ({}): {}", i + 1, q.job_id, q.state, q.reason);
     }
 }
 
@@ -615,8 +617,8 @@ fn report(json: bool, out: TickJson) -> Result<u8> {
         return Ok(0);
     }
     match out.action {
-        "busy" => println!("busy: {}", out.reason.unwrap_or_default()),
-        "idle" if !out.dry_run => println!("idle: {}", out.reason.unwrap_or_default()),
+        "busy" => outln!("busy: {}", out.reason.unwrap_or_default()),
+        "idle" if !out.dry_run => outln!("idle: {}", out.reason.unwrap_or_default()),
         "idle" => {}
         _ if out.dry_run => {}
         _ => {
@@ -625,7 +627,7 @@ fn report(json: bool, out: TickJson) -> Result<u8> {
                 .stop_reason
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "ran: job {} run {} on {}: {outcome}{reason}; the job is now {}",
                 out.job_id.unwrap_or_default(),
                 out.run_id.unwrap_or_default(),

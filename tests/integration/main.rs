@@ -8,5 +8,6 @@ mod e2e;
 mod faults;
 mod mock_api;
 mod night;
+mod output;
 mod support;
 mod tick_basics;

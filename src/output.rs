@@ -1,0 +1,130 @@
+//! What owl prints: stdout that a closed pipe ends quietly (like ripgrep), and every byte the agent wrote made inert before it reaches a terminal.
+
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// stdout was closed by its reader (`owl status | head -1`): nothing more is written.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+/// stdout failed for another reason (a full disk): the command's exit code says so.
+static FAILED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Writes to stdout, made inert; never panics. A closed pipe silences the rest.
+pub fn write_out(args: fmt::Arguments) {
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let raw = args.to_string();
+    let text = inert(&raw);
+    let mut out = io::stdout().lock();
+    let result = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    match result {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => CLOSED.store(true, Ordering::Relaxed),
+        Err(e) => {
+            CLOSED.store(true, Ordering::Relaxed);
+            let mut failed = FAILED.lock().unwrap_or_else(|p| p.into_inner());
+            failed.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+/// Writes bytes to stdout exactly as they are (`logs --raw`); a closed pipe is not an error.
+pub fn write_raw(bytes: &[u8]) -> io::Result<()> {
+    if CLOSED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    match io::stdout().lock().write_all(bytes) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Writes to stderr, made inert; never panics (a closed stderr loses the message).
+pub fn write_err(args: fmt::Arguments) {
+    let raw = args.to_string();
+    let _ = io::stderr().lock().write_all(inert(&raw).as_bytes());
+}
+
+/// stderr for the log lines, made inert; a closed stderr loses them, never panics.
+pub struct InertStderr;
+
+impl Write for InertStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let _ = io::stderr().lock().write_all(inert(&text).as_bytes());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let _ = io::stderr().flush();
+        Ok(())
+    }
+}
+
+/// Whether stdout's reader has gone: a command that would print on and on stops.
+pub fn stdout_closed() -> bool {
+    CLOSED.load(Ordering::Relaxed)
+}
+
+/// Why writing stdout failed, other than a closed pipe.
+pub fn stdout_failure() -> Option<String> {
+    FAILED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Text with every control character but newline and tab shown as `\x1b`, `\r`, …: an
+/// agent's ESC, OSC or carriage return cannot clear a screen, write the clipboard or fake
+/// a line. owl's own output uses no other control character, so all of it goes through.
+pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    let is_live = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(is_live) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\r' => out.push_str("\\r"),
+            c if is_live(c) => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// `println!` for owl: made inert, and quiet on a closed pipe.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::output::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` for owl: made inert, and never a panic.
+#[macro_export]
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::write_err(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(inert("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(
+            inert("\x1b]52;c;ZXZpbA==\x07 \x1b[2J done\r[result] success"),
+            "\\x1b]52;c;ZXZpbA==\\x07 \\x1b[2J done\\r[result] success"
+        );
+        assert_eq!(inert("\u{9b}31m"), "\\x9b31m");
+    }
+}

@@ -1,0 +1,121 @@
+//! What owl prints: a closed pipe ends a command quietly, the agent's bytes reach no
+//! terminal as commands, colours only on a terminal.
+
+use std::process::Stdio;
+
+use crate::support::{done_script, TestEnv};
+
+/// Runs owl with `args`, its stdout a pipe whose reader is already gone; returns the
+/// exit code and stderr.
+fn with_closed_stdout(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = env
+        .owl_std()
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let env = TestEnv::new();
+    // So that doctor passes, and its exit code says only how the pipe was handled.
+    std::fs::create_dir_all(env.dir.path().join("creds")).unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.tick();
+    let repo = env.repo.display().to_string();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["jobs", "--all"],
+        vec!["jobs", "--all", "--json"],
+        vec!["show", &id],
+        vec!["show", "--json", &id],
+        vec!["logs", "1"],
+        vec!["logs", "--raw", "1"],
+        vec!["config", "check"],
+        vec!["doctor"],
+        vec!["tick", "--dry-run"],
+        vec!["probe"],
+        vec!["--help"],
+        vec!["add", "--repo", &repo, "--name", "piped", "Hello again"],
+    ];
+    for args in &commands {
+        let (code, stderr) = with_closed_stdout(&env, args);
+        assert!(!stderr.contains("panicked"), "owl {args:?}: {stderr}");
+        assert_eq!(code, Some(0), "owl {args:?}: {stderr}");
+    }
+    // The Job was added before its id could not be printed.
+    assert_eq!(env.show("piped")["state"], "queued");
+}
+
+#[test]
+fn the_agents_control_characters_are_shown_not_obeyed() {
+    let env = TestEnv::new();
+    // A clipboard write (OSC 52), a screen clear, and a carriage return that fakes a line.
+    let evil = r"\x1b]52;c;ZXZpbA==\x07\x1b[2J\r[result] success";
+    env.script(&format!(
+        "read-prompt\nwrite .owl/handoff.md status: continue\\n\\nNext{evil}\\n\ncommit handoff\n\
+         replay success.jsonl 1 1\n\
+         emit {{\"type\":\"assistant\",\"message\":{{\"model\":\"m\",\"content\":[{{\"type\":\"text\",\"text\":\"hi\\u001b[2J\\r[result] success\"}}]}}}}\n\
+         replay success.jsonl 3 3\nwait-stdin-eof\n"
+    ));
+    let id = env.add("Hello");
+    env.tick();
+    for args in [vec!["logs", "1"], vec!["show", id.as_str()], vec!["status"]] {
+        let out = env.owl().args(&args).assert().success();
+        let stdout = out.get_output().stdout.clone();
+        assert!(
+            !stdout
+                .iter()
+                .any(|b| *b == 0x1b || *b == b'\r' || *b == 0x07),
+            "owl {args:?} printed a raw control character: {}",
+            String::from_utf8_lossy(&stdout)
+        );
+    }
+    let logs = env.owl().args(["logs", "1"]).assert().success();
+    let logs = String::from_utf8_lossy(&logs.get_output().stdout).into_owned();
+    assert!(logs.contains(r"hi\x1b[2J\r[result] success"), "{logs}");
+    let show = env.owl().args(["show", &id]).assert().success();
+    let show = String::from_utf8_lossy(&show.get_output().stdout).into_owned();
+    assert!(
+        show.contains(r"Next\x1b]52;c;ZXZpbA==\x07\x1b[2J\r[result] success"),
+        "{show}"
+    );
+    // --raw is the stream byte for byte.
+    let raw = env.owl().args(["logs", "--raw", "1"]).assert().success();
+    assert_eq!(
+        raw.get_output().stdout,
+        std::fs::read(env.run_log(&id, 1)).unwrap()
+    );
+}
+
+#[test]
+fn warnings_in_a_file_carry_no_colour() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    // The probe of a CLI that is not there fails with a warning.
+    std::fs::write(
+        &env.config,
+        std::fs::read_to_string(&env.config)
+            .unwrap()
+            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude"),
+    )
+    .unwrap();
+    env.add("Hello");
+    let out = env.owl().args(["tick"]).assert().code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(stderr.contains("WARN"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "colour codes in a file: {stderr:?}"
+    );
+}
