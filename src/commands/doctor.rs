@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
     for (name, account) in &ctx.config.accounts {
         let d = driver::for_kind(account.driver);
         let command = &ctx.config.drivers.get(account.driver).command;
-        let cli_ok = match driver::check_agent(d.as_ref(), command) {
+        let cli_ok = match driver::check_agent(d.as_ref(), command, account) {
             Ok(v) => {
                 let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
                 check(true, format!("account {name}: {what}"));

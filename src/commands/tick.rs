@@ -168,7 +168,7 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let version = match driver::check_agent(driver.as_ref(), &command) {
+    let version = match driver::check_agent(driver.as_ref(), &command, account_cfg) {
         Ok(v) => {
             if store.account_note(&account)?.agent_problem.is_some() {
                 store.set_agent_problem(&account, None, now)?;
@@ -327,11 +327,12 @@ fn execute(
             .capabilities()
             .usage_reporting
             .then_some(ctx.config.usage_poll_interval),
+        secrets: account_cfg.env.secrets(),
     };
     // A write that waits on another process's lock must never hold up a stop deadline:
     // during the Run a write gives up after this long (and is retried or only warned of).
     store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
-    let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg.limits);
+    let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg);
     let report = supervise::supervise(
         spec,
         &LocalExecutor {
@@ -371,7 +372,7 @@ fn record(
         None
     });
     let head_after = crate::workspace::head_commit(worktree);
-    let classified = outcome::classify(&outcome::RunFacts {
+    let mut classified = outcome::classify(&outcome::RunFacts {
         result: report.result.as_ref(),
         exit: report.exit,
         stop: report.stop.as_ref(),
@@ -381,6 +382,9 @@ fn record(
         signalled_after_result: report.signalled_after_result,
         unkillable: report.unkillable.as_deref(),
     });
+    // What the agent printed may echo the Account's credentials: never stored.
+    let env = &ctx.config.accounts[account].env;
+    classified.stop_reason = classified.stop_reason.map(|s| env.scrub(&s));
     let handoff = match crate::workspace::read_handoff(job) {
         Ok(Some(text)) => Handoff::parse(&text),
         Ok(None) => Err(format!("the Run left no {}", crate::handoff::HANDOFF_PATH)),
@@ -416,7 +420,7 @@ fn record(
         output_tokens: r.and_then(|r| r.output_tokens),
         permission_denials: r.map(|r| r.permission_denials.clone()).unwrap_or_default(),
         api_retries: report.api_retries,
-        last_event: report.last_event.clone(),
+        last_event: report.last_event.as_deref().map(|e| env.scrub(e)),
         survivors_killed: Some(report.survivors_killed as i64),
         skipped_lines: Some(report.skipped_lines as i64),
         head_after,
@@ -425,7 +429,7 @@ fn record(
         note: report
             .late_stop
             .as_ref()
-            .map(|c| format!("after the result: {}", c.reason())),
+            .map(|c| env.scrub(&format!("after the result: {}", c.reason()))),
     };
     store.finish_run(
         run_id,

@@ -83,9 +83,53 @@ pub struct Account {
     /// claude-code: becomes `CLAUDE_CONFIG_DIR`; `None` uses the user's normal login.
     pub credential_store: Option<PathBuf>,
     /// Extra environment for the agent. Never logged, stored or printed: only the keys are shown.
-    #[serde(serialize_with = "ser_env_keys")]
-    pub env: BTreeMap<String, String>,
+    pub env: Env,
     pub limits: Option<Limits>,
+}
+
+/// Environment variables for the agent. Their values may be credentials, so `Debug` and
+/// `Serialize` show only the keys, each with `<hidden>`.
+#[derive(Clone, Default, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct Env(pub BTreeMap<String, String>);
+
+impl std::ops::Deref for Env {
+    type Target = BTreeMap<String, String>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Env {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, "<hidden>")))
+            .finish()
+    }
+}
+
+impl Serialize for Env {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.keys().map(|k| (k, "<hidden>")))
+    }
+}
+
+impl Env {
+    /// `text` with every value long enough to be a secret replaced by `<hidden>`: what the
+    /// agent printed may echo its credentials, and owl stores that text.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for value in self.secrets() {
+            out = out.replace(value.as_str(), "<hidden>");
+        }
+        out
+    }
+
+    /// The values long enough to be secrets. Short ones ("1", "max") are settings, and
+    /// replacing them would garble the text.
+    pub fn secrets(&self) -> Vec<String> {
+        self.0.values().filter(|v| v.len() >= 8).cloned().collect()
+    }
 }
 
 /// The Ceilings of one Account, in percent of each Window.
@@ -229,7 +273,7 @@ struct RawAccount {
     driver: Option<DriverKind>,
     credential_store: Option<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: Env,
     limits: Option<Limits>,
 }
 
@@ -834,13 +878,6 @@ fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Er
     s.serialize_str(&format_duration(*d))
 }
 
-fn ser_env_keys<S: serde::Serializer>(
-    env: &BTreeMap<String, String>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_map(env.keys().map(|k| (k, "<hidden>")))
-}
-
 fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let s = String::deserialize(d)?;
     parse_duration(&s)
@@ -1029,6 +1066,31 @@ mod tests {
         let json = serde_json::to_string(&c).unwrap();
         assert!(!json.contains("sk-secret"));
         assert!(json.contains("CLAUDE_CODE_OAUTH_TOKEN"));
+        // Nor shown by Debug, of the config or of a command built from it.
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("sk-secret") && debug.contains("<hidden>"),
+            "{debug}"
+        );
+        use crate::driver::Driver;
+        let inv =
+            crate::driver::ClaudeCode.version_invocation(Path::new("claude"), &c.accounts["a"]);
+        assert!(!format!("{inv:?}").contains("sk-secret"), "{inv:?}");
+        assert_eq!(
+            c.accounts["a"].env.scrub("token sk-secret!"),
+            "token <hidden>!"
+        );
+        // A short value is a setting: hiding it would garble the text.
+        let short = parse("accounts:\n  a:\n    env: {RETRIES: \"1\"}\n", "x").unwrap();
+        assert_eq!(
+            short.accounts["a"].env.scrub("retry 1 of 10"),
+            "retry 1 of 10"
+        );
+        let long = parse("accounts:\n  a:\n    env: {T: sk-ant-long-secret}\n", "x").unwrap();
+        assert_eq!(
+            long.accounts["a"].env.scrub("t=sk-ant-long-secret."),
+            "t=<hidden>."
+        );
     }
 
     #[test]

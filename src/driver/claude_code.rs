@@ -41,8 +41,8 @@ impl Driver for ClaudeCode {
         Self::CAPABILITIES
     }
 
-    fn version_args(&self) -> Vec<String> {
-        vec!["--version".into()]
+    fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
+        account_invocation(command, account, vec!["--version".into()])
     }
 
     fn check_version(&self, stdout: &str) -> Result<String, String> {
@@ -544,7 +544,7 @@ mod tests {
         let account = Account {
             driver: DriverKind::ClaudeCode,
             credential_store: Some("/creds/work".into()),
-            env,
+            env: crate::config::Env(env),
             limits: None,
         };
         let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];

@@ -33,7 +33,7 @@ pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
 }
 
 /// A command to start: argv and environment changes, never a shell string.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Invocation {
     pub program: PathBuf,
     pub args: Vec<String>,
@@ -41,6 +41,19 @@ pub struct Invocation {
     pub env_set: Vec<(String, String)>,
     /// Inherited variables removed from the child's environment.
     pub env_remove: Vec<String>,
+}
+
+impl std::fmt::Debug for Invocation {
+    /// The values set may be credentials: only their keys are shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.env_set.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Invocation")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_set (values hidden)", &keys)
+            .field("env_remove", &self.env_remove)
+            .finish()
+    }
 }
 
 /// What a Driver needs to build one Run's command.
@@ -203,8 +216,9 @@ pub trait Driver: Send + Sync {
     /// What this agent can do.
     fn capabilities(&self) -> Capabilities;
 
-    /// Arguments that make the CLI print its version.
-    fn version_args(&self) -> Vec<String>;
+    /// The command that makes the CLI print its version, in the Account's environment
+    /// (scrubbed like every other process owl starts).
+    fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
 
     /// The version from the CLI's `--version` output, or why owl will not run it.
     fn check_version(&self, stdout: &str) -> Result<String, String>;
@@ -232,13 +246,25 @@ pub trait Driver: Send + Sync {
 const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Runs the agent CLI's version command and checks it against the tested range.
-pub fn check_agent(driver: &dyn Driver, command: &std::path::Path) -> Result<String, String> {
+pub fn check_agent(
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    account: &Account,
+) -> Result<String, String> {
     use std::process::{Command, Stdio};
-    let mut child = Command::new(command)
-        .args(driver.version_args())
+    let inv = driver.version_invocation(command, account);
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::null());
+    for key in &inv.env_remove {
+        cmd.env_remove(key);
+    }
+    for (key, value) in &inv.env_set {
+        cmd.env(key, value);
+    }
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot run '{}': {e}", command.display()))?;
     let deadline = std::time::Instant::now() + VERSION_TIMEOUT;

@@ -67,6 +67,8 @@ pub struct RunSpec<'a> {
     pub grace_window: Duration,
     /// How often to ask the agent for utilization; `None` when its Driver cannot answer.
     pub usage_poll_interval: Option<Duration>,
+    /// Values (the Account's credentials) hidden from everything kept of the agent's stderr.
+    pub secrets: Vec<String>,
 }
 
 /// The step that started the Run, told what happens as it happens.
@@ -166,7 +168,8 @@ pub fn supervise(
     });
     spawn_thread("owl-stderr", {
         let tx = tx.clone();
-        move || reader::read_stderr(stderr, spec.stderr_log, tx)
+        let secrets = spec.secrets.clone();
+        move || reader::read_stderr(stderr, spec.stderr_log, &secrets, tx)
     });
     spawn_thread("owl-waiter", move || wait_for(child, tx));
     let mut stdin = Some(spawn_stdin_writer(stdin));

@@ -22,6 +22,26 @@ fn log_failed(e: &std::io::Error) -> Event {
     }
 }
 
+/// `bytes` with every secret replaced by `<hidden>`.
+fn scrub<'a>(bytes: &'a [u8], secrets: &[String]) -> std::borrow::Cow<'a, [u8]> {
+    let mut out = std::borrow::Cow::Borrowed(bytes);
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        let needle = secret.as_bytes();
+        if out.windows(needle.len()).any(|w| w == needle) {
+            let mut replaced = Vec::with_capacity(out.len());
+            let mut rest: &[u8] = &out;
+            while let Some(i) = rest.windows(needle.len()).position(|w| w == needle) {
+                replaced.extend_from_slice(&rest[..i]);
+                replaced.extend_from_slice(b"<hidden>");
+                rest = &rest[i + needle.len()..];
+            }
+            replaced.extend_from_slice(rest);
+            out = std::borrow::Cow::Owned(replaced);
+        }
+    }
+    out
+}
+
 /// Reads the agent's stdout to EOF: every byte to `log`, every complete line to the Driver.
 pub fn read_stdout(
     mut pipe: impl Read,
@@ -97,10 +117,26 @@ fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, tx: &SyncSender<Event>
 }
 
 /// Reads the agent's stderr to EOF into `log`, keeping the tail.
-pub fn read_stderr(mut pipe: impl Read, mut log: File, tx: SyncSender<Event>) {
+pub fn read_stderr(mut pipe: impl Read, mut log: File, secrets: &[String], tx: SyncSender<Event>) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut tail: Vec<u8> = Vec::new();
+    let mut line: Vec<u8> = Vec::new();
     let mut log_ok = true;
+    let mut write = |bytes: &[u8], tail: &mut Vec<u8>| {
+        // stderr is for people (and echoes of the environment): a credential the agent
+        // prints there is hidden line by line before it is logged or kept.
+        let bytes = scrub(bytes, secrets);
+        if log_ok {
+            if let Err(e) = log.write_all(&bytes) {
+                log_ok = false;
+                let _ = tx.send(log_failed(&e));
+            }
+        }
+        tail.extend_from_slice(&bytes);
+        if tail.len() > STDERR_TAIL * 2 {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    };
     loop {
         let n = match pipe.read(&mut buf) {
             Ok(0) => break,
@@ -108,17 +144,18 @@ pub fn read_stderr(mut pipe: impl Read, mut log: File, tx: SyncSender<Event>) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
-        if log_ok {
-            if let Err(e) = log.write_all(&buf[..n]) {
-                log_ok = false;
-                let _ = tx.send(log_failed(&e));
-            }
-        }
-        tail.extend_from_slice(&buf[..n]);
-        if tail.len() > STDERR_TAIL * 2 {
-            tail.drain(..tail.len() - STDERR_TAIL);
+        line.extend_from_slice(&buf[..n]);
+        if let Some(end) = line.iter().rposition(|b| *b == b'\n') {
+            write(&line[..=end], &mut tail);
+            line.drain(..=end);
+        } else if line.len() > 64 * 1024 {
+            // A line without end: written in pieces, so memory stays bounded.
+            write(&line, &mut tail);
+            line.clear();
         }
     }
+    write(&line, &mut tail);
+    drop(write);
     let text = String::from_utf8_lossy(&tail);
     let tail = crate::text::tail(&text, STDERR_TAIL).to_string();
     let _ = tx.send(Event::StderrClosed(tail));

@@ -90,6 +90,10 @@ impl Shared {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--version") {
+        if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
+            fs::create_dir_all(&dir).unwrap();
+            fs::write(dir.join("version-env.json"), recorded_env().to_string()).unwrap();
+        }
         if let Some(gate) = std::env::var_os("FAKE_AGENT_VERSION_GATE").map(PathBuf::from) {
             let waiting = PathBuf::from(format!("{}.waiting", gate.display()));
             fs::write(&waiting, "").unwrap();
@@ -108,15 +112,7 @@ fn main() {
             serde_json::to_string(&args[1..]).unwrap(),
         )
         .unwrap();
-        let env: serde_json::Map<String, serde_json::Value> = RECORDED_ENV
-            .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v.into())))
-            .collect();
-        fs::write(
-            dir.join("env.json"),
-            serde_json::Value::Object(env).to_string(),
-        )
-        .unwrap();
+        fs::write(dir.join("env.json"), recorded_env().to_string()).unwrap();
         fs::write(
             dir.join("cwd.txt"),
             std::env::current_dir().unwrap().display().to_string(),
@@ -285,6 +281,15 @@ fn wait_for_file(path: &Path) {
     while !path.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// The variables of [`RECORDED_ENV`] this process has.
+fn recorded_env() -> serde_json::Value {
+    let env: serde_json::Map<String, serde_json::Value> = RECORDED_ENV
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v.into())))
+        .collect();
+    serde_json::Value::Object(env)
 }
 
 fn read_stdin(shared: &Shared) {

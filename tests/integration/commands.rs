@@ -350,3 +350,42 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn every_process_owl_starts_gets_the_scrubbed_environment() {
+    let mut env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    env.extra_env
+        .push(("ANTHROPIC_API_KEY".into(), "sk-ant-api03-INHERITED".into()));
+    env.script(&done_script("success.jsonl", 0));
+    env.add("Hello");
+    env.tick();
+    // The version check, then the Run: neither sees owl's own credential.
+    let version: Value = serde_json::from_str(&env.recorded("version-env.json")).unwrap();
+    assert!(version.get("ANTHROPIC_API_KEY").is_none(), "{version}");
+    assert!(version.get("CLAUDE_CONFIG_DIR").is_some(), "{version}");
+    let run: Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
+    assert!(run.get("ANTHROPIC_API_KEY").is_none(), "{run}");
+}
+
+#[test]
+fn a_credential_the_agent_echoes_on_stderr_is_stored_nowhere() {
+    let env = TestEnv::new();
+    env.write_config(
+        "accounts:\n  work:\n    env:\n      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-SECRET-VALUE\n",
+    );
+    env.script("read-prompt\nreplay success.jsonl 1 2\nstderr auth with sk-ant-oat01-SECRET-VALUE failed\nexit 1\n");
+    let id = env.add("Hello");
+    let tick = env.tick();
+    let reason = tick["stop_reason"].as_str().unwrap();
+    assert!(reason.contains("auth with <hidden> failed"), "{reason}");
+    let mut stored = Vec::new();
+    for entry in walk(&env.state) {
+        stored.extend(std::fs::read(&entry).unwrap_or_default());
+    }
+    assert!(
+        !String::from_utf8_lossy(&stored).contains("SECRET-VALUE"),
+        "a credential reached the state dir"
+    );
+    let out = env.owl().args(["show", &id]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("SECRET-VALUE"));
+}

@@ -20,6 +20,8 @@ pub(super) struct TickObserver<'a> {
     job_id: &'a str,
     account: &'a str,
     limits: Option<Limits>,
+    /// The Account's `env:`, whose values never reach the database.
+    env: &'a crate::config::Env,
     last_flush: Instant,
     dirty: bool,
     /// Snapshots a busy or full database refused, tried again later.
@@ -35,14 +37,15 @@ impl<'a> TickObserver<'a> {
         run_id: i64,
         job_id: &'a str,
         account: &'a str,
-        limits: Option<Limits>,
+        account_cfg: &'a crate::config::Account,
     ) -> TickObserver<'a> {
         TickObserver {
             store,
             run_id,
             job_id,
             account,
-            limits,
+            limits: account_cfg.limits,
+            env: &account_cfg.env,
             last_flush: Instant::now(),
             dirty: false,
             pending: Vec::new(),
@@ -66,10 +69,10 @@ impl<'a> TickObserver<'a> {
     }
 
     fn flush(&mut self, report: &RunReport) {
-        let last = report.last_event.as_deref().unwrap_or("");
+        let last = self.env.scrub(report.last_event.as_deref().unwrap_or(""));
         if let Err(e) = self.store.set_run_progress(
             self.run_id,
-            last,
+            &last,
             report.api_retries,
             report.session_id.as_deref(),
         ) {
