@@ -155,7 +155,6 @@ pub fn read_stderr(mut pipe: impl Read, mut log: File, secrets: &[String], tx: S
         }
     }
     write(&line, &mut tail);
-    drop(write);
     let text = String::from_utf8_lossy(&tail);
     let tail = crate::text::tail(&text, STDERR_TAIL).to_string();
     let _ = tx.send(Event::StderrClosed(tail));
