@@ -80,8 +80,15 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<PathBuf> {
             ))
             .with_context(|| format!("pruning stale worktree {name}"))?;
     }
-    std::fs::create_dir_all(worktrees_dir)
-        .with_context(|| format!("creating {}", worktrees_dir.display()))?;
+    // 0700 whatever the umask: a worktree holds the user's code and the agent's work.
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(worktrees_dir)
+            .with_context(|| format!("creating {}", worktrees_dir.display()))?;
+    }
     let reference = branch.into_reference();
     repo.worktree(
         &name,

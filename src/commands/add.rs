@@ -35,8 +35,8 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         ("--max-budget-usd", args.max_budget_usd),
         ("--max-job-budget-usd", args.max_job_budget_usd),
     ] {
-        if value.is_some_and(|x| x.is_nan() || x <= 0.0) {
-            bad_input!("{flag} must be a number greater than 0");
+        if value.is_some_and(|x| !x.is_finite() || x <= 0.0) {
+            bad_input!("{flag} must be a finite number greater than 0");
         }
     }
     if args.max_runs == Some(0) {

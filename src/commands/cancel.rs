@@ -47,8 +47,8 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
 
 /// Puts a failed, blocked or cancelled Job back in the queue.
 pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u8> {
-    if max_job_budget_usd.is_some_and(|x| x.is_nan() || x <= 0.0) {
-        bad_input!("--max-job-budget-usd must be a number greater than 0");
+    if max_job_budget_usd.is_some_and(|x| !x.is_finite() || x <= 0.0) {
+        bad_input!("--max-job-budget-usd must be a finite number greater than 0");
     }
     let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;

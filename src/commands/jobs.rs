@@ -41,7 +41,7 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
             j.id,
             j.state,
             j.priority,
-            format!("{}/{}", j.runs, j.max_runs),
+            format!("{}/{}", j.run_count, j.max_runs),
             j.account.as_deref().unwrap_or("any"),
             crate::text::truncate(prompt, 60)
         );

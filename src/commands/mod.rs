@@ -135,7 +135,8 @@ pub struct JobJson {
     pub account: Option<String>,
     pub priority: i64,
     pub not_before: Option<String>,
-    pub runs: usize,
+    /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
+    pub run_count: usize,
     pub max_runs: u32,
     pub created_at: String,
     pub updated_at: String,
@@ -159,7 +160,7 @@ impl JobJson {
             account: job.account.clone(),
             priority: job.priority,
             not_before: job.not_before.map(crate::clock::rfc3339),
-            runs,
+            run_count: runs,
             max_runs: job.max_runs,
             created_at: crate::clock::rfc3339(job.created_at),
             updated_at: crate::clock::rfc3339(job.updated_at),

@@ -122,7 +122,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         "  account:  {}; priority {}; runs {}/{}",
         j.account.as_deref().unwrap_or("any"),
         j.priority,
-        j.runs,
+        j.run_count,
         j.max_runs
     );
     outln!(

@@ -119,3 +119,54 @@ fn warnings_in_a_file_carry_no_colour() {
         "colour codes in a file: {stderr:?}"
     );
 }
+
+#[test]
+fn no_json_output_repeats_a_key() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    let tick = env.owl().args(["tick", "--json"]).assert().success();
+    crate::support::assert_no_duplicate_keys(&String::from_utf8_lossy(&tick.get_output().stdout));
+    for args in [
+        vec!["status", "--json"],
+        vec!["jobs", "--all", "--json"],
+        vec!["show", "--json", id.as_str()],
+        vec!["tick", "--dry-run", "--json"],
+        vec!["probe", "--json"],
+    ] {
+        let out = env.owl().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.trim().is_empty(), "owl {args:?} printed nothing");
+        crate::support::assert_no_duplicate_keys(&text);
+    }
+    assert_eq!(env.show(&id)["run_count"], 1);
+}
+
+#[test]
+fn budgets_must_be_finite_and_a_prompt_must_be_utf8_from_any_source() {
+    let env = TestEnv::new();
+    let repo = env.repo.display().to_string();
+    for flag in ["--max-budget-usd", "--max-job-budget-usd"] {
+        for value in ["inf", "NaN", "0", "-1"] {
+            env.owl()
+                .args(["add", "--repo", &repo, &format!("{flag}={value}"), "Hello"])
+                .assert()
+                .code(2)
+                .stderr(predicates::str::contains("finite number greater than 0"));
+        }
+    }
+    let file = env.dir.path().join("prompt.bin");
+    std::fs::write(&file, b"caf\xe9\n").unwrap();
+    env.owl()
+        .args(["add", "--repo", &repo, "--prompt-file"])
+        .arg(&file)
+        .assert()
+        .code(2);
+    env.owl()
+        .args(["add", "--repo", &repo, "-"])
+        .write_stdin(b"caf\xe9\n".to_vec())
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("not UTF-8"));
+    assert!(!env.state.exists(), "a refused add created the state dir");
+}

@@ -259,3 +259,57 @@ pub fn assert_idle_without_runs(env: &TestEnv, tick: &Value, job: &str, why: &st
     assert!(tick["reason"].as_str().unwrap().contains(why), "{tick}");
     assert!(env.show(job)["runs"].as_array().unwrap().is_empty());
 }
+
+/// Asserts a JSON text never repeats a key in one object (serde_json's `Value` would keep
+/// the last one silently).
+pub fn assert_no_duplicate_keys(text: &str) {
+    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Unique;
+    impl<'de> Deserialize<'de> for Unique {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(UniqueVisitor)
+        }
+    }
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = Unique;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    return Err(serde::de::Error::custom(format!("key '{key}' twice")));
+                }
+                map.next_value::<Unique>()?;
+            }
+            Ok(Unique)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+            while seq.next_element::<Unique>()?.is_some() {}
+            Ok(Unique)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_unit<E>(self) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+    }
+    if let Err(e) = serde_json::from_str::<Unique>(text) {
+        panic!("{e}: {text}");
+    }
+}
