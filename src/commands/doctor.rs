@@ -1,4 +1,4 @@
-//! `owl doctor`: checks the agent CLI and its version, credential stores, git and the database.
+//! `owl doctor`: checks the agent CLI and its version, each Account's login, the state dir, the free space, git and the database — as they are now.
 
 use anyhow::Result;
 
@@ -91,6 +91,25 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         }
     }
 
+    let state_dir = &ctx.config.state_dir;
+    match state_dir_writable(state_dir) {
+        Ok(what) => check(true, what),
+        Err(why) => check(false, why),
+    }
+    let free = crate::disk::check_free_space(&[state_dir.as_path()], ctx.config.min_free_space);
+    match free {
+        Ok(()) => check(
+            true,
+            format!(
+                "free space: at least minFreeSpace {} on the filesystem of {}",
+                crate::config::format_size(ctx.config.min_free_space),
+                state_dir.display()
+            ),
+        ),
+        Err(why) => check(false, why),
+    }
+    // Notes from earlier ticks are not repeated: every condition they record (the agent
+    // CLI, the login) was checked again above, and only what holds now is shown.
     match ctx.read_store() {
         Ok(Some(store)) => {
             let version = store.schema_version().unwrap_or(-1);
@@ -102,20 +121,9 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                     store.path().display()
                 ),
             );
-            for name in ctx.config.accounts.keys() {
-                let note = store.account_note(name)?;
-                if let Some(p) = note.agent_problem {
-                    check(
-                        false,
-                        format!("account {name}: the last tick refused to run: {p}"),
-                    );
-                }
-                if let Some(p) = note.not_logged_in {
-                    check(
-                        false,
-                        format!("account {name}: not logged in at its last Run: {p}"),
-                    );
-                }
+            match store.check_writable() {
+                Ok(()) => check(true, "database: opens read-write".into()),
+                Err(e) => check(false, format!("database: cannot be written: {e:#}")),
             }
         }
         Ok(None) => check(
@@ -136,4 +144,43 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
     }
     outln!("all checks passed");
     Ok(0)
+}
+
+/// Whether owl can write its state dir: a directory it can create a file in, or before the
+/// first tick one it can create.
+fn state_dir_writable(dir: &std::path::Path) -> Result<String, String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("state dir {} is not a directory", dir.display()));
+    }
+    let probe_in = match dir.ancestors().find(|p| p.exists()) {
+        Some(p) if p.is_dir() => p.to_path_buf(),
+        Some(p) => {
+            return Err(format!(
+                "state dir {}: {} is not a directory",
+                dir.display(),
+                p.display()
+            ))
+        }
+        None => return Err(format!("state dir {}: no part of it exists", dir.display())),
+    };
+    let probe = probe_in.join(format!(".owl-doctor-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            if probe_in == dir {
+                Ok(format!("state dir {}: writable", dir.display()))
+            } else {
+                Ok(format!(
+                    "state dir {}: not created yet; {} is writable",
+                    dir.display(),
+                    probe_in.display()
+                ))
+            }
+        }
+        Err(e) => Err(format!(
+            "state dir {}: cannot write in {}: {e}",
+            dir.display(),
+            probe_in.display()
+        )),
+    }
 }

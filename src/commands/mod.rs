@@ -88,6 +88,11 @@ impl Ctx {
 
     /// Opens the database for a command that only reads; `None` before the first write.
     fn read_store(&self) -> Result<Option<Store>> {
+        let dir = &self.config.state_dir;
+        if dir.exists() && !dir.is_dir() {
+            // Not "nothing yet": every tick would fail here.
+            anyhow::bail!("state dir {} is not a directory", dir.display());
+        }
         Store::open_existing(&self.db_path())
     }
 

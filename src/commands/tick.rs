@@ -256,8 +256,14 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
     let jobs = store.jobs(false)?;
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
-    for name in ctx.config.accounts.keys() {
-        notes.insert(name.clone(), store.account_note(name)?);
+    for (name, account) in &ctx.config.accounts {
+        let mut note = store.account_note(name)?;
+        // Looked up, not run: status tells a missing CLI before any tick trips on it.
+        let command = &ctx.config.drivers.get(account.driver).command;
+        if let Err(why) = driver::locate(command) {
+            note.agent_problem = Some(why);
+        }
+        notes.insert(name.clone(), note);
     }
     let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);

@@ -242,6 +242,36 @@ pub trait Driver: Send + Sync {
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
 }
 
+/// Finds the agent CLI without running it: a path must be an executable file, a bare name
+/// must be one on `PATH` (as the tick's environment has it).
+pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.components().count() > 1 || command.is_absolute() {
+        return if executable(command) {
+            Ok(command.to_path_buf())
+        } else if command.exists() {
+            Err(format!("'{}' is not an executable file", command.display()))
+        } else {
+            Err(format!("'{}' does not exist", command.display()))
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(command))
+        .find(|p| executable(p))
+        .ok_or_else(|| {
+            format!(
+                "'{}' is not on PATH ({}); set drivers.claude-code.command to its absolute path",
+                command.display(),
+                path.to_string_lossy()
+            )
+        })
+}
+
 /// How long `--version` may take before owl calls the agent CLI broken.
 const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 

@@ -108,6 +108,15 @@ impl Store {
             .pragma_query_value(None, "user_version", |r| r.get(0))?)
     }
 
+    /// Whether the database takes a write: the write lock is taken and let go, nothing changes.
+    pub fn check_writable(&self) -> Result<()> {
+        // A real write, rolled back: a read-only file or filesystem refuses it.
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE; CREATE TABLE owl_doctor_check(x); ROLLBACK;")
+            .context("a test write, rolled back")?;
+        Ok(())
+    }
+
     /// A quick integrity check for `owl doctor`.
     pub fn quick_check(&self) -> Result<String> {
         Ok(self

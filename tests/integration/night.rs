@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use predicates::prelude::*;
 
 use crate::support::{
-    assert_idle_without_runs, crossing_at_gate_script, done_script, git, TestEnv,
+    assert_idle_without_runs, crossing_at_gate_script, done_script, git, TestEnv, Tmpfs,
 };
 
 /// Waits (bounded) until `path` exists.
@@ -320,42 +320,6 @@ fn a_stop_cause_after_the_result_is_a_note_not_the_outcome() {
         run["note"],
         "after the result: ceiling: five_hour 70% >= fiveHourMax 60"
     );
-}
-
-/// A tmpfs of `size` mounted on `dir` for the life of the guard. The test needs root
-/// (CI runs as root); one that cannot mount fails rather than pass without testing.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &std::path::Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = std::process::Command::new("mount")
-            .args([
-                "-t",
-                "tmpfs",
-                "-o",
-                &format!("size={size},mode=0700"),
-                "tmpfs",
-            ])
-            .arg(dir)
-            .output()
-            .expect("running mount");
-        assert!(
-            out.status.success(),
-            "this test mounts a small tmpfs and needs root: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Tmpfs(dir.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use std::process::Stdio;
 
+use predicates::prelude::*;
+
 use crate::support::{done_script, TestEnv};
 
 /// Runs owl with `args`, its stdout a pipe whose reader is already gone; returns the
@@ -152,7 +154,7 @@ fn budgets_must_be_finite_and_a_prompt_must_be_utf8_from_any_source() {
                 .args(["add", "--repo", &repo, &format!("{flag}={value}"), "Hello"])
                 .assert()
                 .code(2)
-                .stderr(predicates::str::contains("finite number greater than 0"));
+                .stderr(predicate::str::contains("finite number greater than 0"));
         }
     }
     let file = env.dir.path().join("prompt.bin");
@@ -167,6 +169,89 @@ fn budgets_must_be_finite_and_a_prompt_must_be_utf8_from_any_source() {
         .write_stdin(b"caf\xe9\n".to_vec())
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("not UTF-8"));
+        .stderr(predicate::str::contains("not UTF-8"));
     assert!(!env.state.exists(), "a refused add created the state dir");
+}
+
+#[test]
+fn doctor_and_status_tell_the_truth_about_the_state_dir() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.dir.path().join("creds")).unwrap();
+    // The state dir is a file: every tick would fail, and both commands say so.
+    std::fs::write(&env.state, "not a dir").unwrap();
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(format!(
+            "FAIL state dir {} is not a directory",
+            env.state.display()
+        )));
+    env.owl()
+        .arg("status")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("is not a directory"));
+    std::fs::remove_file(&env.state).unwrap();
+
+    // Too little free space for minFreeSpace.
+    std::fs::write(
+        &env.config,
+        format!(
+            "{}minFreeSpace: 1000TiB\n",
+            std::fs::read_to_string(&env.config).unwrap()
+        ),
+    )
+    .unwrap();
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("FAIL disk full: only "));
+}
+
+#[test]
+fn doctor_fails_on_a_database_it_cannot_write() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.dir.path().join("creds")).unwrap();
+    let tmpfs = crate::support::Tmpfs::mount(&env.state, "16m");
+    env.add("Hello");
+    let remount = std::process::Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&env.state)
+        .status()
+        .unwrap();
+    assert!(remount.success());
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("FAIL database"));
+    drop(tmpfs);
+}
+
+#[test]
+fn a_missing_agent_cli_is_flagged_before_any_tick_and_healed_notes_are_not_repeated() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.dir.path().join("creds")).unwrap();
+    let good = std::fs::read_to_string(&env.config).unwrap();
+    let bad = good.replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude");
+    std::fs::write(&env.config, &bad).unwrap();
+    env.add("Hello");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "'/nonexistent/claude' does not exist",
+        ));
+    env.owl().arg("tick").assert().code(1);
+    // Fixed: the note the failed tick left is not shown by doctor, which checks anew.
+    std::fs::write(&env.config, &good).unwrap();
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("all checks passed"))
+        .stdout(predicate::str::contains("refused").not());
 }
