@@ -144,7 +144,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         outln!("Runs: none yet");
     }
     for r in &run_rows {
-        print_run(r);
+        print_run(ctx, r);
     }
     Ok(0)
 }
@@ -165,7 +165,7 @@ fn describe_summary(s: Option<&BranchSummary>) -> String {
     }
 }
 
-fn print_run(r: &RunJson) {
+fn print_run(ctx: &Ctx, r: &RunJson) {
     let outcome = r.outcome.as_deref().unwrap_or("running");
     let duration = r
         .duration_secs
@@ -192,7 +192,14 @@ fn print_run(r: &RunJson) {
         outln!("  note: {note}");
     }
     if let Some(s) = &r.session_id {
-        outln!("  session: {s} (claude --resume {s}, in the worktree)");
+        // The session lives in the Account's credential store: the hint names it.
+        let store = ctx
+            .config
+            .accounts
+            .get(&r.account)
+            .and_then(|a| a.credential_store.as_deref());
+        let claude = crate::schedule::login_command(store);
+        outln!("  session: {s} (in the worktree: {claude} --resume {s})");
     }
     if r.api_retries > 0 {
         outln!("  API retries: {}", r.api_retries);

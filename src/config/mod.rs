@@ -126,9 +126,21 @@ impl Env {
     }
 
     /// The values long enough to be secrets. Short ones ("1", "max") are settings, and
-    /// replacing them would garble the text.
+    /// replacing them would garble the text; so are the paths of an environment.
     pub fn secrets(&self) -> Vec<String> {
-        self.0.values().filter(|v| v.len() >= 8).cloned().collect()
+        const NOT_SECRET: [&str; 5] = ["PATH", "HOME", "LANG", "TZ", "TMPDIR"];
+        self.0
+            .iter()
+            .filter(|(k, v)| v.len() >= 8 && !NOT_SECRET.contains(&k.as_str()))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    /// These variables, with `over`'s set on top.
+    fn merged_with(&self, over: Env) -> Env {
+        let mut all = self.0.clone();
+        all.extend(over.0);
+        Env(all)
     }
 }
 
@@ -258,6 +270,10 @@ struct RawDefaults {
     allowed_tools: Option<Vec<String>>,
     disallowed_tools: Option<Vec<String>>,
     model: Option<String>,
+    /// Environment for every Account's agent (an Account's own `env:` wins per key): the
+    /// place for a `PATH` that lets the agent's tools find cargo or npm under cron.
+    #[serde(default)]
+    env: Env,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -411,6 +427,11 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
         }
     }
 
+    let default_env = raw
+        .defaults
+        .as_ref()
+        .map(|d| d.env.clone())
+        .unwrap_or_default();
     let mut accounts = BTreeMap::new();
     for (name, acc) in raw.accounts.unwrap_or_default() {
         let here = format!("accounts.{name}");
@@ -438,7 +459,7 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
             Account {
                 driver,
                 credential_store,
-                env: acc.env,
+                env: default_env.merged_with(acc.env),
                 limits: acc.limits,
             },
         );

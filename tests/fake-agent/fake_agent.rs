@@ -56,6 +56,7 @@ const RECORDED_ENV: &[&str] = &[
     "CLAUDE_CONFIG_DIR",
     "OWL_RUN_ID",
     "FAKE_ACCOUNT_MARKER",
+    "PATH",
 ];
 
 struct Shared {

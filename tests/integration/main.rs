@@ -6,6 +6,7 @@ mod commands;
 mod continuity;
 mod e2e;
 mod faults;
+mod fresh_home;
 mod mock_api;
 mod night;
 mod output;

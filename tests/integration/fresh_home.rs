@@ -1,0 +1,125 @@
+//! A fresh home: the README's systemd and cron steps work as printed, the units carry no
+//! directive without effect, the agent's tools get a PATH, the resume hint works as printed.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap()
+}
+
+/// An empty home with owl where `cargo install` puts it.
+fn empty_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_owl"), bin.join("owl")).unwrap();
+    home
+}
+
+/// Runs a line the way cron does: `sh -c`, a minimal environment.
+fn as_cron(home: &std::path::Path, line: &str) -> std::process::Output {
+    Command::new("/bin/sh")
+        .args(["-c", line])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("SHELL", "/bin/sh")
+        .current_dir(home)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_crontab_line_works_as_printed_on_an_empty_home() {
+    let crontab = read("contrib/crontab");
+    let line = crontab
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .unwrap();
+    assert!(
+        read("README.md").contains(line),
+        "the README shows another line"
+    );
+    // The command is what follows the five schedule fields.
+    let command = line.splitn(6, ' ').nth(5).unwrap();
+    let home = empty_home();
+    let out = as_cron(home.path(), command);
+    assert!(out.status.success(), "{out:?}");
+    let log = std::fs::read_to_string(home.path().join(".local/state/owl/cron.log")).unwrap();
+    assert!(log.starts_with("idle: the queue is empty"), "{log}");
+}
+
+#[test]
+fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
+    let readme = read("README.md");
+    let block = readme
+        .split("**systemd** (user units):")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    // The steps that need no running systemd: making the folder and copying.
+    let steps: Vec<&str> = block
+        .lines()
+        .take_while(|l| !l.starts_with("systemctl"))
+        .collect();
+    assert!(steps.iter().any(|l| l.starts_with("cp ")), "{block}");
+    let home = empty_home();
+    let out = Command::new("/bin/sh")
+        .args(["-ec", &steps.join("\n")])
+        .env("HOME", home.path())
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(home.path().join(".config/systemd/user/owl.timer").is_file());
+}
+
+#[test]
+fn the_units_carry_no_directive_without_effect() {
+    let timer = read("contrib/owl.timer");
+    // Persistent= acts only with OnCalendar=.
+    assert!(
+        !timer.contains("Persistent=") || timer.contains("OnCalendar="),
+        "{timer}"
+    );
+    let service = read("contrib/owl.service");
+    // A user manager cannot order against the system's network-online.target.
+    assert!(!service.contains("network-online.target"), "{service}");
+}
+
+#[test]
+fn defaults_env_gives_every_agent_a_path_and_an_account_env_wins() {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "defaults:\n  env:\n    PATH: /opt/tools/bin:/usr/bin:/bin\n    FAKE_ACCOUNT_MARKER: from-defaults\n\
+         accounts:\n  work:\n    credentialStore: {}\n    env:\n      FAKE_ACCOUNT_MARKER: from-account\n",
+        env.dir.path().join("creds").display()
+    ));
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.tick();
+    let agent: Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
+    assert_eq!(agent["PATH"], "/opt/tools/bin:/usr/bin:/bin");
+    assert_eq!(agent["FAKE_ACCOUNT_MARKER"], "from-account");
+    // The resume hint names the credential store the session lives in.
+    let show = env.owl().args(["show", &id]).output().unwrap();
+    let show = String::from_utf8_lossy(&show.stdout).into_owned();
+    let session = env.show(&id)["runs"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        show.contains(&format!(
+            "CLAUDE_CONFIG_DIR={} claude --resume {session}",
+            env.dir.path().join("creds").display()
+        )),
+        "{show}"
+    );
+}
