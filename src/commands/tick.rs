@@ -348,7 +348,6 @@ fn execute(
     )
     .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();
-    store.set_busy_timeout(crate::store::BUSY_TIMEOUT)?;
     report
 }
 

@@ -42,7 +42,6 @@ const fn args(
     }
 }
 
-const A: &str = "accounts:\n  work: {}\n";
 
 #[rustfmt::skip]
 const CASES: &[Case] = &[

@@ -52,8 +52,12 @@ impl<'a> TickObserver<'a> {
         }
     }
 
-    /// Writes what is pending; the supervision loop no longer waits, so this may.
+    /// Writes what is pending, now waiting for the lock as long as any write may: the Run
+    /// is over, so no stop deadline can be delayed.
     pub(super) fn finish(&mut self) {
+        if let Err(e) = self.store.set_busy_timeout(crate::store::BUSY_TIMEOUT) {
+            tracing::warn!("restoring the busy timeout: {e:#}");
+        }
         self.record_pending();
     }
 
