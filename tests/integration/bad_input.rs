@@ -42,7 +42,6 @@ const fn args(
     }
 }
 
-
 #[rustfmt::skip]
 const CASES: &[Case] = &[
     // Keys owl does not know, and keys given twice.
@@ -292,4 +291,26 @@ fn a_home_without_home_is_refused_not_made_relative() {
         "{stderr}"
     );
     assert!(snapshot(cwd.path()).is_empty());
+}
+
+#[test]
+fn a_refused_command_on_a_fresh_install_creates_no_state() {
+    let env = TestEnv::new();
+    let repo = env.repo.display().to_string();
+    for args in [
+        vec!["add", "--repo", &repo, "--name", "a/b", "Hello"],
+        vec!["add", "--repo", &repo, "--max-runs", "0", "Hello"],
+        vec!["cancel", "nosuch"],
+        vec!["requeue", "nosuch"],
+        vec!["show", "nosuch"],
+        vec!["logs", "1"],
+        vec!["clean", "nosuch"],
+    ] {
+        env.owl().args(&args).assert().code(2);
+        assert!(
+            !env.state.exists(),
+            "owl {args:?} created {}",
+            env.state.display()
+        );
+    }
 }
