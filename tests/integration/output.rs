@@ -255,3 +255,48 @@ fn a_missing_agent_cli_is_flagged_before_any_tick_and_healed_notes_are_not_repea
         .stdout(predicate::str::contains("all checks passed"))
         .stdout(predicate::str::contains("refused").not());
 }
+
+#[test]
+fn on_a_terminal_warnings_are_coloured_unless_no_color_is_set() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    std::fs::write(
+        &env.config,
+        std::fs::read_to_string(&env.config)
+            .unwrap()
+            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude"),
+    )
+    .unwrap();
+    env.add("Hello");
+    // `script` gives owl a terminal (a pty) and copies what it printed there.
+    let on_a_terminal = |no_color: Option<&str>| {
+        let owl = env.owl_std();
+        let mut script = std::process::Command::new("script");
+        script.args([
+            "-qec",
+            &format!("{} tick", env!("CARGO_BIN_EXE_owl")),
+            "/dev/null",
+        ]);
+        for (k, v) in owl.get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        match no_color {
+            Some(v) => script.env("NO_COLOR", v),
+            None => script.env_remove("NO_COLOR"),
+        };
+        let out = script.output().expect("running script(1) from util-linux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = on_a_terminal(None);
+    assert!(
+        coloured.contains("WARN") && coloured.contains('\x1b'),
+        "{coloured:?}"
+    );
+    let plain = on_a_terminal(Some("1"));
+    assert!(
+        plain.contains("WARN") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+}
