@@ -53,6 +53,7 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
         // Put back the space a full disk took, once there is room again.
         crate::disk::ensure_reserve(&ctx.config.state_dir);
         recover(ctx, &mut store, now)?;
+        prune(ctx, &mut store, now)?;
     }
     let (job_id, account) = match choose(ctx, &mut store, now, dry_run, json)? {
         Decision::Idle { reason } => return report(json, TickJson::said("idle", reason, dry_run)),
@@ -102,6 +103,34 @@ fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
     }
     Ok(())
 }
+
+/// Snapshots older than `snapshotRetention` are deleted in small batches, each its own
+/// short transaction, and at most [`PRUNE_PER_TICK`] per tick: a year of history is worked
+/// off over a few ticks without holding the database long.
+fn prune(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    let keep =
+        chrono::Duration::from_std(ctx.config.snapshot_retention).unwrap_or(chrono::Duration::MAX);
+    let Some(before) = now.checked_sub_signed(keep) else {
+        return Ok(());
+    };
+    let mut pruned = 0;
+    while pruned < PRUNE_PER_TICK {
+        let n = store.prune_snapshots(before, PRUNE_BATCH)?;
+        pruned += n;
+        if n < PRUNE_BATCH {
+            break;
+        }
+    }
+    if pruned > 0 {
+        tracing::debug!("pruned {pruned} Snapshots observed before {before}");
+    }
+    Ok(())
+}
+
+/// Snapshots deleted per transaction when pruning.
+const PRUNE_BATCH: usize = 2_000;
+/// Snapshots deleted per tick at most.
+const PRUNE_PER_TICK: usize = 50_000;
 
 /// Decides what to run: the plan's pick, after probing the Accounts whose figures or
 /// login are too old to trust (which may change the pick) and failing Jobs whose budget

@@ -45,6 +45,9 @@ pub struct Config {
     /// no Run starts (0: never checked).
     #[serde(serialize_with = "ser_size")]
     pub min_free_space: u64,
+    /// How long utilization Snapshots are kept; older ones are pruned by the tick.
+    #[serde(serialize_with = "ser_duration")]
+    pub snapshot_retention: Duration,
     pub commit_author: String,
     pub defaults: JobDefaults,
     pub schedule: Schedule,
@@ -245,6 +248,8 @@ struct RawConfig {
     stall_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "de_size")]
     min_free_space: Option<u64>,
+    #[serde(default, deserialize_with = "de_duration")]
+    snapshot_retention: Option<Duration>,
     commit_author: Option<String>,
     defaults: Option<RawDefaults>,
     schedule: Option<RawSchedule>,
@@ -408,6 +413,12 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
         ),
         ("probeMaxAge", raw.probe_max_age, Duration::from_secs(1)),
         ("stallTimeout", raw.stall_timeout, Duration::from_secs(1)),
+        // Under a day would prune figures a Window of five hours still needs.
+        (
+            "snapshotRetention",
+            raw.snapshot_retention,
+            Duration::from_secs(86_400),
+        ),
         (
             "defaults.maxRunTime",
             raw.defaults.as_ref().and_then(|d| d.max_run_time),
@@ -560,6 +571,9 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
         stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
         min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
+        snapshot_retention: raw
+            .snapshot_retention
+            .unwrap_or(Duration::from_secs(35 * 86_400)),
         commit_author: raw
             .commit_author
             .unwrap_or_else(|| "owl <owl@localhost>".into()),

@@ -106,6 +106,35 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE account_notes ADD COLUMN backoff_until TEXT;
     ALTER TABLE account_notes ADD COLUMN outages INTEGER NOT NULL DEFAULT 0;
     "#,
+    // 7: reads that cost the same after a year of nights. The newest figure of each Window
+    // in a table of its own (one row per Account and Window, kept by insert_snapshot);
+    // Snapshots by age, for pruning; Runs in progress and Runs by end, through indexes; Jobs
+    // by state.
+    r#"
+    CREATE TABLE latest_snapshots (
+        account     TEXT NOT NULL,
+        window      TEXT NOT NULL,
+        percent     REAL NOT NULL,
+        resets_at   TEXT,
+        observed_at TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        run_id      INTEGER,
+        PRIMARY KEY (account, window)
+    );
+    -- One pass over snapshots_latest finds each Window's newest time; the newest id wins a tie.
+    INSERT INTO latest_snapshots
+        SELECT s.account, s.window, s.percent, s.resets_at, s.observed_at, s.source, s.run_id
+        FROM snapshots s
+        JOIN (SELECT account, window, MAX(observed_at) AS newest
+              FROM snapshots GROUP BY account, window) m
+          ON s.account = m.account AND s.window = m.window AND s.observed_at = m.newest
+        WHERE s.id = (SELECT MAX(t.id) FROM snapshots t WHERE t.account = s.account
+                      AND t.window = s.window AND t.observed_at = m.newest);
+    CREATE INDEX snapshots_observed ON snapshots(observed_at);
+    CREATE INDEX runs_in_progress ON runs(id) WHERE outcome IS NULL;
+    CREATE INDEX runs_ended ON runs(ended_at) WHERE outcome IS NOT NULL;
+    CREATE INDEX jobs_state ON jobs(state, seq);
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -113,6 +142,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Brings the database up to [`SCHEMA_VERSION`], refusing one written by a newer owl.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
+    migrate_to(conn, SCHEMA_VERSION)
+}
+
+/// Brings the database up to `target`, in one transaction.
+fn migrate_to(conn: &mut Connection, target: i64) -> Result<()> {
     let tx = rusqlite::Transaction::new(conn, rusqlite::TransactionBehavior::Immediate)?;
     let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current > SCHEMA_VERSION {
@@ -121,7 +155,12 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
              {SCHEMA_VERSION}: it was written by a newer owl; upgrade owl rather than risk it"
         );
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+    for (i, sql) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .take(target as usize)
+        .skip(current as usize)
+    {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
     }
@@ -142,6 +181,62 @@ mod tests {
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    /// Rows as an owl of schema 1 wrote them; every later schema only adds to them.
+    const V1_ROWS: &str = "
+        INSERT INTO jobs (id, prompt, repo, base, max_runs, max_run_time_secs, permission_mode,
+                          state, created_at, updated_at)
+        VALUES ('a', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'done', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+               ('b', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'queued', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+        INSERT INTO runs (job_id, account, outcome, started_at, ended_at)
+        VALUES ('a', 'work', 'succeeded', '2026-01-01T01:00:00Z', '2026-01-01T02:00:00Z'),
+               ('b', 'work', NULL, '2026-01-02T01:00:00Z', NULL);
+        INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source)
+        VALUES ('work', 'five_hour', 10, NULL, '2026-01-01T01:00:00Z', 'get_usage'),
+               ('work', 'five_hour', 30, NULL, '2026-01-01T03:00:00Z', 'get_usage'),
+               ('work', 'five_hour', 20, NULL, '2026-01-01T02:00:00Z', 'probe'),
+               ('work', 'seven_day', 5, NULL, '2026-01-01T01:00:00Z', 'probe');
+        INSERT INTO account_notes (account, not_logged_in, updated_at)
+        VALUES ('work', 'not logged in: 401', '2026-01-01T00:00:00Z');";
+
+    #[test]
+    fn every_earlier_schema_with_rows_migrates_in_place() {
+        for from in 1..SCHEMA_VERSION {
+            let mut conn = Connection::open_in_memory().unwrap();
+            migrate_to(&mut conn, from).unwrap();
+            conn.execute_batch(V1_ROWS).unwrap();
+            migrate(&mut conn).unwrap();
+            let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+            assert_eq!(count("SELECT COUNT(*) FROM jobs"), 2, "from {from}");
+            assert_eq!(count("SELECT COUNT(*) FROM runs"), 2, "from {from}");
+            assert_eq!(count("SELECT COUNT(*) FROM snapshots"), 4, "from {from}");
+            assert_eq!(
+                count("SELECT COUNT(*) FROM account_notes"),
+                1,
+                "from {from}"
+            );
+            // The newest figure of each Window, found once and kept apart.
+            assert_eq!(
+                count("SELECT CAST(percent AS INTEGER) FROM latest_snapshots WHERE window = 'five_hour'"),
+                30,
+                "from {from}"
+            );
+            assert_eq!(
+                count("SELECT COUNT(*) FROM latest_snapshots"),
+                2,
+                "from {from}"
+            );
+            // The Run in progress is found through its index.
+            let plan: String = conn
+                .query_row(
+                    "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE outcome IS NULL ORDER BY id",
+                    [],
+                    |r| r.get(3),
+                )
+                .unwrap();
+            assert!(plan.contains("runs_in_progress"), "from {from}: {plan}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! Utilization Snapshots: every observation kept, the newest per Window read back.
+//! Utilization Snapshots: every observation kept for `snapshotRetention`, the newest per Window kept apart so that reading it costs the same at any size.
 
 use anyhow::Result;
 use rusqlite::params;
@@ -8,13 +8,29 @@ use crate::clock::rfc3339;
 use crate::model::Snapshot;
 
 impl Store {
-    /// Records one observation; the history is kept.
+    /// Records one observation, and makes it the Window's newest unless a newer one is known.
     pub fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
+        self.insert_snapshots(std::slice::from_ref(s))
+    }
+
+    /// Records observations in one transaction (a probe's Windows, a bulk load).
+    pub fn insert_snapshots(&mut self, snapshots: &[Snapshot]) -> Result<()> {
         self.write(|tx| {
-            tx.execute(
+            let mut history = tx.prepare_cached(
                 "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source, run_id) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+            )?;
+            // RFC 3339 in UTC with a fixed shape compares as text in time order.
+            let mut latest = tx.prepare_cached(
+                "INSERT INTO latest_snapshots (account, window, percent, resets_at, observed_at, source, run_id) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT(account, window) DO UPDATE SET percent = excluded.percent, \
+                   resets_at = excluded.resets_at, observed_at = excluded.observed_at, \
+                   source = excluded.source, run_id = excluded.run_id \
+                 WHERE excluded.observed_at >= latest_snapshots.observed_at",
+            )?;
+            for s in snapshots {
+                let row = params![
                     s.account,
                     s.window,
                     s.percent,
@@ -22,20 +38,35 @@ impl Store {
                     rfc3339(s.observed_at),
                     s.source,
                     s.run_id
-                ],
-            )?;
+                ];
+                history.execute(row)?;
+                latest.execute(row)?;
+            }
             Ok(())
+        })
+    }
+
+    /// Deletes up to `batch` Snapshots observed before `before`; how many went. The newest
+    /// figure of each Window is kept apart, so pruning never loses what scheduling reads.
+    pub fn prune_snapshots(
+        &mut self,
+        before: chrono::DateTime<chrono::Utc>,
+        batch: usize,
+    ) -> Result<usize> {
+        self.write(|tx| {
+            Ok(tx.execute(
+                "DELETE FROM snapshots WHERE id IN \
+                 (SELECT id FROM snapshots WHERE observed_at < ?1 ORDER BY observed_at LIMIT ?2)",
+                params![rfc3339(before), batch as i64],
+            )?)
         })
     }
 
     /// The newest Snapshot of every Window of every Account.
     pub fn latest_snapshots(&self) -> Result<Vec<Snapshot>> {
-        let mut stmt = self.conn.prepare(
+        let mut stmt = self.conn.prepare_cached(
             "SELECT account, window, percent, resets_at, observed_at, source, run_id \
-             FROM snapshots s WHERE id = (SELECT id FROM snapshots t \
-               WHERE t.account = s.account AND t.window = s.window \
-               ORDER BY observed_at DESC, id DESC LIMIT 1) \
-             ORDER BY account, window",
+             FROM latest_snapshots ORDER BY account, window",
         )?;
         let rows = stmt
             .query_map([], |r| {

@@ -255,3 +255,40 @@ fn limits_are_refused_when_misspelled_or_out_of_range() {
         .success()
         .stdout(predicate::str::contains("work: schedulable — no ceiling"));
 }
+
+#[test]
+fn snapshots_older_than_the_retention_are_pruned_and_runs_kept() {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "snapshotRetention: 35d\naccounts:\n  work:\n    credentialStore: {}\n",
+        env.dir.path().join("creds").display()
+    ));
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.tick();
+    // A year of figures, written the way an old owl kept them: one a day.
+    let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let now = chrono::DateTime::parse_from_rfc3339(crate::support::NOW).unwrap();
+    for day in 0..365 {
+        let at = (now - chrono::Duration::days(day)).to_utc();
+        db.execute(
+            "INSERT INTO snapshots (account, window, percent, observed_at, source) \
+             VALUES ('work', 'five_hour', 10, ?1, 'get_usage')",
+            [at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)],
+        )
+        .unwrap();
+    }
+    drop(db);
+    env.tick();
+    let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    // 35 days kept (days 0 to 34 and the boundary), the rest gone.
+    let left = count("SELECT COUNT(*) FROM snapshots");
+    assert!((35..=36).contains(&left), "{left} Snapshots left");
+    assert_eq!(
+        count("SELECT COUNT(*) FROM snapshots WHERE observed_at < '2026-10-26T03:00:00Z'"),
+        0
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM runs"), 1);
+    assert_eq!(env.show(&id)["runs"].as_array().unwrap().len(), 1);
+}
