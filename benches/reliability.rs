@@ -72,7 +72,7 @@ fn main() {
 fn crossing_to_interrupt(competing_writer: bool) -> Duration {
     let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\nusagePollInterval: 1h\n");
     let gate = env.dir.path().join("cross-now");
-    env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
+    // No usage answers: the only figure is the crossing one.
     env.script(&support::crossing_at_gate_script(&gate));
     env.add("Work");
     let owl = env.spawn_tick();
