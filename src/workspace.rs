@@ -165,7 +165,23 @@ pub fn head_commit(worktree: &Path) -> Option<String> {
 
 /// How many commits `to` has that `from` does not.
 pub fn commits_between(repo_path: &str, from: &str, to: &str) -> Result<usize> {
-    let repo = Repository::open(repo_path)?;
+    count_commits(&Repository::open(repo_path)?, from, to)
+}
+
+/// The commits each Run added, `(head_before, head_after)` per Run, with the repository
+/// opened once (`None` where a Run has no heads or they cannot be walked).
+pub fn commits_of_runs(
+    repo_path: &str,
+    heads: &[(Option<&str>, Option<&str>)],
+) -> Vec<Option<usize>> {
+    let repo = Repository::open(repo_path).ok();
+    heads
+        .iter()
+        .map(|(from, to)| count_commits(repo.as_ref()?, (*from)?, (*to)?).ok())
+        .collect()
+}
+
+fn count_commits(repo: &Repository, from: &str, to: &str) -> Result<usize> {
     let mut walk = repo.revwalk()?;
     walk.push(git2::Oid::from_str(to)?)?;
     walk.hide(git2::Oid::from_str(from)?)?;

@@ -14,10 +14,11 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         return Ok(0);
     };
     let jobs = store.jobs(all)?;
-    let mut rows = Vec::with_capacity(jobs.len());
-    for job in &jobs {
-        rows.push(JobJson::new(ctx, job, store.runs_of(&job.id)?.len()));
-    }
+    let counts = store.run_counts()?;
+    let rows: Vec<JobJson> = jobs
+        .iter()
+        .map(|job| JobJson::new(ctx, job, counts.get(&job.id).copied().unwrap_or(0)))
+        .collect();
     if json {
         print_json(&rows)?;
         return Ok(0);

@@ -72,7 +72,17 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     let runs = store.runs_of(&job.id)?;
     let handoff = crate::workspace::read_handoff(&job).unwrap_or(None);
     let summary = crate::workspace::branch_summary(&job).unwrap_or(None);
-    let run_rows: Vec<RunJson> = runs.iter().map(|r| run_json(ctx, &job, r)).collect();
+    // The repository is opened once for all the Runs, however many there are.
+    let heads: Vec<_> = runs
+        .iter()
+        .map(|r| (r.head_before.as_deref(), r.head_after.as_deref()))
+        .collect();
+    let commits = crate::workspace::commits_of_runs(&job.repo, &heads);
+    let run_rows: Vec<RunJson> = runs
+        .iter()
+        .zip(commits)
+        .map(|(r, commits)| run_json(ctx, r, commits))
+        .collect();
     let cost = crate::model::total_cost(&runs);
     if json {
         let s = summary.clone().unwrap_or_default();
@@ -230,7 +240,7 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     outln!("  log: {}", r.log);
 }
 
-fn run_json(ctx: &Ctx, job: &crate::model::Job, r: &Run) -> RunJson {
+fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
     RunJson {
         id: r.id,
         account: r.account.clone(),
@@ -255,10 +265,7 @@ fn run_json(ctx: &Ctx, job: &crate::model::Job, r: &Run) -> RunJson {
         permission_denials: r.permission_denials.clone(),
         survivors_killed: r.survivors_killed,
         skipped_lines: r.skipped_lines,
-        commits: match (&r.head_before, &r.head_after) {
-            (Some(a), Some(b)) => crate::workspace::commits_between(&job.repo, a, b).ok(),
-            _ => None,
-        },
+        commits,
         safety_commit: r.safety_commit.clone(),
         log: ctx.run_log(&r.job_id, r.id).display().to_string(),
     }

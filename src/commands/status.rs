@@ -124,9 +124,8 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
         session_id: r.session_id,
     });
     let attention = store
-        .jobs(true)?
+        .jobs_in(&[JobState::Blocked, JobState::Failed])?
         .into_iter()
-        .filter(|j| matches!(j.state, JobState::Blocked | JobState::Failed))
         .map(|j| QueueJson {
             job_id: j.id,
             state: j.state.to_string(),

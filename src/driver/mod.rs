@@ -294,27 +294,23 @@ pub fn check_agent(
     for (key, value) in &inv.env_set {
         cmd.env(key, value);
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| format!("cannot run '{}': {e}", command.display()))?;
-    let deadline = std::time::Instant::now() + VERSION_TIMEOUT;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("'{} --version' did not answer", command.display()));
-            }
+    // Waited on, not polled: the answer is read the moment the CLI exits.
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(VERSION_TIMEOUT) {
+        Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
+        Ok(Err(e)) => return Err(format!("running '{} --version': {e}", command.display())),
+        Err(_) => {
+            crate::supervise::process::signal_pid(pid, libc::SIGKILL);
+            let _ = rx.recv();
+            return Err(format!("'{} --version' did not answer", command.display()));
         }
-    }
-    let mut out = String::new();
-    if let Some(mut stdout) = child.stdout.take() {
-        use std::io::Read;
-        let _ = stdout.read_to_string(&mut out);
-    }
+    };
     driver.check_version(&out)
 }

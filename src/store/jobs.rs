@@ -96,18 +96,43 @@ impl Store {
 
     /// Jobs in the order they were added; finished ones only when `all`.
     pub fn jobs(&self, all: bool) -> Result<Vec<Job>> {
-        let filter = if all {
-            ""
-        } else {
-            "WHERE state NOT IN ('done','blocked','failed','cancelled')"
-        };
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY seq"
+        if all {
+            let mut stmt = self
+                .conn
+                .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY seq"))?;
+            let jobs = stmt
+                .query_map([], job_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            return Ok(jobs);
+        }
+        self.jobs_in(&[JobState::Queued, JobState::Running, JobState::Waiting])
+    }
+
+    /// The Jobs in any of `states`, in the order they were added: through the state index,
+    /// so that a year of finished Jobs costs nothing here.
+    pub fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
+        let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) \
+             ORDER BY seq"
         ))?;
         let jobs = stmt
-            .query_map([], job_from_row)?
+            .query_map([serde_json::to_string(&states)?], job_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(jobs)
+    }
+
+    /// How many Runs each Job has had, in one grouped query.
+    pub fn run_counts(&self) -> Result<std::collections::HashMap<String, usize>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT job_id, COUNT(*) FROM runs GROUP BY job_id")?;
+        let counts = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(counts)
     }
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every
