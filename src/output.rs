@@ -95,6 +95,60 @@ pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// serde_json's pretty formatter, escaping inside strings the control characters serde_json
+/// leaves raw (DEL and C1, such as the one-byte CSI `\u{9b}`): JSON owl prints is inert too.
+#[derive(Default)]
+pub struct InertJson(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for InertJson {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> io::Result<()> {
+        let mut rest = fragment;
+        while let Some(i) = rest.find(|c: char| c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c))
+        {
+            w.write_all(rest[..i].as_bytes())?;
+            let c = rest[i..].chars().next().unwrap_or_default();
+            write!(w, "\\u{:04x}", c as u32)?;
+            rest = &rest[i + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn end_object_key<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_key(w)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
 /// `println!` for owl: made inert, and quiet on a closed pipe.
 #[macro_export]
 macro_rules! outln {
@@ -126,5 +180,19 @@ mod tests {
             "\\x1b]52;c;ZXZpbA==\\x07 \\x1b[2J done\\r[result] success"
         );
         assert_eq!(inert("\u{9b}31m"), "\\x9b31m");
+    }
+
+    #[test]
+    fn json_escapes_every_control_character() {
+        let mut out = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(&mut out, InertJson::default());
+        serde::Serialize::serialize(&["a\u{1b}[2J\u{9b}1m\u{7f}z"], &mut ser).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        let back: Vec<String> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back[0], "a\u{1b}[2J\u{9b}1m\u{7f}z");
     }
 }

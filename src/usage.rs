@@ -185,7 +185,7 @@ pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path)
     if let Some(s) = stdin.as_mut() {
         use std::io::Write;
         if let Err(e) = s.write_all(&request).and_then(|()| s.flush()) {
-            stop_probe(&mut child, pid, stdin);
+            stop_probe(child, pid, stdin);
             return ProbeOutcome::Failed(format!("writing the usage request: {e}"));
         }
     }
@@ -233,23 +233,25 @@ pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path)
             }
         }
     };
-    stop_probe(&mut child, pid, stdin);
+    stop_probe(child, pid, stdin);
     outcome
 }
 
-/// Closes stdin (the CLI exits on EOF), then makes sure the probe and its group are gone.
-fn stop_probe(child: &mut std::process::Child, pid: i32, stdin: Option<std::process::ChildStdin>) {
+/// Closes stdin (the CLI exits on EOF), waits for the exit (not polling it), and makes
+/// sure the probe and its group are gone.
+fn stop_probe(child: std::process::Child, pid: i32, stdin: Option<std::process::ChildStdin>) {
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            process::signal_group(pid, libc::SIGKILL);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let (tx, rx) = mpsc::channel();
+    let mut child = child;
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    if rx.recv_timeout(Duration::from_secs(2)).is_err() {
+        process::signal_group(pid, libc::SIGKILL);
+        let _ = rx.recv();
     }
+    // Whatever the probe started in its group goes with it.
     process::signal_group(pid, libc::SIGKILL);
-    let _ = child.wait();
 }
 
 #[cfg(test)]

@@ -174,8 +174,15 @@ impl JobJson {
     }
 }
 
+/// Prints JSON for scripts, pretty, with every control character escaped: serde_json
+/// escapes C0 itself, and the formatter the rest, so no pass over the text is needed.
 fn print_json(value: &impl Serialize) -> Result<()> {
-    outln!("{}", serde_json::to_string_pretty(value)?);
+    let mut out = Vec::with_capacity(4096);
+    let mut ser =
+        serde_json::Serializer::with_formatter(&mut out, crate::output::InertJson::default());
+    value.serialize(&mut ser)?;
+    out.push(b'\n');
+    crate::output::write_raw(&out).context("writing JSON to stdout")?;
     Ok(())
 }
 

@@ -143,43 +143,46 @@ fn choose(
     json: bool,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
+    let mut planned = make_plan(ctx, store, now)?;
     let local = now.with_timezone(&chrono::Local).time();
     let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
-    if !dry_run && in_window {
-        let (views, plan) = make_plan(ctx, store, now)?;
-        // Only when there is work that could use what a probe finds.
-        if !plan.queue.is_empty() {
-            for account in parked_accounts(ctx, &views, now) {
-                probed.insert(account.clone());
-                probe_account(ctx, store, &account, now)?;
-            }
+    // Only when there is work that could use what a probe finds.
+    if !dry_run && in_window && !planned.1.queue.is_empty() {
+        let parked = parked_accounts(ctx, &planned.0, now);
+        for account in &parked {
+            probed.insert(account.clone());
+            probe_account(ctx, store, account, now)?;
+        }
+        if !parked.is_empty() {
+            planned = make_plan(ctx, store, now)?;
         }
     }
     loop {
-        let (views, plan) = make_plan(ctx, store, now)?;
+        let (views, plan) = &planned;
         if dry_run && !json {
-            print_plan(&views, &plan, now);
+            print_plan(views, plan, now);
         }
         let Decision::Run { job_id, account } = &plan.decision else {
-            return Ok(plan.decision);
+            return Ok(plan.decision.clone());
         };
-        let probe = needs_probe(ctx, &views, account, now);
+        let probe = needs_probe(ctx, views, account, now);
         if dry_run {
             if probe && !json {
                 outln!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
             }
-            return Ok(plan.decision);
+            return Ok(plan.decision.clone());
         }
         if let Some(why) = job_budget_spent(store, job_id)? {
             let from = [JobState::Queued, JobState::Waiting];
             store.move_job(job_id, &from, JobState::Failed, Some(&why), now)?;
-            continue;
+        } else if probe && probed.insert(account.clone()) {
+            let account = account.clone();
+            probe_account(ctx, store, &account, now)?;
+        } else {
+            return Ok(plan.decision.clone());
         }
-        if probe && probed.insert(account.clone()) {
-            probe_account(ctx, store, account, now)?;
-            continue;
-        }
-        return Ok(plan.decision);
+        // Something changed: plan again.
+        planned = make_plan(ctx, store, now)?;
     }
 }
 

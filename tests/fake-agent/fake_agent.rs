@@ -8,6 +8,7 @@
 //!   emit TEXT                   print TEXT as one stdout line
 //!   emit-bytes ESCAPED          print bytes (\xNN, \n, \0 escapes), no newline added
 //!   emit-long BYTES             print one line of BYTES 'a's inside a JSON string
+//!   cat FILE                    copy FILE to stdout in large writes (a fast stream)
 //!   stderr TEXT                 print TEXT on stderr
 //!   sleep MS                    sleep (an interrupt cuts it short)
 //!   write PATH TEXT             write TEXT (\n escapes) to PATH under the cwd
@@ -188,6 +189,18 @@ fn main() {
                 }
                 shared.emit(b"\"}\n");
             }
+            "cat" => {
+                use std::io::Read;
+                let mut file = fs::File::open(rest.trim()).unwrap();
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = file.read(&mut buf).unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    shared.emit(&buf[..n]);
+                }
+            }
             "stderr" => eprintln!("{rest}"),
             "sleep" => sleep_unless_interrupted(&shared, rest.trim().parse().unwrap()),
             "write" => {
@@ -361,6 +374,10 @@ fn read_stdin(shared: &Shared) {
         }
     }
     shared.stdin_closed.store(true, Ordering::SeqCst);
+    // Like the real CLI, a probe's EOF ends the wait for a prompt at once.
+    let (lock, cv) = &shared.prompt_seen;
+    let _seen = lock.lock().unwrap();
+    cv.notify_all();
 }
 
 fn next_usage(answers: &mut (Vec<String>, usize)) -> String {

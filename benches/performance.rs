@@ -1,0 +1,380 @@
+//! Prints the performance figures of docs/performance.md, each beside a baseline measured
+//! in the same run (`/bin/true`, `cat`, `jq`), as a ratio.
+//!
+//! Run: `cargo bench --bench performance`. It builds the state it measures through owl's
+//! own store code: 10,000 Jobs (1,000 of them queued behind a ceiling), 100,000 Runs and
+//! 1,000,000 Snapshots, and a 1 GiB stream of real-shaped stream-json. The database lives
+//! on /dev/shm when there is one (seeding 200,000 transactions on a disk would take
+//! minutes); reads come from the page cache either way.
+
+#[path = "../tests/integration/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use owl::model::{JobState, NewJob, RunOutcome, Snapshot};
+use owl::store::{RunFinish, RunStart, Store};
+
+const OWL: &str = env!("CARGO_BIN_EXE_owl");
+const AGENT: &str = env!("CARGO_BIN_EXE_owl-fake-agent");
+const NOW: &str = "2026-11-30T03:00:00Z";
+
+fn main() {
+    let scratch = scratch_dir();
+    println!("owl performance figures (medians; ratios to a baseline from the same run)");
+    println!("  scratch space: {}", scratch.path().display());
+    let truth = median(15, || time(Command::new("/bin/true")));
+    println!("  baseline /bin/true: {truth:?}");
+    let ratio = |d: Duration| d.as_secs_f64() / truth.as_secs_f64();
+
+    // An idle tick on an empty queue.
+    let empty = World::new(scratch.path(), "empty");
+    empty.owl(&["tick"]).output().unwrap();
+    let t = median(15, || time(empty.owl(&["tick"])));
+    println!(
+        "  idle tick, empty queue: {t:?} = {:.1}x /bin/true (goal <= 5x)",
+        ratio(t)
+    );
+
+    // The year-old database.
+    let big = World::new(scratch.path(), "big");
+    let seeded = Instant::now();
+    let heavy_job = big.seed();
+    println!(
+        "  (seeded 10,001 Jobs, 100,000 Runs, 1,000,000 Snapshots in {:?})",
+        seeded.elapsed()
+    );
+    big.owl(&["tick"]).output().unwrap();
+    let t = median(9, || time(big.owl(&["tick"])));
+    println!(
+        "  idle tick, 1,000 queued Jobs over a ceiling, 100k Runs, 1M Snapshots: {t:?} = {:.1}x (goal <= 5x)",
+        ratio(t)
+    );
+    let t = median(9, || time(big.owl(&["status", "--json"])));
+    println!(
+        "  status --json on that database: {t:?} = {:.1}x (goal <= 10x)",
+        ratio(t)
+    );
+    let t = median(9, || time(big.owl(&["jobs", "--all", "--json"])));
+    println!(
+        "  jobs --all --json, 10k Jobs: {t:?} = {:.1}x (goal <= 40x)",
+        ratio(t)
+    );
+    let t = median(9, || time(big.owl(&["show", "--json", &heavy_job])));
+    println!(
+        "  show JOB --json, 1,000 Runs: {t:?} = {:.1}x (goal <= 20x)",
+        ratio(t)
+    );
+
+    // A Run whose agent prints only init and result (no ceiling: no probe before it).
+    let run = World::with(scratch.path(), "run", false);
+    run.script("read-prompt\nreplay success.jsonl 1 1\nreplay success.jsonl 3 3\n");
+    let t = median(9, || {
+        run.owl(&["add", "--repo", run.repo.to_str().unwrap(), "Hello"])
+            .output()
+            .unwrap();
+        time(run.owl(&["tick"]))
+    });
+    println!(
+        "  tick running an agent that prints only init and result: {t:?} = {:.1}x (goal <= 10x)",
+        ratio(t)
+    );
+
+    // Ingest: 1 GiB of real-shaped stream-json through a tick.
+    let stream = scratch.path().join("stream.jsonl");
+    let bytes = write_stream(&stream, 1 << 30);
+    let ingest = World::new(scratch.path(), "ingest");
+    ingest.script(&format!(
+        "read-prompt\ncat {}\nreplay success.jsonl 3 3\n",
+        stream.display()
+    ));
+    ingest
+        .owl(&["add", "--repo", ingest.repo.to_str().unwrap(), "Stream"])
+        .output()
+        .unwrap();
+    let owl_time = time(ingest.owl(&["tick"]));
+    let copy = scratch.path().join("copy.jsonl");
+    let cat_time = time_shell(&format!(
+        "cat {} | cat > {}",
+        stream.display(),
+        copy.display()
+    ));
+    let _ = std::fs::remove_file(&copy);
+    let mbps = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "  ingest of {:.2} GiB through owl tick: {:.0} MB/s = {:.0}% of `cat | cat > file` ({:.0} MB/s) (goal >= 30%)",
+        bytes as f64 / (1u64 << 30) as f64,
+        mbps(owl_time),
+        100.0 * cat_time.as_secs_f64() / owl_time.as_secs_f64(),
+        mbps(cat_time)
+    );
+    if Command::new("jq").arg("--version").output().is_ok() {
+        let jq_time = time_shell(&format!("jq -c . {} > /dev/null", stream.display()));
+        println!(
+            "  baseline jq -c . on the same stream: {:.0} MB/s; owl is {:.1}x jq (goal >= 3x)",
+            mbps(jq_time),
+            jq_time.as_secs_f64() / owl_time.as_secs_f64()
+        );
+    } else {
+        println!("  baseline jq: not installed, not measured");
+    }
+    let _ = std::fs::remove_file(&stream);
+
+    // Peak memory on a line just under the 16 MiB cap.
+    let rss = World::new(scratch.path(), "rss");
+    rss.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\nemit-long {}\nreplay success.jsonl 3 3\n",
+        (16 << 20) - 64
+    ));
+    rss.owl(&["add", "--repo", rss.repo.to_str().unwrap(), "Big"])
+        .output()
+        .unwrap();
+    let peak = peak_rss_kib(rss.owl(&["tick"]));
+    println!(
+        "  peak RSS of a tick (with its waited-for children) on a line just under 16 MiB: {:.1} MiB (goal <= 32 MiB)",
+        peak as f64 / 1024.0
+    );
+}
+
+/// A state dir, a config and a repository for one figure.
+struct World {
+    root: PathBuf,
+    repo: PathBuf,
+    config: PathBuf,
+    script: PathBuf,
+}
+
+impl World {
+    /// A world whose Account has a ceiling (`fiveHourMax: 60`) when `ceiling`.
+    fn new(scratch: &Path, name: &str) -> World {
+        World::with(scratch, name, true)
+    }
+
+    fn with(scratch: &Path, name: &str, ceiling: bool) -> World {
+        let root = scratch.join(name);
+        let repo = root.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        support::git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "demo\n").unwrap();
+        support::git(&repo, &["add", "README.md"]);
+        support::git(&repo, &["commit", "-q", "-m", "initial"]);
+        let config = root.join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "stateDir: {}\ngraceWindow: 2s\nminFreeSpace: 0\ndrivers:\n  claude-code:\n    command: {AGENT}\n\
+                 accounts:\n  work:\n    credentialStore: {}\n{}",
+                root.join("state").display(),
+                root.join("creds").display(),
+                if ceiling { "    limits: {fiveHourMax: 60}\n" } else { "" }
+            ),
+        )
+        .unwrap();
+        World {
+            script: root.join("agent.script"),
+            root,
+            repo,
+            config,
+        }
+    }
+
+    fn script(&self, text: &str) {
+        std::fs::write(&self.script, text).unwrap();
+    }
+
+    fn owl(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(OWL);
+        cmd.args(args)
+            .env("OWL_CONFIG", &self.config)
+            .env("OWL_NOW", NOW)
+            .env("HOME", &self.root)
+            .env("TZ", "UTC")
+            .env("FAKE_AGENT_SCRIPT", &self.script)
+            .env_remove("FAKE_AGENT_RECORD")
+            .env_remove("OWL_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
+    }
+
+    /// A year of nights, through the store's own code: 9,000 done Jobs of 11 Runs each,
+    /// one done Job of 1,000 Runs (its id is returned), 1,000 queued Jobs, and a million
+    /// Snapshots over the last 30 days, the newest over the ceiling.
+    fn seed(&self) -> String {
+        let state = self.root.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        let mut store = Store::open(&state.join("owl.db")).unwrap();
+        let now: DateTime<Utc> = NOW.parse().unwrap();
+        let repo = self.repo.display().to_string();
+        let job = |i: usize| NewJob {
+            id: format!("job{i:05}"),
+            name: None,
+            prompt: format!("Job {i}: make the flaky test deterministic; commit as you go."),
+            repo: repo.clone(),
+            base: "HEAD".into(),
+            base_commit: "0000000000000000000000000000000000000000".into(),
+            account: Some("work".into()),
+            priority: 0,
+            max_runs: 2_000,
+            max_run_time_secs: 3600,
+            max_budget_usd: Some(5.0),
+            max_job_budget_usd: None,
+            permission_mode: "dontAsk".into(),
+            allowed_tools: vec!["Read".into(), "Edit".into()],
+            disallowed_tools: vec![],
+            model: None,
+        };
+        // Runs end one every five minutes, back from now: 100,000 of them span a year.
+        let mut ended = 0i64;
+        let mut run_job = |store: &mut Store, id: &str, runs: usize| {
+            for r in 0..runs {
+                ended += 1;
+                let started = now - chrono::Duration::minutes((100_001 - ended) * 5 + 4);
+                let run = store
+                    .start_run(&RunStart {
+                        job_id: id.to_string(),
+                        account: "work".into(),
+                        agent_version: Some("2.1.197".into()),
+                        owl_pid: 1,
+                        owl_start_time: None,
+                        boot_id: None,
+                        started_at: started,
+                        head_before: None,
+                        budget_usd: Some(5.0),
+                    })
+                    .unwrap()
+                    .unwrap();
+                let last = r + 1 == runs;
+                store
+                    .finish_run(
+                        run,
+                        &RunFinish {
+                            outcome: Some(RunOutcome::Succeeded),
+                            cost_usd: Some(0.05),
+                            num_turns: Some(3),
+                            cause: Some(owl::outcome::Cause::Job),
+                            ..Default::default()
+                        },
+                        if last {
+                            JobState::Done
+                        } else {
+                            JobState::Queued
+                        },
+                        None,
+                        None,
+                        started + chrono::Duration::minutes(4),
+                    )
+                    .unwrap();
+            }
+        };
+        for i in 0..9_000 {
+            store.insert_job(&job(i), now).unwrap();
+            run_job(&mut store, &format!("job{i:05}"), 11);
+        }
+        store.insert_job(&job(9_000), now).unwrap();
+        run_job(&mut store, "job09000", 1_000);
+        for i in 9_001..10_001 {
+            store.insert_job(&job(i), now).unwrap();
+        }
+        let mut batch = Vec::with_capacity(10_000);
+        for i in 0..1_000_000i64 {
+            let observed = now - chrono::Duration::seconds((1_000_000 - i) * 2);
+            batch.push(Snapshot {
+                account: "work".into(),
+                window: if i % 2 == 0 { "five_hour" } else { "seven_day" }.into(),
+                percent: if i >= 999_998 { 95.0 } else { (i % 50) as f64 },
+                resets_at: Some(now + chrono::Duration::hours(2)),
+                observed_at: observed,
+                source: "get_usage".into(),
+                run_id: None,
+            });
+            if batch.len() == 10_000 {
+                store.insert_snapshots(&batch).unwrap();
+                batch.clear();
+            }
+        }
+        "job09000".into()
+    }
+}
+
+/// Somewhere to put the state: /dev/shm when there is one.
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+fn time(mut cmd: Command) -> Duration {
+    let started = Instant::now();
+    let status = cmd.status().unwrap();
+    let took = started.elapsed();
+    assert!(status.success(), "{cmd:?} failed");
+    took
+}
+
+fn time_shell(line: &str) -> Duration {
+    time({
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", line]);
+        c
+    })
+}
+
+fn median(rounds: usize, mut measure: impl FnMut() -> Duration) -> Duration {
+    let mut times: Vec<Duration> = (0..rounds).map(|_| measure()).collect();
+    times.sort();
+    times[rounds / 2]
+}
+
+/// A stream shaped like the CLI's: init, then assistant, tool-use and tool-result lines
+/// from the recorded transcripts, repeated to `size` bytes; returns the bytes written.
+fn write_stream(path: &Path, size: u64) -> u64 {
+    use std::io::Write;
+    let lines: Vec<String> = ["tool-use.jsonl", "success.jsonl"]
+        .iter()
+        .flat_map(|f| {
+            support::fixture(f)
+                .lines()
+                .filter(|l| l.contains("\"type\":\"assistant\"") || l.contains("\"type\":\"user\""))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let init = support::fixture("success.jsonl")
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    writeln!(out, "{init}").unwrap();
+    let mut written = init.len() as u64 + 1;
+    'fill: loop {
+        for line in &lines {
+            writeln!(out, "{line}").unwrap();
+            written += line.len() as u64 + 1;
+            if written >= size {
+                break 'fill;
+            }
+        }
+    }
+    out.flush().unwrap();
+    written
+}
+
+/// Runs a command and returns its peak RSS (KiB, with its waited-for children) from wait4.
+fn peak_rss_kib(mut cmd: Command) -> i64 {
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below
+    let child = cmd.spawn().unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    usage.ru_maxrss
+}
