@@ -109,7 +109,7 @@ impl serde_json::ser::Formatter for InertJson {
         let mut rest = fragment;
         while let Some(i) = rest.find(|c: char| c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c))
         {
-            w.write_all(rest[..i].as_bytes())?;
+            w.write_all(&rest.as_bytes()[..i])?;
             let c = rest[i..].chars().next().unwrap_or_default();
             write!(w, "\\u{:04x}", c as u32)?;
             rest = &rest[i + c.len_utf8()..];
