@@ -39,6 +39,8 @@ pub enum Event {
     Line(Box<AgentEvent>),
     /// A stdout line logged but not understood (garbage, too long, unknown shape).
     Skipped(String),
+    /// The `Line`s and `Skipped`s of one read from stdout, in order.
+    Batch(Vec<Event>),
     StdoutClosed,
     /// stderr reached end of file; carries its tail.
     StderrClosed(String),
@@ -192,11 +194,14 @@ pub fn supervise(
     let mut polls = 0u64;
     let mut signals_seen = 0;
 
+    // Lines of a batch not yet handled: the loop takes them one by one, as if each had
+    // come alone.
+    let mut queued: std::collections::VecDeque<Event> = std::collections::VecDeque::new();
     loop {
-        if lp.report_exited() && !stdout_open && !stderr_open {
+        if lp.report_exited() && !stdout_open && !stderr_open && queued.is_empty() {
             break;
         }
-        if readers_deadline.is_some_and(|d| Instant::now() >= d) {
+        if readers_deadline.is_some_and(|d| Instant::now() >= d) && queued.is_empty() {
             // A descendant we could not kill still holds a pipe: do not wait forever.
             break;
         }
@@ -216,7 +221,15 @@ pub fn supervise(
         if let Some(d) = next_poll {
             wake = wake.min(d);
         }
-        match rx.recv_timeout(wake.saturating_duration_since(now)) {
+        let received = match queued.pop_front() {
+            Some(event) => Ok(event),
+            None => rx.recv_timeout(wake.saturating_duration_since(now)),
+        };
+        match received {
+            Ok(Event::Batch(events)) => {
+                queued.extend(events);
+                continue;
+            }
             Ok(Event::Line(ev)) => {
                 let ev = *ev;
                 last_output = Instant::now();

@@ -53,6 +53,7 @@ pub fn read_stdout(
     let mut line: Vec<u8> = Vec::new();
     let mut overlong = false;
     let mut log_ok = true;
+    let mut batch: Vec<Event> = Vec::new();
     loop {
         let n = match pipe.read(&mut buf) {
             Ok(0) => break,
@@ -70,16 +71,26 @@ pub fn read_stdout(
         // Keep draining after a log failure: a full pipe would block the agent forever.
         let mut rest = chunk;
         while let Some(i) = rest.iter().position(|b| *b == b'\n') {
-            append_capped(&mut line, &rest[..i], &mut overlong);
-            emit(&line, overlong, driver.as_ref(), &tx);
-            line.clear();
-            overlong = false;
+            if line.is_empty() && !overlong {
+                // The whole line is in this chunk: parsed where it lies, not copied.
+                emit(&rest[..i], false, driver.as_ref(), &mut batch);
+            } else {
+                append_capped(&mut line, &rest[..i], &mut overlong);
+                emit(&line, overlong, driver.as_ref(), &mut batch);
+                line.clear();
+                overlong = false;
+            }
             rest = &rest[i + 1..];
         }
         append_capped(&mut line, rest, &mut overlong);
+        // One message per chunk read, not per line: the loop wakes once for many lines.
+        if !batch.is_empty() {
+            let _ = tx.send(Event::Batch(std::mem::take(&mut batch)));
+        }
     }
     if !line.is_empty() || overlong {
-        emit(&line, overlong, driver.as_ref(), &tx);
+        emit(&line, overlong, driver.as_ref(), &mut batch);
+        let _ = tx.send(Event::Batch(batch));
     }
     if log_ok {
         if let Err(e) = log.sync_all() {
@@ -102,7 +113,7 @@ fn append_capped(line: &mut Vec<u8>, bytes: &[u8], overlong: &mut bool) {
     }
 }
 
-fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, tx: &SyncSender<Event>) {
+fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, batch: &mut Vec<Event>) {
     let event = if overlong {
         Event::Skipped(format!("a line longer than {} MiB", LINE_CAP >> 20))
     } else if line.iter().all(u8::is_ascii_whitespace) {
@@ -113,7 +124,7 @@ fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, tx: &SyncSender<Event>
             Err(e) => Event::Skipped(e.to_string()),
         }
     };
-    let _ = tx.send(event);
+    batch.push(event);
 }
 
 /// Reads the agent's stderr to EOF into `log`, keeping the tail.
