@@ -305,11 +305,19 @@ impl World {
 /// Somewhere to put the state: /dev/shm when there is one.
 fn scratch_dir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        tempfile::tempdir_in(shm).unwrap()
+    let mut dir = if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("owl-perf")
+            .tempdir_in(shm)
+            .unwrap()
     } else {
         tempfile::tempdir().unwrap()
+    };
+    // OWL_BENCH_KEEP=1 keeps the worlds, to profile a command against them by hand.
+    if std::env::var_os("OWL_BENCH_KEEP").is_some() {
+        dir.disable_cleanup(true);
     }
+    dir
 }
 
 fn time(mut cmd: Command) -> Duration {

@@ -8,6 +8,32 @@ use serde::Serialize;
 use crate::clock::{human, local_hm};
 use crate::config::{Config, TimeWindow};
 use crate::model::{Job, JobState, Snapshot};
+
+/// What the plan reads of a Job: no prompt, no tool lists, so that planning a thousand
+/// queued Jobs reads little.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanJob {
+    pub id: String,
+    pub state: JobState,
+    pub priority: i64,
+    /// `None`: any schedulable Account.
+    pub account: Option<String>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+impl From<&Job> for PlanJob {
+    fn from(j: &Job) -> PlanJob {
+        PlanJob {
+            id: j.id.clone(),
+            state: j.state,
+            priority: j.priority,
+            account: j.account.clone(),
+            not_before: j.not_before,
+            reason: j.reason.clone(),
+        }
+    }
+}
 use crate::store::AccountNote;
 
 /// One Window of one Account as scheduling sees it.
@@ -258,12 +284,12 @@ pub struct Plan {
 /// Orders the unfinished Jobs (highest priority first, then oldest) and picks the first
 /// that may run now.
 pub fn plan(
-    jobs: &[Job],
+    jobs: &[PlanJob],
     accounts: &[AccountView],
     window: Option<TimeWindow>,
     now: DateTime<Utc>,
 ) -> Plan {
-    let mut open: Vec<&Job> = jobs.iter().filter(|j| !j.state.is_finished()).collect();
+    let mut open: Vec<&PlanJob> = jobs.iter().filter(|j| !j.state.is_finished()).collect();
     // Stable sort keeps insertion order (oldest first) within a priority.
     open.sort_by_key(|j| std::cmp::Reverse(j.priority));
 
@@ -316,7 +342,7 @@ pub fn plan(
 
 /// Whether a Job may run now, on which Account, and why not.
 fn judge(
-    job: &Job,
+    job: &PlanJob,
     accounts: &[AccountView],
     now: DateTime<Utc>,
 ) -> (bool, Option<String>, String) {
@@ -367,7 +393,7 @@ fn idle_reason(
     queue: &[QueueEntry],
     accounts: &[AccountView],
     outside: Option<TimeWindow>,
-    running: Option<&Job>,
+    running: Option<&PlanJob>,
 ) -> String {
     if let Some(job) = running {
         return format!("a Run of {} is in progress", job.id);
@@ -430,6 +456,17 @@ fn jobs_word(n: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plan of whole Jobs, as the tests build them.
+    fn plan(
+        jobs: &[Job],
+        accounts: &[AccountView],
+        window: Option<TimeWindow>,
+        now: DateTime<Utc>,
+    ) -> Plan {
+        let jobs: Vec<PlanJob> = jobs.iter().map(PlanJob::from).collect();
+        super::plan(&jobs, accounts, window, now)
+    }
     use crate::config;
 
     fn t(s: &str) -> DateTime<Utc> {

@@ -285,7 +285,7 @@ fn run_job(
 
 /// Reads the state and decides what a tick would do now.
 pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<AccountView>, Plan)> {
-    let jobs = store.jobs(false)?;
+    let jobs = store.plan_jobs()?;
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
     for (name, account) in &ctx.config.accounts {
@@ -301,10 +301,7 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
     if let Decision::Run { job_id, .. } = &plan.decision {
         // A Run on a full disk cannot be recorded: it would only be lost and run again.
-        let repo = jobs
-            .iter()
-            .find(|j| &j.id == job_id)
-            .map(|j| j.repo.clone());
+        let repo = store.job(job_id)?.map(|j| j.repo);
         let state_dir = ctx.config.state_dir.as_path();
         let mut paths = vec![state_dir];
         if let Some(repo) = &repo {

@@ -122,6 +122,28 @@ impl Store {
         Ok(jobs)
     }
 
+    /// The unfinished Jobs as the plan reads them: six columns, through the state index.
+    pub fn plan_jobs(&self) -> Result<Vec<crate::schedule::PlanJob>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, state, priority, account, not_before, reason FROM jobs \
+             WHERE state IN ('queued', 'running', 'waiting') ORDER BY seq",
+        )?;
+        let jobs = stmt
+            .query_map([], |r| {
+                let state: String = r.get(1)?;
+                Ok(crate::schedule::PlanJob {
+                    id: r.get(0)?,
+                    state: state.parse().unwrap_or(JobState::Failed),
+                    priority: r.get(2)?,
+                    account: r.get(3)?,
+                    not_before: time_col(r.get(4)?),
+                    reason: r.get(5)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(jobs)
+    }
+
     /// How many Runs each Job has had, in one grouped query.
     pub fn run_counts(&self) -> Result<std::collections::HashMap<String, usize>> {
         let mut stmt = self
