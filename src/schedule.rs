@@ -265,6 +265,10 @@ pub struct QueueEntry {
     pub account: Option<String>,
     pub eligible: bool,
     pub reason: String,
+    /// The unschedulable Accounts this Job waits for (its own, or every one for a Job
+    /// bound to none): counted by name, never by matching words in `reason`.
+    #[serde(skip)]
+    pub waits_for: Vec<String>,
 }
 
 /// What a tick would do now.
@@ -301,6 +305,18 @@ pub fn plan(
     let mut chosen: Option<(String, String)> = None;
     for job in open {
         let (eligible, account, reason) = judge(job, accounts, now);
+        let waits_for_time =
+            job.state == JobState::Waiting && job.not_before.is_some_and(|t| t > now);
+        let waits_for: Vec<String> = match (&job.account, eligible, job.state) {
+            (_, true, _) | (_, _, JobState::Running) => Vec::new(),
+            _ if waits_for_time => Vec::new(),
+            (Some(name), false, _) => vec![name.clone()],
+            (None, false, _) => accounts
+                .iter()
+                .filter(|a| !a.schedulable)
+                .map(|a| a.name.clone())
+                .collect(),
+        };
         let reason = match (eligible, outside, running, &chosen) {
             (false, ..) => reason,
             (true, Some(w), _, _) => format!("ready, but outside the schedule window {w}"),
@@ -328,6 +344,7 @@ pub fn plan(
             account: account.filter(|_| eligible),
             eligible,
             reason,
+            waits_for,
         });
     }
 
@@ -416,7 +433,7 @@ fn idle_reason(
         let n = queue
             .iter()
             .filter(|q| {
-                q.reason.contains(&a.reason)
+                q.waits_for.contains(&a.name)
                     || (q.state == JobState::Waiting
                         && q.not_before.is_some()
                         && q.not_before == a.until)
