@@ -23,14 +23,59 @@ pub fn now() -> anyhow::Result<DateTime<Utc>> {
 
 /// An RFC 3339 UTC string with second precision, as stored and printed.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
+    use chrono::{Datelike, Timelike};
+    // The one shape owl stores and prints, written directly: listing ten thousand Jobs
+    // writes twenty thousand of these.
+    if (0..=9999).contains(&t.year()) {
+        let mut b = *b"0000-00-00T00:00:00Z";
+        let mut put = |at: usize, width: usize, mut n: u32| {
+            for i in (at..at + width).rev() {
+                b[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, 4, t.year() as u32);
+        put(5, 2, t.month());
+        put(8, 2, t.day());
+        put(11, 2, t.hour());
+        put(14, 2, t.minute());
+        put(17, 2, t.second());
+        return String::from_utf8_lossy(&b).into_owned();
+    }
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Parses a stored RFC 3339 time.
 pub fn parse(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    // owl stores one shape, `2026-11-30T03:00:00Z`: read it directly, since listing ten
+    // thousand Jobs parses thirty thousand of these; anything else goes the general way.
+    parse_stored(s).or_else(|| {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    })
+}
+
+fn parse_stored(s: &str) -> Option<DateTime<Utc>> {
+    let b = s.as_bytes();
+    if b.len() != 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'Z'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        b[r].iter().try_fold(0u32, |n, d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    let date = chrono::NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
+    let time = date.and_hms_opt(num(11..13)?, num(14..16)?, num(17..19)?)?;
+    Some(time.and_utc())
 }
 
 /// A short human duration: `45s`, `12m`, `1h12m`, `2d3h`.
@@ -58,6 +103,47 @@ pub fn local_hm(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_shape_is_written_as_chrono_writes_it() {
+        for text in [
+            "2026-11-30T03:00:00Z",
+            "2024-02-29T23:59:59Z",
+            "0001-01-01T00:00:00Z",
+        ] {
+            let t = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc);
+            assert_eq!(
+                rfc3339(t),
+                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
+    }
+
+    #[test]
+    fn the_stored_shape_parses_as_rfc3339_does() {
+        for text in [
+            "2026-11-30T03:00:00Z",
+            "2024-02-29T23:59:59Z",
+            "1970-01-01T00:00:00Z",
+        ] {
+            let general = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc);
+            assert_eq!(parse_stored(text), Some(general), "{text}");
+        }
+        for odd in [
+            "2026-02-30T03:00:00Z",
+            "2026-11-30T25:00:00Z",
+            "2026-11-30 03:00:00Z",
+            "2026-1x-30T03:00:00Z",
+        ] {
+            assert_eq!(parse_stored(odd), None, "{odd}");
+        }
+        // Other shapes still parse the general way.
+        assert!(parse("2026-11-30T03:00:00.5+01:00").is_some());
+    }
 
     #[test]
     fn human_durations() {

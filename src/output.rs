@@ -106,15 +106,30 @@ impl serde_json::ser::Formatter for InertJson {
         w: &mut W,
         fragment: &str,
     ) -> io::Result<()> {
-        let mut rest = fragment;
-        while let Some(i) = rest.find(|c: char| c == '\u{7f}' || ('\u{80}'..='\u{9f}').contains(&c))
-        {
-            w.write_all(&rest.as_bytes()[..i])?;
-            let c = rest[i..].chars().next().unwrap_or_default();
-            write!(w, "\\u{:04x}", c as u32)?;
-            rest = &rest[i + c.len_utf8()..];
+        // In UTF-8, DEL is the byte 0x7f and every C1 character starts with 0xc2: a byte
+        // scan finds the candidates, and most fragments have none.
+        let bytes = fragment.as_bytes();
+        if fragment.is_ascii() && !bytes.contains(&0x7f) {
+            return w.write_all(bytes);
         }
-        w.write_all(rest.as_bytes())
+        let mut start = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let len = match (bytes[i], bytes.get(i + 1)) {
+                (0x7f, _) => 1,
+                (0xc2, Some(0x80..=0x9f)) => 2,
+                _ => {
+                    i += 1;
+                    continue;
+                }
+            };
+            w.write_all(&bytes[start..i])?;
+            let c = fragment[i..].chars().next().unwrap_or_default();
+            write!(w, "\\u{:04x}", c as u32)?;
+            i += len;
+            start = i;
+        }
+        w.write_all(&bytes[start..])
     }
 
     fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {

@@ -13,11 +13,10 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         }
         return Ok(0);
     };
-    let jobs = store.jobs(all)?;
-    let counts = store.run_counts()?;
+    let jobs = store.jobs_with_run_counts(all)?;
     let rows: Vec<JobJson> = jobs
         .iter()
-        .map(|job| JobJson::new(ctx, job, counts.get(&job.id).copied().unwrap_or(0)))
+        .map(|(job, runs)| JobJson::new(ctx, job, *runs))
         .collect();
     if json {
         print_json(&rows)?;

@@ -124,20 +124,21 @@ fn create_private_file(path: &Path) -> Result<File> {
         .with_context(|| format!("creating {}", path.display()))
 }
 
-/// A Job as `jobs --json` and `show --json` print it (a stable shape, separate from the row).
+/// A Job as `jobs --json` and `show --json` print it (a stable shape, separate from the
+/// row), borrowing the row's text: ten thousand Jobs are printed without copying them.
 #[derive(Debug, Serialize)]
-pub struct JobJson {
-    pub id: String,
-    pub name: Option<String>,
-    pub state: String,
-    pub reason: Option<String>,
-    pub repo: String,
-    pub base: String,
+pub struct JobJson<'a> {
+    pub id: &'a str,
+    pub name: Option<&'a str>,
+    pub state: &'static str,
+    pub reason: Option<&'a str>,
+    pub repo: &'a str,
+    pub base: &'a str,
     /// The commit `base` named when the Job was queued; the branch starts there.
-    pub base_commit: Option<String>,
+    pub base_commit: Option<&'a str>,
     pub branch: String,
     pub worktree: String,
-    pub account: Option<String>,
+    pub account: Option<&'a str>,
     pub priority: i64,
     pub not_before: Option<String>,
     /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
@@ -145,31 +146,31 @@ pub struct JobJson {
     pub max_runs: u32,
     pub created_at: String,
     pub updated_at: String,
-    pub prompt: String,
+    pub prompt: &'a str,
 }
 
-impl JobJson {
-    fn new(ctx: &Ctx, job: &Job, runs: usize) -> JobJson {
+impl<'a> JobJson<'a> {
+    fn new(ctx: &Ctx, job: &'a Job, runs: usize) -> JobJson<'a> {
         JobJson {
-            id: job.id.clone(),
-            name: job.name.clone(),
-            state: job.state.to_string(),
-            reason: job.reason.clone(),
-            repo: job.repo.clone(),
-            base: job.base.clone(),
-            base_commit: job.base_commit.clone(),
+            id: &job.id,
+            name: job.name.as_deref(),
+            state: job.state.as_str(),
+            reason: job.reason.as_deref(),
+            repo: &job.repo,
+            base: &job.base,
+            base_commit: job.base_commit.as_deref(),
             branch: job.branch(),
             worktree: crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
                 .display()
                 .to_string(),
-            account: job.account.clone(),
+            account: job.account.as_deref(),
             priority: job.priority,
             not_before: job.not_before.map(crate::clock::rfc3339),
             run_count: runs,
             max_runs: job.max_runs,
             created_at: crate::clock::rfc3339(job.created_at),
             updated_at: crate::clock::rfc3339(job.updated_at),
-            prompt: job.prompt.clone(),
+            prompt: &job.prompt,
         }
     }
 }

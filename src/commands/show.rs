@@ -9,9 +9,9 @@ use crate::model::{PermissionDenial, Run};
 use crate::workspace::BranchSummary;
 
 #[derive(Debug, Serialize)]
-struct ShowJson {
+struct ShowJson<'a> {
     #[serde(flatten)]
-    job: JobJson,
+    job: JobJson<'a>,
     handoff: Option<String>,
     commits: Option<usize>,
     files_changed: Option<usize>,

@@ -144,17 +144,24 @@ impl Store {
         Ok(jobs)
     }
 
-    /// How many Runs each Job has had, in one grouped query.
-    pub fn run_counts(&self) -> Result<std::collections::HashMap<String, usize>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT job_id, COUNT(*) FROM runs GROUP BY job_id")?;
-        let counts = stmt
+    /// The Jobs (finished ones only when `all`) with how many Runs each has had, in one
+    /// query: each count is a seek in the Runs-by-Job index, not a pass over all Runs.
+    pub fn jobs_with_run_counts(&self, all: bool) -> Result<Vec<(Job, usize)>> {
+        let filter = if all {
+            ""
+        } else {
+            "WHERE state IN ('queued', 'running', 'waiting')"
+        };
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {JOB_COLUMNS}, (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id) \
+             FROM jobs {filter} ORDER BY seq"
+        ))?;
+        let rows = stmt
             .query_map([], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
+                Ok((job_from_row(r)?, r.get::<_, i64>(21)? as usize))
             })?
             .collect::<rusqlite::Result<_>>()?;
-        Ok(counts)
+        Ok(rows)
     }
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every

@@ -291,7 +291,9 @@ impl Store {
     /// Runs that ended at or after `since`, newest first: what happened overnight.
     pub fn runs_ended_since(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
         self.runs_where(
-            "outcome IS NOT NULL AND ended_at >= ?1 ORDER BY id DESC",
+            // Ordered by the index's own column, so that SQLite walks runs_ended instead
+            // of scanning every Run by id.
+            "outcome IS NOT NULL AND ended_at >= ?1 ORDER BY ended_at DESC, id DESC",
             [rfc3339(since)],
         )
     }
@@ -299,7 +301,7 @@ impl Store {
     fn runs_where(&self, clause: &str, params: impl rusqlite::Params) -> Result<Vec<Run>> {
         let mut stmt = self
             .conn
-            .prepare(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE {clause}"))?;
+            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE {clause}"))?;
         let runs = stmt
             .query_map(params, run_from_row)?
             .collect::<rusqlite::Result<_>>()?;
