@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
             j.state,
             j.priority,
             format!("{}/{}", j.run_count, j.max_runs),
-            j.account.as_deref().unwrap_or("any"),
+            j.account.unwrap_or("any"),
             crate::text::truncate(prompt, 60)
         );
     }

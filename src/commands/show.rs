@@ -105,18 +105,12 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     outln!(
         "Job {}{}",
         j.id,
-        j.name
-            .as_deref()
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default()
+        j.name.map(|n| format!(" ({n})")).unwrap_or_default()
     );
     outln!(
         "  state:    {}{}",
         j.state,
-        j.reason
-            .as_deref()
-            .map(|r| format!(" — {r}"))
-            .unwrap_or_default()
+        j.reason.map(|r| format!(" — {r}")).unwrap_or_default()
     );
     if let Some(t) = &j.not_before {
         outln!("  waits until {t}");
@@ -130,7 +124,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     outln!("  worktree: {}", j.worktree);
     outln!(
         "  account:  {}; priority {}; runs {}/{}",
-        j.account.as_deref().unwrap_or("any"),
+        j.account.unwrap_or("any"),
         j.priority,
         j.run_count,
         j.max_runs
