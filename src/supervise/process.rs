@@ -170,6 +170,44 @@ pub fn reap_children() {
 
 /// Every live (non-zombie) process whose chain of parents leads to `root`.
 pub fn descendants_of(root: i32) -> Vec<i32> {
+    // The kernel's own lists of children, when it keeps them, cost a few reads; a scan of
+    // every process on the machine costs hundreds.
+    children_lists(root).unwrap_or_else(|| scan_descendants(root))
+}
+
+/// Descendants through `/proc/<pid>/task/<tid>/children`; `None` where the kernel has no
+/// such files (CONFIG_PROC_CHILDREN).
+fn children_lists(root: i32) -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    let mut read_any = false;
+    while let Some(parent) = frontier.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(list) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            read_any = true;
+            for pid in list
+                .split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+            {
+                if out.contains(&pid) {
+                    continue;
+                }
+                frontier.push(pid);
+                if stat(pid).is_some_and(|s| s.state != 'Z') {
+                    out.push(pid);
+                }
+            }
+        }
+    }
+    read_any.then_some(out)
+}
+
+fn scan_descendants(root: i32) -> Vec<i32> {
     let table: Vec<(i32, i32, char)> = all_pids()
         .into_iter()
         .filter_map(|pid| stat(pid).map(|s| (pid, s.ppid, s.state)))
@@ -269,6 +307,37 @@ mod tests {
             ('S', 1, 1234, 987654)
         );
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn both_ways_of_finding_descendants_find_a_grandchild() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let me = std::process::id() as i32;
+        let sh = child.id() as i32;
+        // Wait (bounded) for the shell to have started its sleep.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let grandchild = loop {
+            let found = scan_descendants(sh);
+            if let Some(pid) = found.first() {
+                break *pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sh never started sleep"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let listed = children_lists(me).expect("this kernel keeps children lists");
+        assert!(
+            listed.contains(&sh) && listed.contains(&grandchild),
+            "{listed:?}"
+        );
+        assert!(descendants_of(me).contains(&grandchild));
+        signal_pid(grandchild, libc::SIGKILL);
+        let _ = child.wait();
     }
 
     #[test]
