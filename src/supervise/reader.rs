@@ -70,7 +70,7 @@ pub fn read_stdout(
         }
         // Keep draining after a log failure: a full pipe would block the agent forever.
         let mut rest = chunk;
-        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+        while let Some(i) = memchr::memchr(b'\n', rest) {
             if line.is_empty() && !overlong {
                 // The whole line is in this chunk: parsed where it lies, not copied.
                 emit(&rest[..i], false, driver.as_ref(), &mut batch);

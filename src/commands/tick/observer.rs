@@ -91,6 +91,13 @@ impl TickObserver<'_> {
     /// Records what an event says of the Account's utilization, then acts on it: every
     /// Snapshot is in the database before owl stops anything because of it.
     fn observe_utilization(&mut self, event: &AgentEvent) -> Option<StopCause> {
+        // Most lines say nothing of utilization: they cost nothing here, not even a clock.
+        if !matches!(
+            event,
+            AgentEvent::RateLimit(_) | AgentEvent::ControlResponse { usage: Some(_), .. }
+        ) {
+            return None;
+        }
         let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
         let snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
         // Written before acting on them; a write that cannot land at once (another
