@@ -80,6 +80,9 @@ pub enum Command {
         max_job_budget_usd: Option<f64>,
     },
     /// Remove the worktrees of finished Jobs (their branches stay, so no work is lost).
+    ///
+    /// Run logs are never pruned, by this or anything else: a Job's transcripts stay in
+    /// `<stateDir>/logs/<job-id>/` until you remove that folder by hand.
     Clean {
         /// The Job whose worktree to remove.
         #[arg(required_unless_present = "finished", conflicts_with = "finished")]
