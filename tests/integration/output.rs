@@ -101,10 +101,10 @@ fn the_agents_control_characters_are_shown_not_obeyed() {
     );
 }
 
-#[test]
-fn warnings_in_a_file_carry_no_colour() {
+/// A queued Job on an Account with a ceiling whose agent CLI is not there: the tick's
+/// probe fails with a warning on stderr.
+fn env_whose_tick_warns() -> TestEnv {
     let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
-    // The probe of a CLI that is not there fails with a warning.
     std::fs::write(
         &env.config,
         std::fs::read_to_string(&env.config)
@@ -113,6 +113,12 @@ fn warnings_in_a_file_carry_no_colour() {
     )
     .unwrap();
     env.add("Hello");
+    env
+}
+
+#[test]
+fn warnings_in_a_file_carry_no_colour() {
+    let env = env_whose_tick_warns();
     let out = env.owl().args(["tick"]).assert().code(1);
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(stderr.contains("WARN"), "{stderr}");
@@ -258,15 +264,7 @@ fn a_missing_agent_cli_is_flagged_before_any_tick_and_healed_notes_are_not_repea
 
 #[test]
 fn on_a_terminal_warnings_are_coloured_unless_no_color_is_set() {
-    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
-    std::fs::write(
-        &env.config,
-        std::fs::read_to_string(&env.config)
-            .unwrap()
-            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude"),
-    )
-    .unwrap();
-    env.add("Hello");
+    let env = env_whose_tick_warns();
     // `script` gives owl a terminal (a pty) and copies what it printed there.
     let on_a_terminal = |no_color: Option<&str>| {
         let owl = env.owl_std();
