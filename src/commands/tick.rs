@@ -328,12 +328,9 @@ fn execute(
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
     let handoff = crate::workspace::read_handoff(job)?;
-    let runs = store.runs_of(&job.id)?;
-    let previous = runs
-        .iter()
-        .rev()
-        .find(|r| r.id != run_id && r.outcome.is_some())
-        .map(|r| crate::prompt::describe_run(r, commits_of(job, r)));
+    let previous = store
+        .last_finished_run(&job.id, run_id)?
+        .map(|r| crate::prompt::describe_run(&r, commits_of(job, &r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let invocation = driver.invocation(&RunRequest {
@@ -508,7 +505,7 @@ fn note_account(
 
 /// What the Job's finished Runs have cost so far.
 fn spent_by(store: &Store, job_id: &str) -> Result<f64> {
-    Ok(crate::model::total_cost(&store.runs_of(job_id)?))
+    store.job_cost(job_id)
 }
 
 /// Why the Job may not start another Run for lack of budget, if so.

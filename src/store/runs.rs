@@ -278,9 +278,42 @@ impl Store {
         Ok(runs)
     }
 
-    /// How many of the Job's finished Runs count toward its `maxRuns`.
+    /// How many of the Job's finished Runs count toward its `maxRuns` ([`Run::counts`], in
+    /// SQL: a Job's thousandth Run costs no more to start than its first).
     pub fn counted_runs(&self, job_id: &str) -> Result<u32> {
-        Ok(self.runs_of(job_id)?.iter().filter(|r| r.counts()).count() as u32)
+        let n: i64 = self
+            .conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM runs WHERE job_id = ?1 AND outcome IS NOT NULL \
+             AND (cause IS NULL OR cause = 'job')",
+            )?
+            .query_row([job_id], |r| r.get(0))?;
+        Ok(n as u32)
+    }
+
+    /// What the Job's Runs have cost ([`crate::model::total_cost`], in SQL): each by its
+    /// result line, a finished one without it by its cap.
+    pub fn job_cost(&self, job_id: &str) -> Result<f64> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT COALESCE(SUM(COALESCE(cost_usd, \
+                   CASE WHEN outcome IS NOT NULL THEN budget_usd END)), 0.0) \
+                 FROM runs WHERE job_id = ?1",
+            )?
+            .query_row([job_id], |r| r.get(0))?)
+    }
+
+    /// The Job's newest finished Run other than `except`.
+    pub fn last_finished_run(&self, job_id: &str, except: i64) -> Result<Option<Run>> {
+        Ok(self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 AND id != ?2 \
+                 AND outcome IS NOT NULL ORDER BY id DESC LIMIT 1"
+            ))?
+            .query_row(params![job_id, except], run_from_row)
+            .optional()?)
     }
 
     /// Runs still in progress (at most one, unless a tick died).
@@ -306,5 +339,97 @@ impl Store {
             .query_map(params, run_from_row)?
             .collect::<rusqlite::Result<_>>()?;
         Ok(runs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::NewJob;
+    use crate::outcome::Cause;
+
+    #[test]
+    fn the_sql_sums_agree_with_the_model() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
+        let now = crate::clock::parse("2026-11-30T03:00:00Z").unwrap();
+        store
+            .insert_job(
+                &NewJob {
+                    id: "j".into(),
+                    name: None,
+                    prompt: "p".into(),
+                    repo: "/r".into(),
+                    base: "HEAD".into(),
+                    base_commit: "0".repeat(40),
+                    account: None,
+                    priority: 0,
+                    max_runs: 10,
+                    max_run_time_secs: 60,
+                    max_budget_usd: Some(0.5),
+                    max_job_budget_usd: None,
+                    permission_mode: "dontAsk".into(),
+                    allowed_tools: vec![],
+                    disallowed_tools: vec![],
+                    model: None,
+                },
+                now,
+            )
+            .unwrap();
+        // (cost, cap, cause): a result, a kill without one, an outage, an old Run, in progress.
+        let runs = [
+            (Some(0.25), Some(0.5), Some(Cause::Job)),
+            (None, Some(0.5), Some(Cause::Job)),
+            (Some(0.0), Some(0.5), Some(Cause::Outage)),
+            (Some(0.1), None, None),
+        ];
+        for (cost, cap, cause) in runs {
+            let id = store
+                .start_run(&RunStart {
+                    job_id: "j".into(),
+                    account: "work".into(),
+                    agent_version: None,
+                    owl_pid: 1,
+                    owl_start_time: None,
+                    boot_id: None,
+                    started_at: now,
+                    head_before: None,
+                    budget_usd: cap,
+                })
+                .unwrap()
+                .unwrap();
+            let finish = RunFinish {
+                outcome: Some(RunOutcome::Failed),
+                cost_usd: cost,
+                cause,
+                ..Default::default()
+            };
+            store
+                .finish_run(id, &finish, JobState::Queued, None, None, now)
+                .unwrap();
+        }
+        // And one still in progress: it counts for neither.
+        store
+            .start_run(&RunStart {
+                job_id: "j".into(),
+                account: "work".into(),
+                agent_version: None,
+                owl_pid: 1,
+                owl_start_time: None,
+                boot_id: None,
+                started_at: now,
+                head_before: None,
+                budget_usd: Some(0.5),
+            })
+            .unwrap();
+        let all = store.runs_of("j").unwrap();
+        let counted = all.iter().filter(|r| r.counts()).count() as u32;
+        assert_eq!(store.counted_runs("j").unwrap(), counted);
+        assert_eq!(counted, 3);
+        let cost = crate::model::total_cost(&all);
+        assert!((store.job_cost("j").unwrap() - cost).abs() < 1e-9);
+        assert!((cost - 0.85).abs() < 1e-9, "{cost}");
+        let last = store.last_finished_run("j", 5).unwrap().unwrap();
+        assert_eq!(last.id, 4);
     }
 }
