@@ -95,6 +95,88 @@ pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// stdout for output written in pieces (a streamed JSON list): buffered, and like
+/// [`write_out`] quiet on a closed pipe and never an error to the writer.
+struct QuietStdout(io::BufWriter<io::Stdout>);
+
+impl QuietStdout {
+    fn settle(&self, result: io::Result<()>) {
+        match result {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                CLOSED.store(true, Ordering::Relaxed)
+            }
+            Err(e) => {
+                CLOSED.store(true, Ordering::Relaxed);
+                let mut failed = FAILED.lock().unwrap_or_else(|p| p.into_inner());
+                failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+impl Write for QuietStdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !CLOSED.load(Ordering::Relaxed) {
+            let result = self.0.write_all(buf);
+            self.settle(result);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !CLOSED.load(Ordering::Relaxed) {
+            let result = self.0.flush();
+            self.settle(result);
+        }
+        Ok(())
+    }
+}
+
+/// A JSON value printed to stdout in pieces, made inert like all of owl's JSON.
+pub struct JsonOut(serde_json::Serializer<QuietStdout, InertJson>);
+
+/// A JSON list being printed, one element at a time.
+pub struct JsonList<'a>(serde_json::ser::Compound<'a, QuietStdout, InertJson>);
+
+impl JsonOut {
+    /// JSON to stdout.
+    pub fn stdout() -> JsonOut {
+        let out = QuietStdout(io::BufWriter::with_capacity(64 * 1024, io::stdout()));
+        JsonOut(serde_json::Serializer::with_formatter(
+            out,
+            InertJson::default(),
+        ))
+    }
+
+    /// Ends the line and flushes what is buffered.
+    pub fn finish(self) {
+        let mut out = self.0.into_inner();
+        let _ = out.write_all(b"\n");
+        let _ = out.flush();
+    }
+
+    /// Opens a list.
+    pub fn start_list(&mut self) -> anyhow::Result<JsonList<'_>> {
+        use serde::Serializer;
+        Ok(JsonList((&mut self.0).serialize_seq(None)?))
+    }
+}
+
+impl JsonList<'_> {
+    /// Prints one element.
+    pub fn element(&mut self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+        use serde::ser::SerializeSeq;
+        Ok(self.0.serialize_element(value)?)
+    }
+
+    /// Closes the list.
+    pub fn end(self) -> anyhow::Result<()> {
+        use serde::ser::SerializeSeq;
+        Ok(self.0.end()?)
+    }
+}
+
 /// serde_json's pretty formatter, escaping inside strings the control characters serde_json
 /// leaves raw (DEL and C1, such as the one-byte CSI `\u{9b}`): JSON owl prints is inert too.
 #[derive(Default)]

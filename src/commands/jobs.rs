@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::{print_json, Ctx, JobJson};
+use super::{Ctx, JobJson};
 
 pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
@@ -13,15 +13,23 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         }
         return Ok(0);
     };
+    if json {
+        // Streamed: each Job is read, printed and dropped, so the memory does not grow
+        // with the queue (a year of Jobs is ten thousand).
+        let mut out = crate::output::JsonOut::stdout();
+        let mut seq = out.start_list()?;
+        store.for_each_job_with_run_count(all, |job, runs| {
+            seq.element(&JobJson::new(ctx, job, runs))
+        })?;
+        seq.end()?;
+        out.finish();
+        return Ok(0);
+    }
     let jobs = store.jobs_with_run_counts(all)?;
     let rows: Vec<JobJson> = jobs
         .iter()
         .map(|(job, runs)| JobJson::new(ctx, job, *runs))
         .collect();
-    if json {
-        print_json(&rows)?;
-        return Ok(0);
-    }
     if rows.is_empty() {
         outln!("no {}jobs", if all { "" } else { "unfinished " });
         return Ok(0);
