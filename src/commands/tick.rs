@@ -200,7 +200,8 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let version = match driver::check_agent(driver.as_ref(), &command, account_cfg) {
+    let version = match agent_version(store, &account, driver.as_ref(), &command, account_cfg, now)?
+    {
         Ok(v) => {
             if store.account_note(&account)?.agent_problem.is_some() {
                 store.set_agent_problem(&account, None, now)?;
@@ -375,6 +376,43 @@ fn execute(
     .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();
     report
+}
+
+/// How long a passed version check of an unchanged agent CLI file is trusted. The file's
+/// identity catches an update of the CLI itself; the age bounds a wrapper script whose
+/// target changed behind it.
+const AGENT_CHECK_MAX_AGE: chrono::Duration = chrono::Duration::hours(1);
+
+/// The agent CLI's version: its `--version` checked, unless this Account's last check
+/// passed for the very same file within [`AGENT_CHECK_MAX_AGE`] (with the real CLI, a
+/// node start of a second or so, before every Run).
+fn agent_version(
+    store: &mut Store,
+    account: &str,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    account_cfg: &crate::config::Account,
+    now: DateTime<Utc>,
+) -> Result<Result<String, String>> {
+    let identity = driver::identity(command);
+    let note = store.account_note(account)?;
+    let cached = note
+        .agent_checked
+        .as_deref()
+        .and_then(|c| c.split_once('\t'))
+        .filter(|(id, _)| identity.as_deref() == Some(*id))
+        .filter(|_| {
+            note.agent_checked_at
+                .is_some_and(|at| at <= now && now - at < AGENT_CHECK_MAX_AGE)
+        });
+    if let Some((_, version)) = cached {
+        return Ok(Ok(version.to_string()));
+    }
+    let checked = driver::check_agent(driver, command, account_cfg);
+    if let (Ok(version), Some(identity)) = (&checked, &identity) {
+        store.set_agent_checked(account, identity, version, now)?;
+    }
+    Ok(checked)
 }
 
 /// How long a write from the supervision loop waits for another process's write lock.

@@ -272,6 +272,24 @@ pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, String> {
         })
 }
 
+/// What identifies the agent CLI's file: its resolved path, size, modification time, inode
+/// and device. An update (npm's, or the native installer's new version directory) changes
+/// it; `None` when the file cannot be found.
+pub fn identity(command: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = locate(command).ok()?.canonicalize().ok()?;
+    let m = path.metadata().ok()?;
+    Some(format!(
+        "{}|{}|{}.{}|{}|{}",
+        path.display(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ino(),
+        m.dev()
+    ))
+}
+
 /// How long `--version` may take before owl calls the agent CLI broken.
 const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 

@@ -135,6 +135,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_ended ON runs(ended_at) WHERE outcome IS NOT NULL;
     CREATE INDEX jobs_state ON jobs(state, seq);
     "#,
+    // 8: the agent CLI file that last passed the version check, with its version.
+    r#"
+    ALTER TABLE account_notes ADD COLUMN agent_checked TEXT;
+    ALTER TABLE account_notes ADD COLUMN agent_checked_at TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -206,6 +211,14 @@ mod tests {
             let mut conn = Connection::open_in_memory().unwrap();
             migrate_to(&mut conn, from).unwrap();
             conn.execute_batch(V1_ROWS).unwrap();
+            if from >= 7 {
+                // From schema 7 on, owl keeps each Window's newest figure as it records.
+                conn.execute_batch(
+                    "INSERT INTO latest_snapshots SELECT account, window, percent, resets_at, \
+                     MAX(observed_at), source, run_id FROM snapshots GROUP BY account, window",
+                )
+                .unwrap();
+            }
             migrate(&mut conn).unwrap();
             let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
             assert_eq!(count("SELECT COUNT(*) FROM jobs"), 2, "from {from}");

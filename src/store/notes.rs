@@ -23,6 +23,10 @@ pub struct AccountNote {
     pub backoff_until: Option<DateTime<Utc>>,
     /// Runs in a row that could not reach the model for an outage.
     pub outages: u32,
+    /// The agent CLI file that last passed the version check (its identity, a tab, its
+    /// version), and when.
+    pub agent_checked: Option<String>,
+    pub agent_checked_at: Option<DateTime<Utc>>,
 }
 
 impl Store {
@@ -32,7 +36,8 @@ impl Store {
             .conn
             .query_row(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
-                 backoff_until, outages FROM account_notes WHERE account = ?1",
+                 backoff_until, outages, agent_checked, agent_checked_at \
+                 FROM account_notes WHERE account = ?1",
                 [account],
                 |r| {
                     Ok(AccountNote {
@@ -43,6 +48,8 @@ impl Store {
                         updated_at: time_col(r.get(4)?),
                         backoff_until: time_col(r.get(5)?),
                         outages: r.get(6)?,
+                        agent_checked: r.get(7)?,
+                        agent_checked_at: time_col(r.get(8)?),
                     })
                 },
             )
@@ -87,6 +94,23 @@ impl Store {
             )?;
             Ok(())
         })
+    }
+
+    /// Records the agent CLI file that passed the version check, and its version.
+    pub fn set_agent_checked(
+        &mut self,
+        account: &str,
+        identity: &str,
+        version: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.upsert_note(
+            account,
+            "agent_checked",
+            Some(&format!("{identity}\t{version}")),
+            now,
+        )?;
+        self.upsert_note(account, "agent_checked_at", Some(&rfc3339(now)), now)
     }
 
     /// Records what a preflight probe learned.

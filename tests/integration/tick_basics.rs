@@ -464,3 +464,44 @@ fn the_branch_starts_at_the_commit_the_base_named_when_the_job_was_queued() {
     let parent = git(&env.repo, &["rev-parse", &format!("owl/{id}~1")]);
     assert_eq!(parent.trim(), queued_at);
 }
+
+#[test]
+fn the_version_check_is_trusted_for_the_same_file_for_an_hour() {
+    let mut env = TestEnv::new();
+    // A CLI of its own, so that the test can change it.
+    let cli = env.dir.path().join("claude");
+    std::fs::copy(env!("CARGO_BIN_EXE_owl-fake-agent"), &cli).unwrap();
+    std::fs::write(
+        &env.config,
+        std::fs::read_to_string(&env.config)
+            .unwrap()
+            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), cli.to_str().unwrap()),
+    )
+    .unwrap();
+    // No Handoff: the Job is queued again after every Run.
+    env.script("read-prompt\nreplay success.jsonl\nwait-stdin-eof\n");
+    env.add_with(&["--max-runs", "10"], "Hello");
+    let checked = env.record.join("version-env.json");
+    let tick_checks = |env: &TestEnv| {
+        let _ = std::fs::remove_file(&checked);
+        assert_eq!(env.tick()["outcome"], "succeeded");
+        checked.exists()
+    };
+    assert!(tick_checks(&env), "the first Run checks the version");
+    assert!(
+        !tick_checks(&env),
+        "the same file, checked just now: trusted"
+    );
+    // The CLI updated in place: a new file, checked again.
+    std::fs::File::options()
+        .write(true)
+        .open(&cli)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    assert!(tick_checks(&env), "a changed file is checked");
+    assert!(!tick_checks(&env));
+    // An hour on, checked again whatever the file.
+    env.now = "2026-11-30T04:00:01Z".into();
+    assert!(tick_checks(&env), "an hour-old check is not trusted");
+}
