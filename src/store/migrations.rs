@@ -152,6 +152,11 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
 
 /// Brings the database up to `target`, in one transaction.
 fn migrate_to(conn: &mut Connection, target: i64) -> Result<()> {
+    // Every command opens the store: one that is current is read, not write-locked.
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current == target {
+        return Ok(());
+    }
     let tx = rusqlite::Transaction::new(conn, rusqlite::TransactionBehavior::Immediate)?;
     let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current > SCHEMA_VERSION {
