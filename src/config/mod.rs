@@ -815,7 +815,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// `1GiB`, `512MiB`, `1000B`: a size as config.yaml accepts it.
+/// `1GiB`, `1.5GiB`, `512MiB`, `1000B`: a size in the largest unit it reaches, as
+/// config.yaml accepts it.
 pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
         ("TiB", 1 << 40),
@@ -823,12 +824,8 @@ pub fn format_size(bytes: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ];
-    for (unit, size) in UNITS {
-        if bytes >= size && bytes.is_multiple_of(size) {
-            return format!("{}{unit}", bytes / size);
-        }
-    }
     match UNITS.iter().find(|(_, size)| bytes >= *size) {
+        Some((unit, size)) if bytes.is_multiple_of(*size) => format!("{}{unit}", bytes / size),
         Some((unit, size)) => format!("{:.1}{unit}", bytes as f64 / *size as f64),
         None => format!("{bytes}B"),
     }
@@ -1041,7 +1038,8 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("1 parsec").is_err());
         assert_eq!(format_size(1 << 30), "1GiB");
-        assert_eq!(format_size(1536 << 20), "1536MiB");
+        assert_eq!(format_size(1536 << 20), "1.5GiB");
+        assert_eq!(format_size(76_952_840 << 10), "73.4GiB");
         assert_eq!(format_size((1536 << 20) + 1), "1.5GiB");
         assert_eq!(format_size(12), "12B");
         let c = parse("minFreeSpace: 256MiB\naccounts: {work: {}}\n", "/c.yaml").unwrap();
