@@ -18,7 +18,12 @@ pub fn write_out(args: fmt::Arguments) {
     let raw = args.to_string();
     let text = inert(&raw);
     let mut out = io::stdout().lock();
-    let result = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    settle(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
+}
+
+/// Takes a stdout write's result: a closed pipe silences what follows; any other failure
+/// is kept for the exit code ([`stdout_failure`]) and silences it too.
+fn settle(result: io::Result<()>) {
     match result {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => CLOSED.store(true, Ordering::Relaxed),
@@ -99,35 +104,17 @@ pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
 /// [`write_out`] quiet on a closed pipe and never an error to the writer.
 struct QuietStdout(io::BufWriter<io::Stdout>);
 
-impl QuietStdout {
-    fn settle(&self, result: io::Result<()>) {
-        match result {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                CLOSED.store(true, Ordering::Relaxed)
-            }
-            Err(e) => {
-                CLOSED.store(true, Ordering::Relaxed);
-                let mut failed = FAILED.lock().unwrap_or_else(|p| p.into_inner());
-                failed.get_or_insert_with(|| e.to_string());
-            }
-        }
-    }
-}
-
 impl Write for QuietStdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         if !CLOSED.load(Ordering::Relaxed) {
-            let result = self.0.write_all(buf);
-            self.settle(result);
+            settle(self.0.write_all(buf));
         }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
         if !CLOSED.load(Ordering::Relaxed) {
-            let result = self.0.flush();
-            self.settle(result);
+            settle(self.0.flush());
         }
         Ok(())
     }

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 
 use super::Ctx;
 use crate::bad_input;
-use crate::model::Job;
+use crate::model::{Job, JobState};
 use crate::store::Store;
 
 pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
@@ -58,11 +58,13 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
 fn chosen(ctx: &Ctx, store: &Store, job: Option<&str>, finished: bool) -> Result<Vec<Job>> {
     let jobs: Vec<Job> = match job {
         Some(id) => vec![ctx.job(store, id)?],
-        None if finished => store
-            .jobs(true)?
-            .into_iter()
-            .filter(|j| j.state.is_finished())
-            .collect(),
+        None if finished => {
+            let states: Vec<JobState> = JobState::ALL
+                .into_iter()
+                .filter(|s| s.is_finished())
+                .collect();
+            store.jobs_in(&states)?
+        }
         None => bad_input!("owl clean needs a JOB or --finished"),
     };
     if let Some(job) = jobs.iter().find(|j| !j.state.is_finished()) {

@@ -230,7 +230,7 @@ fn run_job(
 
     process::become_subreaper().context("becoming a child subreaper")?;
     let owl_pid = std::process::id() as i32;
-    let budget_usd = run_budget(&job, spent_by(store, &job.id)?);
+    let budget_usd = run_budget(&job, store.job_cost(&job.id)?);
     let started = store.start_run(&RunStart {
         job_id: job.id.clone(),
         account: account.clone(),
@@ -475,7 +475,7 @@ fn record(
         max_runs: job.max_runs,
         budget_left: job
             .max_job_budget_usd
-            .map(|b| b - spent_by(store, &job.id).unwrap_or(0.0) - this_cost),
+            .map(|b| b - store.job_cost(&job.id).unwrap_or(0.0) - this_cost),
         now,
     });
     let finish = RunFinish {
@@ -541,11 +541,6 @@ fn note_account(
     Ok(())
 }
 
-/// What the Job's finished Runs have cost so far.
-fn spent_by(store: &Store, job_id: &str) -> Result<f64> {
-    store.job_cost(job_id)
-}
-
 /// Why the Job may not start another Run for lack of budget, if so.
 fn job_budget_spent(store: &Store, job_id: &str) -> Result<Option<String>> {
     let Some(job) = store.job(job_id)? else {
@@ -554,7 +549,7 @@ fn job_budget_spent(store: &Store, job_id: &str) -> Result<Option<String>> {
     let Some(budget) = job.max_job_budget_usd else {
         return Ok(None);
     };
-    let spent = spent_by(store, job_id)?;
+    let spent = store.job_cost(job_id)?;
     Ok((spent >= budget).then(|| format!("job budget spent: ${spent:.2} of ${budget:.2}")))
 }
 

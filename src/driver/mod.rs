@@ -43,6 +43,22 @@ pub struct Invocation {
     pub env_remove: Vec<String>,
 }
 
+impl Invocation {
+    /// The command: program, argv and environment changes, no shell. The caller sets
+    /// its stdio and the rest.
+    pub fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.args(&self.args);
+        for key in &self.env_remove {
+            cmd.env_remove(key);
+        }
+        for (key, value) in &self.env_set {
+            cmd.env(key, value);
+        }
+        cmd
+    }
+}
+
 impl std::fmt::Debug for Invocation {
     /// The values set may be credentials: only their keys are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -299,19 +315,11 @@ pub fn check_agent(
     command: &std::path::Path,
     account: &Account,
 ) -> Result<String, String> {
-    use std::process::{Command, Stdio};
-    let inv = driver.version_invocation(command, account);
-    let mut cmd = Command::new(&inv.program);
-    cmd.args(&inv.args)
-        .stdin(Stdio::null())
+    use std::process::Stdio;
+    let mut cmd = driver.version_invocation(command, account).command();
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    for key in &inv.env_remove {
-        cmd.env_remove(key);
-    }
-    for (key, value) in &inv.env_set {
-        cmd.env(key, value);
-    }
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot run '{}': {e}", command.display()))?;

@@ -94,20 +94,6 @@ impl Store {
             .optional()?)
     }
 
-    /// Jobs in the order they were added; finished ones only when `all`.
-    pub fn jobs(&self, all: bool) -> Result<Vec<Job>> {
-        if all {
-            let mut stmt = self
-                .conn
-                .prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs ORDER BY seq"))?;
-            let jobs = stmt
-                .query_map([], job_from_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            return Ok(jobs);
-        }
-        self.jobs_in(&[JobState::Queued, JobState::Running, JobState::Waiting])
-    }
-
     /// The Jobs in any of `states`, in the order they were added: through the state index,
     /// so that a year of finished Jobs costs nothing here.
     pub fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
@@ -167,24 +153,14 @@ impl Store {
         Ok(())
     }
 
-    /// The Jobs (finished ones only when `all`) with how many Runs each has had, in one
-    /// query: each count is a seek in the Runs-by-Job index, not a pass over all Runs.
+    /// The Jobs (finished ones only when `all`) with how many Runs each has had.
     pub fn jobs_with_run_counts(&self, all: bool) -> Result<Vec<(Job, usize)>> {
-        let filter = if all {
-            ""
-        } else {
-            "WHERE state IN ('queued', 'running', 'waiting')"
-        };
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {JOB_COLUMNS}, (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id) \
-             FROM jobs {filter} ORDER BY seq"
-        ))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok((job_from_row(r)?, r.get::<_, i64>(21)? as usize))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        let mut out = Vec::new();
+        self.for_each_job_with_run_count(all, |job, runs| {
+            out.push((job.clone(), runs));
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every

@@ -383,21 +383,19 @@ mod tests {
             (Some(0.0), Some(0.5), Some(Cause::Outage)),
             (Some(0.1), None, None),
         ];
+        let start = |cap| RunStart {
+            job_id: "j".into(),
+            account: "work".into(),
+            agent_version: None,
+            owl_pid: 1,
+            owl_start_time: None,
+            boot_id: None,
+            started_at: now,
+            head_before: None,
+            budget_usd: cap,
+        };
         for (cost, cap, cause) in runs {
-            let id = store
-                .start_run(&RunStart {
-                    job_id: "j".into(),
-                    account: "work".into(),
-                    agent_version: None,
-                    owl_pid: 1,
-                    owl_start_time: None,
-                    boot_id: None,
-                    started_at: now,
-                    head_before: None,
-                    budget_usd: cap,
-                })
-                .unwrap()
-                .unwrap();
+            let id = store.start_run(&start(cap)).unwrap().unwrap();
             let finish = RunFinish {
                 outcome: Some(RunOutcome::Failed),
                 cost_usd: cost,
@@ -409,19 +407,7 @@ mod tests {
                 .unwrap();
         }
         // And one still in progress: it counts for neither.
-        store
-            .start_run(&RunStart {
-                job_id: "j".into(),
-                account: "work".into(),
-                agent_version: None,
-                owl_pid: 1,
-                owl_start_time: None,
-                boot_id: None,
-                started_at: now,
-                head_before: None,
-                budget_usd: Some(0.5),
-            })
-            .unwrap();
+        store.start_run(&start(Some(0.5))).unwrap();
         let all = store.runs_of("j").unwrap();
         let counted = all.iter().filter(|r| r.counts()).count() as u32;
         assert_eq!(store.counted_runs("j").unwrap(), counted);

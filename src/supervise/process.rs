@@ -3,7 +3,7 @@
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use crate::driver::Invocation;
 
@@ -59,9 +59,9 @@ impl Executor for LocalExecutor {
 /// and the Run's marker in its environment.
 pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Child> {
     {
-        let mut cmd = Command::new(&inv.program);
-        cmd.args(&inv.args)
-            .current_dir(cwd)
+        // The Run's marker goes on after the Invocation's environment: no `env:` hides it.
+        let mut cmd = inv.command();
+        cmd.current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -70,12 +70,6 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Chi
             // Its own process group, so one signal reaches the agent and what it started
             // in that group (not its Bash tool, which makes its own session: see the subreaper).
             .process_group(0);
-        for key in &inv.env_remove {
-            cmd.env_remove(key);
-        }
-        for (key, value) in &inv.env_set {
-            cmd.env(key, value);
-        }
         let parent = std::process::id() as libc::pid_t;
         // SAFETY: only async-signal-safe calls (prctl, getppid, _exit) run between fork and exec.
         unsafe {
