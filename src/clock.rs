@@ -45,6 +45,15 @@ pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A stored time as owl prints it: the stored text itself when it has the one shape owl
+/// writes (listings print ten thousand without parsing them), else parsed and written anew.
+pub fn printable(stored: &str) -> std::borrow::Cow<'_, str> {
+    match parse_stored(stored) {
+        Some(_) => stored.into(),
+        None => rfc3339(parse(stored).unwrap_or_default()).into(),
+    }
+}
+
 /// Parses a stored RFC 3339 time.
 pub fn parse(s: &str) -> Option<DateTime<Utc>> {
     // owl stores one shape, `2026-11-30T03:00:00Z`: read it directly, since listing ten
@@ -119,6 +128,24 @@ mod tests {
                 t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             );
         }
+    }
+
+    #[test]
+    fn a_stored_time_prints_as_parsing_and_writing_it_would() {
+        for stored in [
+            "2026-11-30T03:00:00Z",
+            "2026-11-30T04:00:00+01:00",
+            "2026-11-30T03:00:00.250Z",
+            "2026-02-30T03:00:00Z",
+            "not a time",
+        ] {
+            let written = rfc3339(parse(stored).unwrap_or_default());
+            assert_eq!(printable(stored), written, "{stored}");
+        }
+        assert!(matches!(
+            printable("2026-11-30T03:00:00Z"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

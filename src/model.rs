@@ -163,9 +163,12 @@ pub struct Job {
 impl Job {
     /// The Job's branch in its repository.
     pub fn branch(&self) -> String {
-        format!("owl/{}", self.id)
+        format!("{BRANCH_PREFIX}{}", self.id)
     }
 }
+
+/// Every Job's branch is this and its id.
+pub const BRANCH_PREFIX: &str = "owl/";
 
 /// A Job as `owl add` describes it, before it has an id.
 #[derive(Debug, Clone)]

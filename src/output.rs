@@ -100,21 +100,40 @@ pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// stdout for output written in pieces (a streamed JSON list): buffered, and like
-/// [`write_out`] quiet on a closed pipe and never an error to the writer.
-struct QuietStdout(io::BufWriter<io::Stdout>);
+/// stdout for output written in pieces (a streamed JSON list): gathered in memory and
+/// written in 64 KiB pieces, and like [`write_out`] quiet on a closed pipe and never an
+/// error to the writer. A JSON value is written in thousands of small pieces, so each one
+/// costs a copy and nothing more.
+struct QuietStdout(Vec<u8>);
+
+impl QuietStdout {
+    const PIECE: usize = 64 * 1024;
+
+    fn write_gathered(&mut self) {
+        if !CLOSED.load(Ordering::Relaxed) {
+            settle(io::stdout().lock().write_all(&self.0));
+        }
+        self.0.clear();
+    }
+}
 
 impl Write for QuietStdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if !CLOSED.load(Ordering::Relaxed) {
-            settle(self.0.write_all(buf));
+        self.0.extend_from_slice(buf);
+        if self.0.len() >= Self::PIECE {
+            self.write_gathered();
         }
         Ok(buf.len())
     }
 
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write(buf).map(drop)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
+        self.write_gathered();
         if !CLOSED.load(Ordering::Relaxed) {
-            settle(self.0.flush());
+            settle(io::stdout().lock().flush());
         }
         Ok(())
     }
@@ -129,7 +148,7 @@ pub struct JsonList<'a>(serde_json::ser::Compound<'a, QuietStdout, InertJson>);
 impl JsonOut {
     /// JSON to stdout.
     pub fn stdout() -> JsonOut {
-        let out = QuietStdout(io::BufWriter::with_capacity(64 * 1024, io::stdout()));
+        let out = QuietStdout(Vec::with_capacity(QuietStdout::PIECE + 4096));
         JsonOut(serde_json::Serializer::with_formatter(
             out,
             InertJson::default(),
@@ -178,7 +197,7 @@ impl serde_json::ser::Formatter for InertJson {
         // In UTF-8, DEL is the byte 0x7f and every C1 character starts with 0xc2: a byte
         // scan finds the candidates, and most fragments have none.
         let bytes = fragment.as_bytes();
-        if fragment.is_ascii() && !bytes.contains(&0x7f) {
+        if bytes.iter().all(|&b| b < 0x7f) {
             return w.write_all(bytes);
         }
         let mut start = 0;

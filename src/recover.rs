@@ -45,9 +45,16 @@ pub fn recover_lost_runs(
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
         // Nothing the lost Run wrote is lost with it (ADR-0017).
         let worktree = crate::workspace::worktree_path(&state_dir.join("worktrees"), &run.job_id);
-        let safety_commit = if worktree.exists() {
-            crate::workspace::safety_commit(
-                &worktree,
+        let workspace = worktree
+            .exists()
+            .then(|| crate::workspace::Workspace::open(&worktree))
+            .transpose()
+            .unwrap_or_else(|e| {
+                tracing::warn!("opening what run {} left: {e:#}", run.run_id);
+                None
+            });
+        let safety_commit = workspace.as_ref().and_then(|w| {
+            w.safety_commit(
                 commit_author,
                 &format!("owl: uncommitted work left by run {}", run.run_id),
             )
@@ -55,16 +62,14 @@ pub fn recover_lost_runs(
                 tracing::warn!("committing what run {} left: {e:#}", run.run_id);
                 None
             })
-        } else {
-            None
-        };
+        });
         let finish = RunFinish {
             outcome: Some(RunOutcome::Lost),
             stop_reason: Some(format!(
                 "the tick supervising it (pid {supervisor}) died; found by a later tick"
             )),
             survivors_killed: Some(killed as i64),
-            head_after: crate::workspace::head_commit(&worktree),
+            head_after: workspace.as_ref().and_then(|w| w.head()),
             safety_commit,
             cause: Some(crate::outcome::Cause::Job),
             ..Default::default()

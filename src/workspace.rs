@@ -41,8 +41,86 @@ pub fn worktree_path(worktrees_dir: &Path, job_id: &str) -> PathBuf {
     worktrees_dir.join(job_id)
 }
 
+/// A Job's worktree, opened once for a Run: every look at it during the Run (its head
+/// before and after, the Handoff, the safety-net commit) goes through this one handle
+/// instead of opening the repository again each time.
+pub struct Workspace {
+    path: PathBuf,
+    branch: String,
+    repo: Repository,
+}
+
+impl Workspace {
+    /// Opens the worktree at `path` (on whatever branch it is).
+    pub fn open(path: &Path) -> Result<Workspace> {
+        let repo = Repository::open(path)
+            .with_context(|| format!("opening worktree {}", path.display()))?;
+        let branch = repo
+            .head()
+            .ok()
+            .and_then(|h| h.shorthand().map(String::from))
+            .unwrap_or_default();
+        Ok(Workspace {
+            path: path.to_path_buf(),
+            branch,
+            repo,
+        })
+    }
+
+    /// Where the worktree is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The commit the worktree's HEAD (the Job's branch) points at.
+    pub fn head(&self) -> Option<String> {
+        let head = self.repo.head().ok()?.peel_to_commit().ok()?;
+        Some(head.id().to_string())
+    }
+
+    /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
+    pub fn handoff(&self) -> Result<Option<String>> {
+        handoff_on(&self.repo, &self.branch)
+    }
+
+    /// How many commits `to` has that `from` does not.
+    pub fn commits_between(&self, from: &str, to: &str) -> Result<usize> {
+        count_commits(&self.repo, from, to)
+    }
+
+    /// Commits whatever the Run left uncommitted (ADR-0017's safety net), on the Job's
+    /// branch only. Returns the new commit's id, or `None` when the tree was clean.
+    pub fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {
+        let repo = &self.repo;
+        let head = repo.head()?;
+        if !head.is_branch() {
+            bail!(
+                "worktree {} is not on a branch; not committing",
+                self.path.display()
+            );
+        }
+        let parent = head.peel_to_commit()?;
+        let mut index = repo.index()?;
+        // The agent's own `git add` changed the index on disk since the worktree was opened.
+        index.read(true)?;
+        // add_all honours .gitignore; update_all records deletions.
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+        index.update_all(["*"], None)?;
+        index.write()?;
+        let tree_id = index.write_tree()?;
+        if tree_id == parent.tree_id() {
+            return Ok(None);
+        }
+        let tree = repo.find_tree(tree_id)?;
+        let (name, email) = parse_author(author);
+        let sig = git2::Signature::now(&name, &email)?;
+        let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
+        Ok(Some(id.to_string()))
+    }
+}
+
 /// Creates the Job's branch from its base ref and its worktree, or reuses both.
-pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<PathBuf> {
+pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
@@ -59,17 +137,20 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<PathBuf> {
     };
     let path = worktree_path(worktrees_dir, &job.id);
     if path.exists() {
-        let wt = Repository::open(&path)
+        let wt = Workspace::open(&path)
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
-        let head = wt.head().ok().and_then(|h| h.shorthand().map(String::from));
-        if head.as_deref() != Some(branch_name.as_str()) {
+        if wt.branch != branch_name {
             bail!(
                 "worktree {} is on {}, not on {branch_name}",
                 path.display(),
-                head.unwrap_or_else(|| "a detached HEAD".into())
+                if wt.branch.is_empty() || wt.branch == "HEAD" {
+                    "a detached HEAD"
+                } else {
+                    &wt.branch
+                }
             );
         }
-        return Ok(path);
+        return Ok(wt);
     }
     let name = worktree_name(&job.id);
     // A worktree whose folder was deleted by hand is still registered: prune it first.
@@ -96,7 +177,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<PathBuf> {
         Some(WorktreeAddOptions::new().reference(Some(&reference))),
     )
     .with_context(|| format!("adding worktree {} on {branch_name}", path.display()))?;
-    Ok(path)
+    Workspace::open(&path)
 }
 
 fn worktree_name(job_id: &str) -> String {
@@ -107,14 +188,18 @@ fn worktree_name(job_id: &str) -> String {
 pub fn read_handoff(job: &Job) -> Result<Option<String>> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
-    let Ok(branch) = repo.find_branch(&job.branch(), BranchType::Local) else {
+    handoff_on(&repo, &job.branch())
+}
+
+fn handoff_on(repo: &Repository, branch: &str) -> Result<Option<String>> {
+    let Ok(branch) = repo.find_branch(branch, BranchType::Local) else {
         return Ok(None);
     };
     let tree = branch.get().peel_to_tree()?;
     let Ok(entry) = tree.get_path(Path::new(HANDOFF_PATH)) else {
         return Ok(None);
     };
-    let blob = entry.to_object(&repo)?.peel_to_blob()?;
+    let blob = entry.to_object(repo)?.peel_to_blob()?;
     Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
 }
 
@@ -156,18 +241,6 @@ pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
     }))
 }
 
-/// The commit the worktree's HEAD (the Job's branch) points at.
-pub fn head_commit(worktree: &Path) -> Option<String> {
-    let repo = Repository::open(worktree).ok()?;
-    let head = repo.head().ok()?.peel_to_commit().ok()?;
-    Some(head.id().to_string())
-}
-
-/// How many commits `to` has that `from` does not.
-pub fn commits_between(repo_path: &str, from: &str, to: &str) -> Result<usize> {
-    count_commits(&Repository::open(repo_path)?, from, to)
-}
-
 /// The commits each Run added, `(head_before, head_after)` per Run, with the repository
 /// opened once (`None` where a Run has no heads or they cannot be walked).
 pub fn commits_of_runs(
@@ -186,35 +259,6 @@ fn count_commits(repo: &Repository, from: &str, to: &str) -> Result<usize> {
     walk.push(git2::Oid::from_str(to)?)?;
     walk.hide(git2::Oid::from_str(from)?)?;
     Ok(walk.count())
-}
-
-/// Commits whatever the Run left uncommitted in the worktree (ADR-0017's safety net), on
-/// the Job's branch only. Returns the new commit's id, or `None` when the tree was clean.
-pub fn safety_commit(worktree: &Path, author: &str, message: &str) -> Result<Option<String>> {
-    let repo = Repository::open(worktree)
-        .with_context(|| format!("opening worktree {}", worktree.display()))?;
-    let head = repo.head()?;
-    if !head.is_branch() {
-        bail!(
-            "worktree {} is not on a branch; not committing",
-            worktree.display()
-        );
-    }
-    let parent = head.peel_to_commit()?;
-    let mut index = repo.index()?;
-    // add_all honours .gitignore; update_all records deletions.
-    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
-    index.update_all(["*"], None)?;
-    index.write()?;
-    let tree_id = index.write_tree()?;
-    if tree_id == parent.tree_id() {
-        return Ok(None);
-    }
-    let tree = repo.find_tree(tree_id)?;
-    let (name, email) = parse_author(author);
-    let sig = git2::Signature::now(&name, &email)?;
-    let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
-    Ok(Some(id.to_string()))
 }
 
 /// Splits `Name <email>`; a bare name gets `owl@localhost`.

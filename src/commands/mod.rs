@@ -12,6 +12,7 @@ mod show;
 mod status;
 mod tick;
 
+use std::borrow::Cow;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use serde::Serialize;
 use crate::cli::{Cli, Command, ConfigCommand};
 use crate::config::Config;
 use crate::model::Job;
-use crate::store::Store;
+use crate::store::{ListedJob, Store};
 
 /// Runs one command; the returned code is the process's exit code.
 pub fn dispatch(cli: Cli) -> Result<u8> {
@@ -64,6 +65,11 @@ impl Ctx {
 
     fn worktrees_dir(&self) -> PathBuf {
         self.config.state_dir.join("worktrees")
+    }
+
+    /// [`Ctx::worktrees_dir`] as printed.
+    fn worktrees_text(&self) -> String {
+        self.worktrees_dir().display().to_string()
     }
 
     fn logs_dir(&self, job_id: &str) -> PathBuf {
@@ -136,21 +142,22 @@ pub struct JobJson<'a> {
     pub base: &'a str,
     /// The commit `base` named when the Job was queued; the branch starts there.
     pub base_commit: Option<&'a str>,
-    pub branch: String,
-    pub worktree: String,
+    pub branch: Joined<'a>,
+    pub worktree: Joined<'a>,
     pub account: Option<&'a str>,
     pub priority: i64,
-    pub not_before: Option<String>,
+    pub not_before: Option<Cow<'a, str>>,
     /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
     pub run_count: usize,
     pub max_runs: u32,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Cow<'a, str>,
+    pub updated_at: Cow<'a, str>,
     pub prompt: &'a str,
 }
 
 impl<'a> JobJson<'a> {
-    fn new(ctx: &Ctx, job: &'a Job, runs: usize) -> JobJson<'a> {
+    /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
+    fn new(worktrees: &'a str, job: &'a Job, runs: usize) -> JobJson<'a> {
         JobJson {
             id: &job.id,
             name: job.name.as_deref(),
@@ -159,19 +166,72 @@ impl<'a> JobJson<'a> {
             repo: &job.repo,
             base: &job.base,
             base_commit: job.base_commit.as_deref(),
-            branch: job.branch(),
-            worktree: crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
-                .display()
-                .to_string(),
+            branch: Joined(crate::model::BRANCH_PREFIX, "", &job.id),
+            worktree: Joined(worktrees, "/", &job.id),
             account: job.account.as_deref(),
             priority: job.priority,
-            not_before: job.not_before.map(crate::clock::rfc3339),
+            not_before: job.not_before.map(|t| crate::clock::rfc3339(t).into()),
             run_count: runs,
             max_runs: job.max_runs,
-            created_at: crate::clock::rfc3339(job.created_at),
-            updated_at: crate::clock::rfc3339(job.updated_at),
+            created_at: crate::clock::rfc3339(job.created_at).into(),
+            updated_at: crate::clock::rfc3339(job.updated_at).into(),
             prompt: &job.prompt,
         }
+    }
+
+    /// A Job as listed, times printed as stored.
+    fn listed(worktrees: &'a str, job: &ListedJob<'a>) -> JobJson<'a> {
+        use crate::clock::printable;
+        JobJson {
+            id: job.id,
+            name: job.name,
+            state: job.state.as_str(),
+            reason: job.reason,
+            repo: job.repo,
+            base: job.base,
+            base_commit: job.base_commit,
+            branch: Joined(crate::model::BRANCH_PREFIX, "", job.id),
+            worktree: Joined(worktrees, "/", job.id),
+            account: job.account,
+            priority: job.priority,
+            not_before: job.not_before.map(printable),
+            run_count: job.run_count,
+            max_runs: job.max_runs,
+            created_at: printable(job.created_at),
+            updated_at: printable(job.updated_at),
+            prompt: job.prompt,
+        }
+    }
+}
+
+/// Three pieces of text printed as one string, built only as it is written.
+#[derive(Debug)]
+pub struct Joined<'a>(&'a str, &'a str, &'a str);
+
+impl std::fmt::Display for Joined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.1)?;
+        f.write_str(self.2)
+    }
+}
+
+impl Serialize for Joined<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Put together on the stack: formatting machinery costs more than the copy.
+        let mut buf = [0u8; 512];
+        let parts = [self.0, self.1, self.2];
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > buf.len() {
+            return s.collect_str(self);
+        }
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part.as_bytes());
+            at += part.len();
+        }
+        // Whole UTF-8 strings one after another are UTF-8.
+        s.serialize_str(std::str::from_utf8(&buf[..len]).unwrap_or_default())
     }
 }
 

@@ -84,11 +84,12 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         .map(|(r, commits)| run_json(ctx, r, commits))
         .collect();
     let cost = crate::model::total_cost(&runs);
+    let worktrees = ctx.worktrees_text();
     if json {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();
         print_json(&ShowJson {
-            job: JobJson::new(ctx, &job, runs.len()),
+            job: JobJson::new(&worktrees, &job, runs.len()),
             handoff,
             commits: has.then_some(s.commits),
             files_changed: has.then_some(s.files_changed),
@@ -101,7 +102,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         })?;
         return Ok(0);
     }
-    let j = JobJson::new(ctx, &job, runs.len());
+    let j = JobJson::new(&worktrees, &job, runs.len());
     outln!(
         "Job {}{}",
         j.id,

@@ -17,6 +17,7 @@ use crate::schedule::{self, AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
 use crate::supervise::{self, process, LocalExecutor, RunReport, RunSpec};
 use crate::usage;
+use crate::workspace::Workspace;
 
 mod observer;
 use observer::TickObserver;
@@ -216,7 +217,7 @@ fn run_job(
     };
 
     let job = ctx.job(store, &job_id)?;
-    let worktree = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
+    let workspace = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
         Ok(w) => w,
         Err(e) => {
             // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
@@ -239,7 +240,7 @@ fn run_job(
         owl_start_time: process::stat(owl_pid).map(|s| s.start_time),
         boot_id: process::boot_id(),
         started_at: now,
-        head_before: crate::workspace::head_commit(&worktree),
+        head_before: workspace.head(),
         budget_usd,
     })?;
     let Some(run_id) = started else {
@@ -263,14 +264,14 @@ fn run_job(
 
     // From here on the Run is recorded whatever happens.
     let run_report = execute(
-        ctx, store, &job, &account, &worktree, run_id, budget_usd, driver,
+        ctx, store, &job, &account, &workspace, run_id, budget_usd, driver,
     )
     .unwrap_or_else(|e| RunReport {
         stop: None,
         stderr_tail: format!("owl could not run the agent: {e:#}"),
         ..Default::default()
     });
-    let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &worktree, &run_report)?;
+    let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &workspace, &run_report)?;
     Ok(TickJson {
         action: "ran",
         job_id: Some(job.id.clone()),
@@ -322,16 +323,16 @@ fn execute(
     store: &mut Store,
     job: &Job,
     account: &str,
-    worktree: &std::path::Path,
+    workspace: &Workspace,
     run_id: i64,
     budget_usd: Option<f64>,
     driver: Arc<dyn Driver>,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
-    let handoff = crate::workspace::read_handoff(job)?;
+    let handoff = workspace.handoff()?;
     let previous = store
         .last_finished_run(&job.id, run_id)?
-        .map(|r| crate::prompt::describe_run(&r, commits_of(job, &r)));
+        .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let invocation = driver.invocation(&RunRequest {
@@ -348,7 +349,7 @@ fn execute(
     let spec = RunSpec {
         driver: driver.clone(),
         invocation: &invocation,
-        cwd: worktree,
+        cwd: workspace.path(),
         run_id,
         prompt: &prompt,
         stdout_log: create_private_file(&ctx.run_log(&job.id, run_id))?,
@@ -425,22 +426,22 @@ fn record(
     job: &Job,
     account: &str,
     run_id: i64,
-    worktree: &std::path::Path,
+    workspace: &Workspace,
     report: &RunReport,
 ) -> Result<(outcome::Classified, JobState)> {
     let now = crate::clock::now()?;
     // ADR-0017: a Run cut short loses nothing it wrote. Committed before the Handoff is
     // read, so a Handoff the agent wrote but did not commit still counts.
-    let safety_commit = crate::workspace::safety_commit(
-        worktree,
-        &ctx.config.commit_author,
-        &format!("owl: uncommitted work left by run {run_id}"),
-    )
-    .unwrap_or_else(|e| {
-        tracing::warn!("committing what run {run_id} left: {e:#}");
-        None
-    });
-    let head_after = crate::workspace::head_commit(worktree);
+    let safety_commit = workspace
+        .safety_commit(
+            &ctx.config.commit_author,
+            &format!("owl: uncommitted work left by run {run_id}"),
+        )
+        .unwrap_or_else(|e| {
+            tracing::warn!("committing what run {run_id} left: {e:#}");
+            None
+        });
+    let head_after = workspace.head();
     let mut classified = outcome::classify(&outcome::RunFacts {
         result: report.result.as_ref(),
         exit: report.exit,
@@ -454,7 +455,7 @@ fn record(
     // What the agent printed may echo the Account's credentials: never stored.
     let env = &ctx.config.accounts[account].env;
     classified.stop_reason = classified.stop_reason.map(|s| env.scrub(&s));
-    let handoff = match crate::workspace::read_handoff(job) {
+    let handoff = match workspace.handoff() {
         Ok(Some(text)) => Handoff::parse(&text),
         Ok(None) => Err(format!("the Run left no {}", crate::handoff::HANDOFF_PATH)),
         Err(e) => Err(format!("reading {}: {e:#}", crate::handoff::HANDOFF_PATH)),
@@ -567,11 +568,11 @@ fn run_budget(job: &Job, spent: f64) -> Option<f64> {
 }
 
 /// The commits a finished Run added to the Job's branch.
-fn commits_of(job: &Job, run: &crate::model::Run) -> Option<usize> {
+fn commits_of(workspace: &Workspace, run: &crate::model::Run) -> Option<usize> {
     let (Some(before), Some(after)) = (&run.head_before, &run.head_after) else {
         return None;
     };
-    crate::workspace::commits_between(&job.repo, before, after).ok()
+    workspace.commits_between(before, after).ok()
 }
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {

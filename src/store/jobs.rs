@@ -39,6 +39,27 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     })
 }
 
+/// A Job as `owl jobs` lists it: the columns it prints, borrowed from the row, times as
+/// stored.
+#[derive(Debug)]
+pub struct ListedJob<'r> {
+    pub id: &'r str,
+    pub name: Option<&'r str>,
+    pub prompt: &'r str,
+    pub repo: &'r str,
+    pub base: &'r str,
+    pub account: Option<&'r str>,
+    pub priority: i64,
+    pub max_runs: u32,
+    pub state: JobState,
+    pub reason: Option<&'r str>,
+    pub not_before: Option<&'r str>,
+    pub created_at: &'r str,
+    pub updated_at: &'r str,
+    pub base_commit: Option<&'r str>,
+    pub run_count: usize,
+}
+
 impl Store {
     /// Queues a new Job; fails when its id is taken.
     pub fn insert_job(&mut self, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
@@ -111,31 +132,39 @@ impl Store {
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
     pub fn plan_jobs(&self) -> Result<Vec<crate::schedule::PlanJob>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, state, priority, account, not_before, reason FROM jobs \
-             WHERE state IN ('queued', 'running', 'waiting') ORDER BY seq",
+            "SELECT seq, id, state, priority, account, not_before, reason FROM jobs \
+             WHERE state IN ('queued', 'running', 'waiting')",
         )?;
-        let jobs = stmt
+        let mut jobs = stmt
             .query_map([], |r| {
-                let state: String = r.get(1)?;
-                Ok(crate::schedule::PlanJob {
-                    id: r.get(0)?,
+                let state = r.get_ref(2)?.as_str()?;
+                let job = crate::schedule::PlanJob {
+                    id: r.get(1)?,
                     state: state.parse().unwrap_or(JobState::Failed),
-                    priority: r.get(2)?,
-                    account: r.get(3)?,
-                    not_before: time_col(r.get(4)?),
-                    reason: r.get(5)?,
-                })
+                    priority: r.get(3)?,
+                    account: r.get(4)?,
+                    not_before: r
+                        .get_ref(5)?
+                        .as_str_or_null()?
+                        .and_then(crate::clock::parse),
+                    reason: r.get(6)?,
+                };
+                Ok((r.get::<_, i64>(0)?, job))
             })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(jobs)
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        // In the order they were added: sorted here, since the three states' runs of the
+        // index each come in order but not merged.
+        jobs.sort_unstable_by_key(|(seq, _)| *seq);
+        Ok(jobs.into_iter().map(|(_, job)| job).collect())
     }
 
-    /// Calls `each` with every Job (finished ones only when `all`) and its Run count, in
-    /// order, one row at a time: ten thousand Jobs are listed without holding them all.
-    pub fn for_each_job_with_run_count(
+    /// Calls `each` with every Job (finished ones only when `all`) as listings show it, in
+    /// order, one row at a time and borrowing the row's text: ten thousand Jobs are listed
+    /// without holding them, and without copying or parsing what is printed as stored.
+    pub fn for_each_listed_job(
         &self,
         all: bool,
-        mut each: impl FnMut(&Job, usize) -> Result<()>,
+        mut each: impl FnMut(&ListedJob<'_>) -> Result<()>,
     ) -> Result<()> {
         let filter = if all {
             ""
@@ -143,24 +172,33 @@ impl Store {
             "WHERE state IN ('queued', 'running', 'waiting')"
         };
         let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {JOB_COLUMNS}, (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id) \
-             FROM jobs {filter} ORDER BY seq"
+            "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
+             not_before, created_at, updated_at, base_commit, run_count FROM jobs {filter} ORDER BY seq"
         ))?;
         let mut rows = stmt.query([])?;
-        while let Some(row) = rows.next()? {
-            each(&job_from_row(row)?, row.get::<_, i64>(21)? as usize)?;
+        while let Some(r) = rows.next()? {
+            let text = |i| -> rusqlite::Result<&str> { Ok(r.get_ref(i)?.as_str()?) };
+            let opt_text =
+                |i| -> rusqlite::Result<Option<&str>> { Ok(r.get_ref(i)?.as_str_or_null()?) };
+            each(&ListedJob {
+                id: text(0)?,
+                name: opt_text(1)?,
+                prompt: text(2)?,
+                repo: text(3)?,
+                base: text(4)?,
+                account: opt_text(5)?,
+                priority: r.get(6)?,
+                max_runs: r.get(7)?,
+                state: text(8)?.parse().unwrap_or(JobState::Failed),
+                reason: opt_text(9)?,
+                not_before: opt_text(10)?,
+                created_at: text(11)?,
+                updated_at: text(12)?,
+                base_commit: opt_text(13)?,
+                run_count: r.get::<_, i64>(14)?.max(0) as usize,
+            })?;
         }
         Ok(())
-    }
-
-    /// The Jobs (finished ones only when `all`) with how many Runs each has had.
-    pub fn jobs_with_run_counts(&self, all: bool) -> Result<Vec<(Job, usize)>> {
-        let mut out = Vec::new();
-        self.for_each_job_with_run_count(all, |job, runs| {
-            out.push((job.clone(), runs));
-            Ok(())
-        })?;
-        Ok(out)
     }
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every

@@ -140,6 +140,21 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE account_notes ADD COLUMN agent_checked TEXT;
     ALTER TABLE account_notes ADD COLUMN agent_checked_at TEXT;
     "#,
+    // 9: each Job's Run count on its row, kept by the database itself as Runs are added or
+    // removed, so that listing ten thousand Jobs does not count a hundred thousand Runs.
+    r#"
+    ALTER TABLE jobs ADD COLUMN run_count INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET run_count = (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id);
+    CREATE TRIGGER runs_counted AFTER INSERT ON runs BEGIN
+        UPDATE jobs SET run_count = run_count + 1 WHERE id = NEW.job_id;
+    END;
+    CREATE TRIGGER runs_uncounted AFTER DELETE ON runs BEGIN
+        UPDATE jobs SET run_count = run_count - 1 WHERE id = OLD.job_id;
+    END;
+    -- The plan reads the unfinished Jobs from the index alone, never from their rows.
+    DROP INDEX jobs_state;
+    CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason);
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -228,6 +243,28 @@ mod tests {
             let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
             assert_eq!(count("SELECT COUNT(*) FROM jobs"), 2, "from {from}");
             assert_eq!(count("SELECT COUNT(*) FROM runs"), 2, "from {from}");
+            // Each Job's Runs counted on its row, and counted on as Runs are added.
+            assert_eq!(
+                count("SELECT run_count FROM jobs WHERE id = 'a'"),
+                1,
+                "from {from}"
+            );
+            conn.execute_batch(
+                "INSERT INTO runs (job_id, account, started_at) VALUES ('a', 'w', '2026-01-03T00:00:00Z')",
+            )
+            .unwrap();
+            assert_eq!(
+                count("SELECT run_count FROM jobs WHERE id = 'a'"),
+                2,
+                "from {from}"
+            );
+            conn.execute_batch("DELETE FROM runs WHERE started_at = '2026-01-03T00:00:00Z'")
+                .unwrap();
+            assert_eq!(
+                count("SELECT run_count FROM jobs WHERE id = 'a'"),
+                1,
+                "from {from}"
+            );
             assert_eq!(count("SELECT COUNT(*) FROM snapshots"), 4, "from {from}");
             assert_eq!(
                 count("SELECT COUNT(*) FROM account_notes"),

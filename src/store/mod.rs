@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+pub use jobs::ListedJob;
 pub use notes::AccountNote;
 pub use runs::{RunFinish, RunIdentity, RunStart};
 
