@@ -225,6 +225,57 @@ mod tests {
         INSERT INTO account_notes (account, not_logged_in, updated_at)
         VALUES ('work', 'not logged in: 401', '2026-01-01T00:00:00Z');";
 
+    /// A year of state as a schema-5 owl left it, in a real file: a million Snapshots,
+    /// ten thousand Jobs and a hundred thousand Runs all come through the migrations.
+    #[test]
+    fn a_schema_5_database_with_a_million_snapshots_migrates_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owl.db");
+        let mut conn = Connection::open(&path).unwrap();
+        migrate_to(&mut conn, 5).unwrap();
+        conn.execute_batch(
+            "BEGIN;
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 9999)
+             INSERT INTO jobs (id, prompt, repo, base, max_runs, max_run_time_secs,
+                               permission_mode, state, created_at, updated_at)
+             SELECT 'j' || i, 'p', '/r', 'HEAD', 20, 60, 'dontAsk',
+                    CASE WHEN i < 1000 THEN 'queued' ELSE 'done' END,
+                    '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z' FROM n;
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99999)
+             INSERT INTO runs (job_id, account, outcome, started_at, ended_at)
+             SELECT 'j' || (i % 10000), 'work', 'succeeded', '2026-01-01T01:00:00Z',
+                    '2026-01-01T02:00:00Z' FROM n;
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 999999)
+             INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source)
+             SELECT 'work', CASE i % 2 WHEN 0 THEN 'five_hour' ELSE 'seven_day' END,
+                    i % 100, NULL, printf('2026-%02d-%02dT00:00:00Z', 1 + i / 100000, 1 + i % 28),
+                    'get_usage' FROM n;
+             COMMIT;",
+        )
+        .unwrap();
+        drop(conn);
+
+        let mut conn = Connection::open(&path).unwrap();
+        migrate(&mut conn).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("PRAGMA user_version"), SCHEMA_VERSION);
+        assert_eq!(count("SELECT COUNT(*) FROM jobs"), 10_000);
+        assert_eq!(count("SELECT COUNT(*) FROM runs"), 100_000);
+        assert_eq!(count("SELECT COUNT(*) FROM snapshots"), 1_000_000);
+        assert_eq!(count("SELECT SUM(run_count) FROM jobs"), 100_000);
+        assert_eq!(count("SELECT run_count FROM jobs WHERE id = 'j7'"), 10);
+        // Each Window's newest figure, found once: the last rows written are of October.
+        assert_eq!(count("SELECT COUNT(*) FROM latest_snapshots"), 2);
+        let newest: String = conn
+            .query_row(
+                "SELECT observed_at FROM latest_snapshots WHERE window = 'five_hour'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(newest.starts_with("2026-10-"), "{newest}");
+    }
+
     #[test]
     fn every_earlier_schema_with_rows_migrates_in_place() {
         for from in 1..SCHEMA_VERSION {
