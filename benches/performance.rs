@@ -255,7 +255,7 @@ impl World {
                             outcome: Some(RunOutcome::Succeeded),
                             cost_usd: Some(0.05),
                             num_turns: Some(3),
-                            cause: Some(owl::outcome::Cause::Job),
+                            cause: Some(owl::model::Cause::Job),
                             ..Default::default()
                         },
                         if last {

@@ -20,9 +20,15 @@ pub mod recover;
 pub mod schedule;
 pub mod store;
 pub mod supervise;
+pub mod sys;
 pub mod text;
 pub mod usage;
 pub mod workspace;
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "owl supervises agents with Linux facilities (prctl, pidfd, /proc): it builds on Linux only"
+);
 
 use std::process::ExitCode;
 

@@ -6,8 +6,6 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::outcome::Cause;
-
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -282,6 +280,119 @@ pub struct Snapshot {
     /// `get_usage`, `rate_limit_event` or `probe`.
     pub source: String,
     pub run_id: Option<i64>,
+}
+
+/// Why owl stopped a Run before the agent finished it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopCause {
+    /// The Account crossed a Ceiling; the Job waits until the Window resets.
+    Ceiling {
+        reason: String,
+        resets_at: Option<DateTime<Utc>>,
+    },
+    /// The provider rejected the Account (`rate_limit_event` with `status: rejected`).
+    RateLimited(String),
+    MaxRunTime,
+    Stalled,
+    Cancelled,
+    /// owl itself was told to stop (SIGTERM, SIGINT, SIGHUP).
+    Signal(&'static str),
+    /// The Run's log could not be written because its filesystem is full.
+    DiskFull(String),
+    /// The Run's log could not be written for another reason.
+    LogWrite(String),
+}
+
+impl StopCause {
+    /// The `stop_reason` recorded on the Run.
+    pub fn reason(&self) -> String {
+        match self {
+            StopCause::Ceiling { reason, .. } => reason.clone(),
+            StopCause::RateLimited(reason) => reason.clone(),
+            StopCause::MaxRunTime => "maxRunTime reached".into(),
+            StopCause::Stalled => "stalled".into(),
+            StopCause::Cancelled => "cancelled".into(),
+            StopCause::Signal(sig) => format!("owl received {sig}"),
+            StopCause::DiskFull(e) => format!("disk full: writing the log: {e}"),
+            StopCause::LogWrite(e) => format!("writing the log: {e}"),
+        }
+    }
+}
+
+/// Who a Run's ending is charged to. Only the Job's own Runs count toward `maxRuns`: a
+/// night without a login, a network or a disk must not use up the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The model worked, and the Run ended by its own result, its budget, `maxRunTime`, a
+    /// stall or a crash.
+    Job,
+    /// The Account has no usable login (none, expired, revoked).
+    NotLoggedIn,
+    /// The API was unreachable, or answered 5xx or overloaded, after the CLI's retries.
+    Outage,
+    /// The provider's rate limiter refused the Account.
+    RateLimited,
+    /// A filesystem owl writes to is full.
+    DiskFull,
+    /// owl stopped the Run for a reason of its own: a ceiling, a signal, a cancel, a log
+    /// it could not write, an agent it could not kill.
+    Stopped,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 6] = [
+        Cause::Job,
+        Cause::NotLoggedIn,
+        Cause::Outage,
+        Cause::RateLimited,
+        Cause::DiskFull,
+        Cause::Stopped,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Job => "job",
+            Cause::NotLoggedIn => "not_logged_in",
+            Cause::Outage => "outage",
+            Cause::RateLimited => "rate_limited",
+            Cause::DiskFull => "disk_full",
+            Cause::Stopped => "stopped",
+        }
+    }
+
+    /// Whether a Run so ended counts toward the Job's `maxRuns`.
+    pub fn counts(self) -> bool {
+        self == Cause::Job
+    }
+}
+
+impl std::str::FromStr for Cause {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Cause::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown run cause '{s}'"))
+    }
+}
+
+/// How the agent's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(c), _) => write!(f, "exit code {c}"),
+            (None, Some(s)) => write!(f, "signal {s}"),
+            (None, None) => f.write_str("an unknown status"),
+        }
+    }
 }
 
 #[cfg(test)]

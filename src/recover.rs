@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 
 use crate::model::{JobState, RunOutcome};
 use crate::store::{RunFinish, RunIdentity, Store};
-use crate::supervise::process;
+use crate::supervise::process::{LostProcesses, Supervisor};
+use crate::supervise::Executor;
 
 /// One Run found lost.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,14 +22,14 @@ pub struct LostRun {
 /// Call only while holding the tick lock: then no live tick can be supervising a Run.
 pub fn recover_lost_runs(
     store: &mut Store,
+    executor: &dyn Executor,
     state_dir: &std::path::Path,
     commit_author: &str,
     now: DateTime<Utc>,
 ) -> Result<Vec<LostRun>> {
-    let boot_id = process::boot_id();
     let mut lost = Vec::new();
     for run in store.running_identities()? {
-        if supervisor_alive(&run, boot_id.as_deref()) {
+        if executor.supervisor_alive(&supervisor_of(&run)) {
             // Alive yet not holding the lock: not ours to judge. Leave it for a later tick.
             tracing::warn!(
                 run = run.run_id,
@@ -37,11 +38,7 @@ pub fn recover_lost_runs(
             );
             continue;
         }
-        let marker = process::RunMarker {
-            run_id: run.run_id.to_string(),
-            state_dir: state_dir.to_path_buf(),
-        };
-        let killed = kill_survivors(&run, &marker, boot_id.as_deref());
+        let killed = executor.kill_lost(&lost_processes(&run));
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
         // Nothing the lost Run wrote is lost with it (ADR-0017).
         let worktree = crate::workspace::worktree_path(&state_dir.join("worktrees"), &run.job_id);
@@ -71,7 +68,7 @@ pub fn recover_lost_runs(
             survivors_killed: Some(killed as i64),
             head_after: workspace.as_ref().and_then(|w| w.head()),
             safety_commit,
-            cause: Some(crate::outcome::Cause::Job),
+            cause: Some(crate::model::Cause::Job),
             ..Default::default()
         };
         // A lost Run counts: the model may have worked, and a Job that kills its tick
@@ -95,36 +92,22 @@ pub fn recover_lost_runs(
     Ok(lost)
 }
 
-/// Whether the owl that supervised the Run still lives: same pid, same start time, same boot.
-pub fn supervisor_alive(run: &RunIdentity, boot_id: Option<&str>) -> bool {
-    let (Some(pid), Some(start)) = (run.owl_pid, run.owl_start_time) else {
-        return false;
-    };
-    if pid == i64::from(std::process::id()) || run.boot_id.as_deref() != boot_id {
-        return false;
+/// Who supervised a Run, as recorded with it.
+pub fn supervisor_of(run: &RunIdentity) -> Supervisor {
+    Supervisor {
+        pid: run.owl_pid,
+        start_time: run.owl_start_time,
+        boot_id: run.boot_id.clone(),
     }
-    process::stat(pid as i32).is_some_and(|s| s.start_time == start && s.state != 'Z')
 }
 
-/// Kills the agent (only when pid, start time and boot id all match: never a reused pid)
-/// and every process carrying the Run's marker. Returns how many were killed.
-fn kill_survivors(run: &RunIdentity, marker: &process::RunMarker, boot_id: Option<&str>) -> usize {
-    if run.boot_id.as_deref() != boot_id || boot_id.is_none() {
-        // A reboot since: nothing of that Run can be alive.
-        return 0;
+fn lost_processes(run: &RunIdentity) -> LostProcesses {
+    LostProcesses {
+        run_id: run.run_id,
+        agent: run
+            .pid
+            .and_then(|p| i32::try_from(p).ok())
+            .zip(run.child_start_time),
+        boot_id: run.boot_id.clone(),
     }
-    let mut victims: Vec<i32> = process::processes_with_marker(marker);
-    if let (Some(pid), Some(start)) = (run.pid, run.child_start_time) {
-        let pid = pid as i32;
-        if process::stat(pid).is_some_and(|s| s.start_time == start && s.state != 'Z') {
-            process::signal_group(pid, libc::SIGKILL);
-            if !victims.contains(&pid) {
-                victims.push(pid);
-            }
-        }
-    }
-    for pid in &victims {
-        process::signal_pid(*pid, libc::SIGKILL);
-    }
-    victims.len()
 }

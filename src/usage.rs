@@ -1,18 +1,13 @@
 //! Utilization (ADR-0020): Snapshots from what the agent reports — usage answers, rate-limit events, the preflight probe — and the Ceiling check.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use crate::config::{Account, Limits};
-use crate::driver::{AgentEvent, Driver, RateLimitInfo, Usage, WindowUsage};
-use crate::model::Snapshot;
-use crate::outcome::StopCause;
+use crate::driver::{AgentEvent, RateLimitInfo, Usage, WindowUsage};
+use crate::model::{Snapshot, StopCause};
 use crate::schedule::{ceiling_for, fmt_percent};
-use crate::supervise::process;
 
 /// Where a Snapshot came from.
 pub const SOURCE_GET_USAGE: &str = "get_usage";
@@ -20,7 +15,7 @@ pub const SOURCE_RATE_LIMIT_EVENT: &str = "rate_limit_event";
 pub const SOURCE_PROBE: &str = "probe";
 
 /// How long the preflight probe waits for the agent's answer.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
 /// `55.00000000000001`.
@@ -163,95 +158,6 @@ impl ProbeOutcome {
             ProbeOutcome::Failed(why) => format!("failed: {why}"),
         }
     }
-}
-
-/// Starts the agent with the Account's environment, asks only for its utilization, and
-/// stops it. No prompt is written, so no tokens are spent.
-pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path) -> ProbeOutcome {
-    let Some(request) = driver.usage_request_input("owl-probe") else {
-        return ProbeOutcome::Failed("the driver cannot report utilization".into());
-    };
-    let invocation = driver.probe_invocation(command, account);
-    let marker = process::RunMarker {
-        run_id: "probe".into(),
-        state_dir: cwd.to_path_buf(),
-    };
-    let mut child = match process::spawn(&invocation, cwd, &marker) {
-        Ok(c) => c,
-        Err(e) => return ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())),
-    };
-    let pid = child.id() as i32;
-    let mut stdin = child.stdin.take();
-    if let Some(s) = stdin.as_mut() {
-        use std::io::Write;
-        if let Err(e) = s.write_all(&request).and_then(|()| s.flush()) {
-            stop_probe(child, pid, stdin);
-            return ProbeOutcome::Failed(format!("writing the usage request: {e}"));
-        }
-    }
-    let (tx, rx) = mpsc::channel();
-    if let Some(stdout) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    if let Some(stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            std::io::copy(&mut BufReader::new(stderr), &mut std::io::sink())
-        });
-    }
-    let deadline = Instant::now() + PROBE_TIMEOUT;
-    let outcome = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) => match driver.parse_line(&line) {
-                Ok(AgentEvent::ControlResponse { usage: Some(u), .. }) => {
-                    break match u {
-                        Usage::Unknown => ProbeOutcome::Unknown,
-                        Usage::Windows(w) => ProbeOutcome::Observed(w),
-                        Usage::NoPlan => ProbeOutcome::NoPlan,
-                    }
-                }
-                Ok(AgentEvent::ControlResponse { ok: false, .. }) => {
-                    break ProbeOutcome::Failed("the agent refused the usage request".into())
-                }
-                _ => continue,
-            },
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                break ProbeOutcome::Failed(format!(
-                    "no answer within {}s",
-                    PROBE_TIMEOUT.as_secs()
-                ))
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                break ProbeOutcome::Failed("the agent exited without answering".into())
-            }
-        }
-    };
-    stop_probe(child, pid, stdin);
-    outcome
-}
-
-/// Closes stdin (the CLI exits on EOF), waits for the exit (not polling it), and makes
-/// sure the probe and its group are gone.
-fn stop_probe(child: std::process::Child, pid: i32, stdin: Option<std::process::ChildStdin>) {
-    drop(stdin);
-    let (tx, rx) = mpsc::channel();
-    let mut child = child;
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    if rx.recv_timeout(Duration::from_secs(2)).is_err() {
-        process::signal_group(pid, libc::SIGKILL);
-        let _ = rx.recv();
-    }
-    // Whatever the probe started in its group goes with it.
-    process::signal_group(pid, libc::SIGKILL);
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             .filter(|d| d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
         let probe = if cli_ok {
-            crate::usage::probe(d.as_ref(), command, account, &cwd)
+            crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
         } else {
             crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
         };

@@ -67,6 +67,13 @@ impl Ctx {
         self.config.state_dir.join("worktrees")
     }
 
+    /// What runs the agent and cleans up after it.
+    fn executor(&self) -> crate::supervise::LocalExecutor {
+        crate::supervise::LocalExecutor {
+            state_dir: self.config.state_dir.clone(),
+        }
+    }
+
     /// [`Ctx::worktrees_dir`] as printed.
     fn worktrees_text(&self) -> String {
         self.worktrees_dir().display().to_string()

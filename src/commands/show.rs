@@ -32,7 +32,7 @@ struct RunJson {
     stop_reason: Option<String>,
     /// Who the Run is charged to (`job`, `not_logged_in`, `outage`, `rate_limited`,
     /// `disk_full`, `stopped`); only `job` counts toward `maxRuns`.
-    cause: Option<crate::outcome::Cause>,
+    cause: Option<crate::model::Cause>,
     /// Whether the Run counts toward the Job's `maxRuns`.
     counts: bool,
     /// Something that happened after the result line.

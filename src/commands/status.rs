@@ -8,6 +8,7 @@ use super::{opt_time, print_json, Ctx};
 use crate::clock::{human, local_hm, rfc3339};
 use crate::model::JobState;
 use crate::schedule::{fmt_percent, AccountView, Decision, Plan, QueueEntry};
+use crate::supervise::Executor;
 
 #[derive(Debug, Serialize)]
 struct StatusJson {
@@ -106,13 +107,13 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     };
     let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
-    let boot_id = crate::supervise::process::boot_id();
+    let executor = ctx.executor();
     let identities = store.running_identities()?;
     let running = running.map(|r| RunningJson {
         supervisor_alive: identities
             .iter()
             .find(|i| i.run_id == r.id)
-            .is_some_and(|i| crate::recover::supervisor_alive(i, boot_id.as_deref())),
+            .is_some_and(|i| executor.supervisor_alive(&crate::recover::supervisor_of(i))),
         job_id: r.job_id,
         run_id: r.id,
         account: r.account,

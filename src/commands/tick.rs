@@ -15,7 +15,7 @@ use crate::model::{Job, JobState, RunOutcome};
 use crate::outcome::{self, AfterRun};
 use crate::schedule::{self, AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
-use crate::supervise::{self, process, LocalExecutor, RunReport, RunSpec};
+use crate::supervise::{self, Executor, RunReport, RunSpec};
 use crate::usage;
 use crate::workspace::Workspace;
 
@@ -89,6 +89,7 @@ impl TickJson {
 fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
     let lost = crate::recover::recover_lost_runs(
         store,
+        &ctx.executor(),
         &ctx.config.state_dir,
         &ctx.config.commit_author,
         now,
@@ -229,16 +230,19 @@ fn run_job(
         }
     };
 
-    process::become_subreaper().context("becoming a child subreaper")?;
-    let owl_pid = std::process::id() as i32;
+    let executor = ctx.executor();
+    executor
+        .prepare()
+        .context("readying owl to supervise the Run")?;
+    let supervisor = executor.supervisor();
     let budget_usd = run_budget(&job, store.job_cost(&job.id)?);
     let started = store.start_run(&RunStart {
         job_id: job.id.clone(),
         account: account.clone(),
         agent_version: Some(version),
-        owl_pid: owl_pid.into(),
-        owl_start_time: process::stat(owl_pid).map(|s| s.start_time),
-        boot_id: process::boot_id(),
+        owl_pid: supervisor.pid.unwrap_or_default(),
+        owl_start_time: supervisor.start_time,
+        boot_id: supervisor.boot_id,
         started_at: now,
         head_before: workspace.head(),
         budget_usd,
@@ -367,14 +371,8 @@ fn execute(
     // during the Run a write gives up after this long (and is retried or only warned of).
     store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
     let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg);
-    let report = supervise::supervise(
-        spec,
-        &LocalExecutor {
-            state_dir: ctx.config.state_dir.clone(),
-        },
-        &mut observer,
-    )
-    .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
+    let report = supervise::supervise(spec, &ctx.executor(), &mut observer)
+        .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();
     report
 }
@@ -525,13 +523,13 @@ fn note_account(
     now: DateTime<Utc>,
 ) -> Result<()> {
     let note = store.account_note(account)?;
-    if classified.cause == outcome::Cause::NotLoggedIn {
+    if classified.cause == crate::model::Cause::NotLoggedIn {
         let why = classified.stop_reason.as_deref().unwrap_or("not logged in");
         store.set_not_logged_in(account, Some(why), now)?;
     } else if report.reached_model && note.not_logged_in.is_some() {
         store.set_not_logged_in(account, None, now)?;
     }
-    if classified.cause == outcome::Cause::Outage && !report.reached_model {
+    if classified.cause == crate::model::Cause::Outage && !report.reached_model {
         let outages = note.outages + 1;
         let until = now + outcome::outage_backoff(outages);
         tracing::warn!("run {run_id}: the API was unavailable; {account} waits until {until}");
@@ -659,7 +657,7 @@ pub(super) fn probe_and_record(
     let cfg = &ctx.config.accounts[account];
     let d = driver::for_kind(cfg.driver);
     let command = &ctx.config.drivers.get(cfg.driver).command;
-    let outcome = usage::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
+    let outcome = crate::supervise::probe::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
     if let usage::ProbeOutcome::Observed(windows) = &outcome {
         for s in usage::from_usage(windows, account, usage::SOURCE_PROBE, None, now) {
             store.insert_snapshot(&s)?;

@@ -333,7 +333,7 @@ pub fn check_agent(
         Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
         Ok(Err(e)) => return Err(format!("running '{} --version': {e}", command.display())),
         Err(_) => {
-            crate::supervise::process::signal_pid(pid, libc::SIGKILL);
+            let _ = crate::sys::signal_pid(pid, crate::sys::Sig::KILL);
             let _ = rx.recv();
             return Err(format!("'{} --version' did not answer", command.display()));
         }

@@ -6,8 +6,8 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
+use crate::model::Cause;
 use crate::model::{JobState, PermissionDenial, Run, RunOutcome};
-use crate::outcome::Cause;
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -345,8 +345,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Cause;
     use crate::model::NewJob;
-    use crate::outcome::Cause;
 
     #[test]
     fn the_sql_sums_agree_with_the_model() {

@@ -1,5 +1,7 @@
 //! One Run from spawn to reaped: reader threads, a waiter and a stdin writer feed one event loop, which owns every decision and the stop sequence.
 
+pub mod machine;
+pub mod probe;
 pub mod process;
 mod reader;
 
@@ -14,23 +16,12 @@ use std::time::{Duration, Instant};
 use signal_hook::iterator::Signals;
 
 use crate::driver::{AgentEvent, AgentResult, Driver, Invocation};
-use crate::outcome::{ExitInfo, StopCause};
+use crate::model::{ExitInfo, StopCause};
+use machine::{Action, Input, Limits, Machine, OwlSignal};
 pub use process::{Executor, LocalExecutor};
 pub use reader::LINE_CAP;
 
-/// How long an interrupted agent gets to write its `result` line.
-pub const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
-/// How long an agent whose stdin was closed by a stop gets to exit by itself before SIGTERM.
-const CLOSE_WAIT: Duration = Duration::from_secs(2);
-/// How long an agent gets, after a normal `result` line and stdin closed, to finish its
-/// teardown and exit by itself before SIGTERM. Claude Code takes about 5 s to stop a
-/// background task and exit; a SIGTERM sooner makes 2.1.197 turn the task's notification
-/// into extra, unsupervised API turns. Not `graceWindow`, which stays the SIGTERM→SIGKILL gap.
-pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
-/// How long the readers get to reach EOF once the agent has exited and its leftovers are killed.
-const READER_WAIT: Duration = Duration::from_secs(2);
-/// How often the loop wakes with nothing to read, to let the observer look around.
-const HEARTBEAT: Duration = Duration::from_millis(500);
+pub use machine::{INTERRUPT_WAIT, TEARDOWN_WAIT};
 
 /// What the threads of a Run tell the event loop. They only report; the loop decides.
 #[derive(Debug)]
@@ -52,7 +43,7 @@ pub enum Event {
     /// The agent process exited and was reaped.
     Exited(ExitInfo),
     /// owl itself received a signal (SIGTERM, SIGINT, SIGHUP).
-    Signal(i32),
+    Signal(OwlSignal),
 }
 
 /// Everything needed to supervise one Run.
@@ -75,8 +66,8 @@ pub struct RunSpec<'a> {
 
 /// The step that started the Run, told what happens as it happens.
 pub trait Observer {
-    /// The agent is running as `pid`, leader of its own process group.
-    fn spawned(&mut self, pid: i32);
+    /// The agent is running as `pid` (started at `start_time`), leader of its own group.
+    fn spawned(&mut self, pid: i32, start_time: Option<i64>);
     /// A line was understood; returning a cause stops the Run (e.g. a ceiling crossed).
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause>;
     /// Called about twice a second; returning a cause stops the Run (e.g. a cancel).
@@ -113,21 +104,6 @@ pub struct RunReport {
     pub unkillable: Option<String>,
 }
 
-/// Where the stop sequence is.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Stage {
-    Running,
-    /// An interrupt was written; waiting for the `result` line.
-    Interrupting(Instant),
-    /// stdin is closed; waiting for the agent to exit by itself.
-    Closing(Instant),
-    /// SIGTERM went to the group; SIGKILL after the grace window.
-    Terminating(Instant),
-    /// SIGKILL went to the group; owl gives up on the agent after one more grace window.
-    Killing(Instant),
-    Killed,
-}
-
 /// Runs the agent to its end and returns what happened. An error means it never started.
 pub fn supervise(
     spec: RunSpec,
@@ -145,6 +121,11 @@ pub fn supervise(
         let tx = tx.clone();
         move || {
             for sig in signals.forever() {
+                let sig = match sig {
+                    libc::SIGINT => OwlSignal::Int,
+                    libc::SIGHUP => OwlSignal::Hup,
+                    _ => OwlSignal::Term,
+                };
                 if tx.send(Event::Signal(sig)).is_err() {
                     break;
                 }
@@ -159,7 +140,7 @@ pub fn supervise(
         }
     };
     let pid = child.id() as i32;
-    observer.spawned(pid);
+    observer.spawned(pid, executor.start_time(pid));
 
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
@@ -174,329 +155,120 @@ pub fn supervise(
         move || reader::read_stderr(stderr, spec.stderr_log, &secrets, tx)
     });
     spawn_thread("owl-waiter", move || wait_for(child, tx));
-    let mut stdin = Some(spawn_stdin_writer(stdin));
+    let stdin = Some(spawn_stdin_writer(stdin));
 
     send(&stdin, spec.driver.prompt_input(spec.prompt));
-    let mut lp = Loop {
-        driver: spec.driver.as_ref(),
-        pid,
-        stage: Stage::Running,
-        report: RunReport::default(),
+    let caps = spec.driver.capabilities();
+    let interrupt = caps
+        .interrupt
+        .then(|| spec.driver.interrupt_input("owl-interrupt"))
+        .flatten();
+    let limits = Limits {
+        max_run_time: spec.max_run_time,
+        stall_timeout: spec.stall_timeout,
         grace: spec.grace_window,
+        usage_poll_interval: spec.usage_poll_interval,
+        interrupt: interrupt.is_some(),
     };
-    let started = Instant::now();
-    let mut last_output = Instant::now();
-    let mut last_heartbeat = Instant::now();
-    let (mut stdout_open, mut stderr_open) = (true, true);
-    let mut readers_deadline: Option<Instant> = None;
-    // The first poll waits for the first API response: before it the CLI may not know.
-    let mut next_poll: Option<Instant> = None;
-    let mut polls = 0u64;
-    let mut signals_seen = 0;
+    let mut machine = Machine::new(limits, pid, Instant::now());
+    let mut plumbing = Plumbing {
+        driver: spec.driver.as_ref(),
+        executor,
+        pid,
+        stdin,
+        interrupt,
+    };
 
-    // Lines of a batch not yet handled: the loop takes them one by one, as if each had
+    // Lines of a batch not yet handled: the machine takes them one by one, as if each had
     // come alone.
     let mut queued: std::collections::VecDeque<Event> = std::collections::VecDeque::new();
     loop {
-        if lp.report_exited() && !stdout_open && !stderr_open && queued.is_empty() {
-            break;
-        }
-        if readers_deadline.is_some_and(|d| Instant::now() >= d) && queued.is_empty() {
-            // A descendant we could not kill still holds a pipe: do not wait forever.
-            break;
-        }
         let now = Instant::now();
-        let mut wake = now + HEARTBEAT;
-        if lp.stage == Stage::Running && !lp.report_exited() {
-            wake = wake
-                .min(started + spec.max_run_time)
-                .min(last_output + spec.stall_timeout);
-        }
-        if let Some(d) = lp.stage_deadline() {
-            wake = wake.min(d);
-        }
-        if let Some(d) = readers_deadline {
-            wake = wake.min(d);
-        }
-        if let Some(d) = next_poll {
-            wake = wake.min(d);
+        if queued.is_empty() && machine.is_done(now) {
+            break;
         }
         let received = match queued.pop_front() {
             Some(event) => Ok(event),
-            None => rx.recv_timeout(wake.saturating_duration_since(now)),
+            None => rx.recv_timeout(machine.next_deadline(now).saturating_duration_since(now)),
         };
-        match received {
+        let now = Instant::now();
+        let actions = match received {
             Ok(Event::Batch(events)) => {
                 queued.extend(events);
                 continue;
             }
             Ok(Event::Line(ev)) => {
-                let ev = *ev;
-                last_output = Instant::now();
-                lp.report.lines += 1;
-                lp.note(&ev);
-                let api_response =
-                    matches!(ev, AgentEvent::Assistant { .. } | AgentEvent::RateLimit(_));
-                if api_response && polls == 0 && next_poll.is_none() {
-                    next_poll = spec.usage_poll_interval.map(|_| Instant::now());
+                let mut actions = machine.on_event(Input::Line(&ev), now);
+                if let Some(cause) = observer.event(&ev, machine.report()) {
+                    actions.extend(machine.on_event(Input::Stop(cause), now));
                 }
-                if let AgentEvent::Result(r) = &ev {
-                    lp.report.result = Some(r.clone());
-                    lp.settled(Instant::now(), &mut stdin);
-                }
-                if let Some(cause) = observer.event(&ev, &lp.report) {
-                    lp.begin_stop(cause, Instant::now(), &mut stdin);
-                }
+                actions
             }
             Ok(Event::Skipped(why)) => {
-                last_output = Instant::now();
-                lp.report.lines += 1;
-                lp.report.skipped_lines += 1;
                 tracing::debug!(run = spec.run_id, "skipped a stdout line: {why}");
+                machine.on_event(Input::Skipped, now)
             }
-            Ok(Event::StdoutClosed) => {
-                stdout_open = false;
-                // The conversation is over even if the process lingers.
-                if lp.stage == Stage::Running && !lp.report_exited() {
-                    stdin = None;
-                    lp.stage = Stage::Closing(Instant::now() + CLOSE_WAIT);
-                }
-            }
-            Ok(Event::StderrClosed(tail)) => {
-                stderr_open = false;
-                lp.report.stderr_tail = tail;
-            }
+            Ok(Event::StdoutClosed) => machine.on_event(Input::StdoutClosed, now),
+            Ok(Event::StderrClosed(tail)) => machine.on_event(Input::StderrClosed(tail), now),
             Ok(Event::LogFailed { error, disk_full }) => {
-                if lp.report.log_error.is_none() {
-                    lp.report.log_error = Some(error.clone());
-                    let cause = if disk_full {
-                        StopCause::DiskFull(error)
-                    } else {
-                        StopCause::LogWrite(error)
-                    };
-                    lp.begin_stop(cause, Instant::now(), &mut stdin);
-                }
+                machine.on_event(Input::LogFailed { error, disk_full }, now)
             }
-            Ok(Event::Exited(info)) => {
-                lp.report.exit = info;
-                lp.stage = Stage::Killed;
-                stdin = None;
-                // Whatever the agent left behind, in its group or reparented to us (we are a
-                // subreaper), is below us now: count it, kill it, reap it.
-                lp.report.survivors_killed = process::kill_descendants();
-                process::signal_group(pid, libc::SIGKILL);
-                readers_deadline = Some(Instant::now() + READER_WAIT);
-            }
-            Ok(Event::Signal(sig)) => {
-                signals_seen += 1;
-                if signals_seen > 1 && sig != libc::SIGHUP && !lp.report_exited() {
-                    // Asked twice: the person means it.
-                    tracing::warn!("second {} : killing the agent now", signal_name(sig));
-                    lp.kill_now(Instant::now());
-                } else {
-                    lp.begin_stop(
-                        StopCause::Signal(signal_name(sig)),
-                        Instant::now(),
-                        &mut stdin,
-                    );
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
+            Ok(Event::Exited(info)) => machine.on_event(Input::Exited(info), now),
+            Ok(Event::Signal(sig)) => machine.on_event(Input::Signal(sig), now),
+            Err(RecvTimeoutError::Timeout) => Vec::new(),
             Err(RecvTimeoutError::Disconnected) => break,
-        }
-
-        let now = Instant::now();
-        if lp.stage == Stage::Running && !lp.report_exited() {
-            if now >= started + spec.max_run_time {
-                lp.begin_stop(StopCause::MaxRunTime, now, &mut stdin);
-            } else if now >= last_output + spec.stall_timeout {
-                lp.begin_stop(StopCause::Stalled, now, &mut stdin);
-            }
-        }
-        if now >= last_heartbeat + HEARTBEAT {
-            last_heartbeat = now;
-            if !lp.report_exited() {
-                if let Some(cause) = observer.heartbeat(&lp.report) {
-                    lp.begin_stop(cause, now, &mut stdin);
-                }
-            }
-        }
-        if let (Some(due), Some(every)) = (next_poll, spec.usage_poll_interval) {
-            if lp.stage != Stage::Running || lp.report.result.is_some() {
-                next_poll = None;
-            } else if now >= due {
-                polls += 1;
-                if let Some(bytes) = spec
-                    .driver
-                    .usage_request_input(&format!("owl-usage-{polls}"))
-                {
-                    send(&stdin, bytes);
-                }
-                next_poll = Some(now + every);
-            }
-        }
-        lp.advance(Instant::now(), &mut stdin);
-        if lp.report.unkillable.is_some() {
-            // Waiting longer would hold the tick lock for good; the waiter and readers are
-            // left behind, and end with this process.
-            break;
-        }
+        };
+        plumbing.carry_out(actions, &mut machine, observer);
+        let due = machine.on_deadline(Instant::now());
+        plumbing.carry_out(due, &mut machine, observer);
     }
     signal_handle.close();
-    Ok(lp.report)
+    Ok(machine.into_report())
 }
 
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        _ => "a signal",
-    }
-}
-
-struct Loop<'a> {
+/// The thin part around the [`Machine`]: carries its actions out on the real agent.
+struct Plumbing<'a> {
     driver: &'a dyn Driver,
+    executor: &'a dyn Executor,
     pid: i32,
-    stage: Stage,
-    report: RunReport,
-    grace: Duration,
+    /// The agent's stdin; `None` once closed.
+    stdin: Option<Sender<Vec<u8>>>,
+    interrupt: Option<Vec<u8>>,
 }
 
-impl Loop<'_> {
-    fn report_exited(&self) -> bool {
-        self.stage == Stage::Killed
-    }
-
-    fn stage_deadline(&self) -> Option<Instant> {
-        match self.stage {
-            Stage::Interrupting(d)
-            | Stage::Closing(d)
-            | Stage::Terminating(d)
-            | Stage::Killing(d) => Some(d),
-            Stage::Running | Stage::Killed => None,
-        }
-    }
-
-    fn note(&mut self, ev: &AgentEvent) {
-        self.report.last_event = Some(ev.describe());
-        match ev {
-            AgentEvent::Init {
-                session_id,
-                version,
-                ..
-            } => {
-                self.report.session_id = session_id.clone().or(self.report.session_id.take());
-                self.report.agent_version = version.clone();
-            }
-            AgentEvent::Assistant {
-                synthetic, error, ..
-            } => {
-                self.report.reached_model |= !synthetic;
-                if error.is_some() {
-                    self.report.agent_error = error.clone();
+impl Plumbing<'_> {
+    fn carry_out(
+        &mut self,
+        actions: Vec<Action>,
+        machine: &mut Machine,
+        observer: &mut dyn Observer,
+    ) {
+        let mut actions = std::collections::VecDeque::from(actions);
+        while let Some(action) = actions.pop_front() {
+            match action {
+                Action::Interrupt => {
+                    if let Some(bytes) = self.interrupt.clone() {
+                        send(&self.stdin, bytes);
+                    }
                 }
-            }
-            AgentEvent::ApiRetry { .. } => self.report.api_retries += 1,
-            AgentEvent::RateLimit(info) if info.status == "rejected" => {
-                self.report.rate_limit_reset = info.resets_at;
-            }
-            AgentEvent::Result(r) if r.session_id.is_some() => {
-                self.report.session_id = r.session_id.clone();
-            }
-            _ => {}
-        }
-    }
-
-    /// The agent's result line settles the Run: one turn per Run, so stdin closes. After a
-    /// normal result the CLI gets [`TEARDOWN_WAIT`] to exit by itself; after the result of
-    /// a Run owl stopped, the group is killed at once, so that nothing the CLI still has
-    /// queued (a background task's notification) can start another API request or tool.
-    fn settled(&mut self, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
-        *stdin = None;
-        match self.stage {
-            Stage::Running if self.report.stop.is_none() => {
-                self.stage = Stage::Closing(now + TEARDOWN_WAIT);
-            }
-            Stage::Running | Stage::Interrupting(_) | Stage::Closing(_) => self.kill_now(now),
-            Stage::Terminating(_) | Stage::Killing(_) | Stage::Killed => {}
-        }
-    }
-
-    /// Starts the stop sequence (once; a later cause does not replace the first). A cause
-    /// raised after the result line is kept as a note and ends the process at once.
-    fn begin_stop(&mut self, cause: StopCause, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
-        if self.report.stop.is_some() || self.stage == Stage::Killed {
-            return;
-        }
-        if self.report.result.is_some() {
-            if self.report.late_stop.is_none() {
-                tracing::info!(pid = self.pid, "after the result: {}", cause.reason());
-                self.report.late_stop = Some(cause);
-                if matches!(self.stage, Stage::Closing(_)) {
-                    self.kill_now(now);
+                Action::AskUsage(n) => {
+                    if let Some(bytes) = self.driver.usage_request_input(&format!("owl-usage-{n}"))
+                    {
+                        send(&self.stdin, bytes);
+                    }
                 }
+                Action::CloseStdin => self.stdin = None,
+                Action::Signal(sig) => self.executor.signal_group(self.pid, sig),
+                Action::KillLeftovers => {
+                    machine.leftovers_killed(self.executor.kill_leftovers(self.pid));
+                }
+                Action::Heartbeat => {
+                    if let Some(cause) = observer.heartbeat(machine.report()) {
+                        actions.extend(machine.on_event(Input::Stop(cause), Instant::now()));
+                    }
+                }
+                Action::GiveUp => machine.gave_up(self.executor.state(self.pid)),
             }
-            return;
-        }
-        tracing::info!(pid = self.pid, "stopping the run: {}", cause.reason());
-        self.report.stop = Some(cause);
-        if self.stage != Stage::Running {
-            return;
-        }
-        let interrupt = self
-            .driver
-            .capabilities()
-            .interrupt
-            .then(|| self.driver.interrupt_input("owl-interrupt"))
-            .flatten();
-        match (interrupt, stdin.as_ref()) {
-            (Some(bytes), Some(_)) => {
-                send(stdin, bytes);
-                self.stage = Stage::Interrupting(now + INTERRUPT_WAIT);
-            }
-            _ => {
-                *stdin = None;
-                self.stage = Stage::Closing(now + CLOSE_WAIT);
-            }
-        }
-    }
-
-    /// SIGKILL to the group now; owl waits one grace window for the exit, then gives up.
-    fn kill_now(&mut self, now: Instant) {
-        self.signal(libc::SIGKILL);
-        self.stage = Stage::Killing(now + self.grace);
-    }
-
-    fn signal(&mut self, sig: i32) {
-        if self.report.result.is_some() {
-            self.report.signalled_after_result = true;
-        }
-        process::signal_group(self.pid, sig);
-    }
-
-    /// Moves the stop sequence on when its current deadline has passed.
-    fn advance(&mut self, now: Instant, stdin: &mut Option<Sender<Vec<u8>>>) {
-        match self.stage {
-            Stage::Interrupting(d) if now >= d => {
-                *stdin = None;
-                self.stage = Stage::Closing(now + CLOSE_WAIT);
-            }
-            Stage::Closing(d) if now >= d => {
-                self.signal(libc::SIGTERM);
-                self.stage = Stage::Terminating(now + self.grace);
-            }
-            Stage::Terminating(d) if now >= d => self.kill_now(now),
-            Stage::Killing(d) if now >= d => {
-                // Only an uninterruptible sleep (state D: a hung filesystem, a device)
-                // outlives SIGKILL this long.
-                let state = process::stat(self.pid).map_or('?', |s| s.state);
-                self.report.unkillable = Some(format!(
-                    "the agent could not be killed: pid {} in state {state}",
-                    self.pid
-                ));
-            }
-            _ => {}
         }
     }
 }
@@ -541,108 +313,5 @@ fn spawn_stdin_writer(mut stdin: std::process::ChildStdin) -> Sender<Vec<u8>> {
 fn send(stdin: &Option<Sender<Vec<u8>>>, bytes: Vec<u8>) {
     if let Some(tx) = stdin {
         let _ = tx.send(bytes);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::driver::ClaudeCode;
-
-    /// A pid no process can have (above any pid_max): signals to it go nowhere, the way
-    /// they do to an agent stuck in uninterruptible sleep.
-    const NO_PID: i32 = i32::MAX;
-    const GRACE: Duration = Duration::from_secs(2);
-
-    fn looped(driver: &ClaudeCode) -> Loop<'_> {
-        Loop {
-            driver,
-            pid: NO_PID,
-            stage: Stage::Running,
-            report: RunReport::default(),
-            grace: GRACE,
-        }
-    }
-
-    fn success() -> AgentResult {
-        AgentResult {
-            subtype: "success".into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn an_agent_that_outlives_sigkill_is_given_up_on_within_a_bound() {
-        let driver = ClaudeCode;
-        let mut lp = looped(&driver);
-        let mut stdin = None;
-        let t0 = Instant::now();
-        lp.begin_stop(StopCause::MaxRunTime, t0, &mut stdin);
-        assert_eq!(lp.stage, Stage::Closing(t0 + CLOSE_WAIT));
-        let mut now = t0;
-        while lp.report.unkillable.is_none() {
-            now = lp.stage_deadline().expect("a stop stage has a deadline");
-            lp.advance(now, &mut stdin);
-        }
-        // stdin closed, SIGTERM, SIGKILL, one more grace window: then owl lets go.
-        assert_eq!(now - t0, CLOSE_WAIT + 2 * GRACE);
-        assert_eq!(
-            lp.report.unkillable.as_deref(),
-            Some(format!("the agent could not be killed: pid {NO_PID} in state ?").as_str())
-        );
-    }
-
-    #[test]
-    fn a_stop_cause_after_the_result_is_a_note_and_ends_the_process_at_once() {
-        let driver = ClaudeCode;
-        let mut lp = looped(&driver);
-        let (tx, _rx) = mpsc::channel();
-        let mut stdin = Some(tx);
-        let t0 = Instant::now();
-        lp.report.result = Some(success());
-        lp.settled(t0, &mut stdin);
-        assert!(stdin.is_none(), "one turn per Run: stdin closes");
-        assert_eq!(lp.stage, Stage::Closing(t0 + TEARDOWN_WAIT));
-        let ceiling = StopCause::Ceiling {
-            reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
-            resets_at: None,
-        };
-        lp.begin_stop(ceiling.clone(), t0, &mut stdin);
-        assert_eq!(lp.report.stop, None, "the result settled the outcome");
-        assert_eq!(lp.report.late_stop, Some(ceiling));
-        assert_eq!(lp.stage, Stage::Killing(t0 + GRACE));
-        assert!(lp.report.signalled_after_result);
-    }
-
-    #[test]
-    fn a_normal_result_gets_the_teardown_wait_not_the_grace_window() {
-        let driver = ClaudeCode;
-        let mut lp = looped(&driver);
-        let mut stdin = None;
-        let t0 = Instant::now();
-        lp.report.result = Some(success());
-        lp.settled(t0, &mut stdin);
-        lp.advance(t0 + GRACE, &mut stdin);
-        assert_eq!(lp.stage, Stage::Closing(t0 + TEARDOWN_WAIT));
-        assert!(!lp.report.signalled_after_result);
-        lp.advance(t0 + TEARDOWN_WAIT, &mut stdin);
-        assert!(matches!(lp.stage, Stage::Terminating(_)));
-        assert!(lp.report.signalled_after_result);
-    }
-
-    #[test]
-    fn the_result_of_a_stopped_run_ends_the_group_at_once() {
-        let driver = ClaudeCode;
-        let mut lp = looped(&driver);
-        let (tx, _rx) = mpsc::channel();
-        let mut stdin = Some(tx);
-        let t0 = Instant::now();
-        lp.begin_stop(StopCause::Cancelled, t0, &mut stdin);
-        assert_eq!(lp.stage, Stage::Interrupting(t0 + INTERRUPT_WAIT));
-        lp.report.result = Some(success());
-        let t1 = t0 + Duration::from_millis(300);
-        lp.settled(t1, &mut stdin);
-        assert_eq!(lp.stage, Stage::Killing(t1 + GRACE));
-        assert_eq!(lp.report.stop, Some(StopCause::Cancelled));
     }
 }

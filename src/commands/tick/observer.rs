@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use crate::config::Limits;
 use crate::driver::AgentEvent;
 use crate::model::JobState;
-use crate::outcome::StopCause;
+use crate::model::StopCause;
 use crate::store::Store;
-use crate::supervise::{process, Observer, RunReport};
+use crate::supervise::{Observer, RunReport};
 use crate::usage;
 
 /// Keeps the database current while the Run goes on, and notices a cancel.
@@ -122,8 +122,7 @@ impl TickObserver<'_> {
 }
 
 impl Observer for TickObserver<'_> {
-    fn spawned(&mut self, pid: i32) {
-        let start = process::stat(pid).map(|s| s.start_time);
+    fn spawned(&mut self, pid: i32, start: Option<i64>) {
         if let Err(e) = self.store.set_run_process(self.run_id, pid.into(), start) {
             tracing::warn!("recording the agent's pid for run {}: {e:#}", self.run_id);
         }
