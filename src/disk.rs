@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::config::format_size;
+use crate::text::format_size;
 
 /// The file in the state dir whose space owl gives back to SQLite when the disk is full.
 pub const RESERVE_FILE: &str = "reserve";

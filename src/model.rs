@@ -395,6 +395,54 @@ impl std::fmt::Display for ExitInfo {
     }
 }
 
+/// What the plan reads of a Job: no prompt, no tool lists, so that planning a thousand
+/// queued Jobs reads little.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanJob {
+    pub id: String,
+    pub state: JobState,
+    pub priority: i64,
+    /// `None`: any schedulable Account.
+    pub account: Option<String>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+}
+
+impl From<&Job> for PlanJob {
+    fn from(j: &Job) -> PlanJob {
+        PlanJob {
+            id: j.id.clone(),
+            state: j.state,
+            priority: j.priority,
+            account: j.account.clone(),
+            not_before: j.not_before,
+            reason: j.reason.clone(),
+        }
+    }
+}
+
+/// What owl has learned about an Account that status and doctor must tell.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountNote {
+    /// Set by any sign of a missing login (a Run's or a probe's); cleared when a probe or
+    /// a Run shows the Account logged in.
+    pub not_logged_in: Option<String>,
+    /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
+    pub agent_problem: Option<String>,
+    /// What the last preflight probe learned, and when.
+    pub last_probe: Option<String>,
+    pub last_probe_at: Option<DateTime<Utc>>,
+    pub updated_at: Option<DateTime<Utc>>,
+    /// The API was unreachable or failing for a whole Run: no Run starts before this.
+    pub backoff_until: Option<DateTime<Utc>>,
+    /// Runs in a row that could not reach the model for an outage.
+    pub outages: u32,
+    /// The agent CLI file that last passed the version check (its identity, a tab, its
+    /// version), and when.
+    pub agent_checked: Option<String>,
+    pub agent_checked_at: Option<DateTime<Utc>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

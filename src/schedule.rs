@@ -7,34 +7,7 @@ use serde::Serialize;
 
 use crate::clock::{human, local_hm};
 use crate::config::{Config, TimeWindow};
-use crate::model::{Job, JobState, Snapshot};
-
-/// What the plan reads of a Job: no prompt, no tool lists, so that planning a thousand
-/// queued Jobs reads little.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanJob {
-    pub id: String,
-    pub state: JobState,
-    pub priority: i64,
-    /// `None`: any schedulable Account.
-    pub account: Option<String>,
-    pub not_before: Option<DateTime<Utc>>,
-    pub reason: Option<String>,
-}
-
-impl From<&Job> for PlanJob {
-    fn from(j: &Job) -> PlanJob {
-        PlanJob {
-            id: j.id.clone(),
-            state: j.state,
-            priority: j.priority,
-            account: j.account.clone(),
-            not_before: j.not_before,
-            reason: j.reason.clone(),
-        }
-    }
-}
-use crate::store::AccountNote;
+use crate::model::{AccountNote, JobState, PlanJob, Snapshot};
 
 /// One Window of one Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -473,6 +446,7 @@ fn jobs_word(n: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Job;
 
     /// The plan of whole Jobs, as the tests build them.
     fn plan(

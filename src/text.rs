@@ -23,6 +23,22 @@ pub fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
+/// `1GiB`, `1.5GiB`, `512MiB`, `1000B`: a size in the largest unit it reaches, as
+/// config.yaml accepts it.
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
+    match UNITS.iter().find(|(_, size)| bytes >= *size) {
+        Some((unit, size)) if bytes.is_multiple_of(*size) => format!("{}{unit}", bytes / size),
+        Some((unit, size)) => format!("{:.1}{unit}", bytes as f64 / *size as f64),
+        None => format!("{bytes}B"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,7 +102,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             true,
             format!(
                 "free space: at least minFreeSpace {} on the filesystem of {}",
-                crate::config::format_size(ctx.config.min_free_space),
+                crate::text::format_size(ctx.config.min_free_space),
                 state_dir.display()
             ),
         ),

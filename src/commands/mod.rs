@@ -7,6 +7,7 @@ mod config_check;
 mod doctor;
 mod jobs;
 mod logs;
+mod plan;
 mod probe;
 mod show;
 mod status;
@@ -29,6 +30,7 @@ use crate::store::{ListedJob, Store};
 /// Runs one command; the returned code is the process's exit code.
 pub fn dispatch(cli: Cli) -> Result<u8> {
     let config = crate::config::load(cli.config.as_deref())?;
+    check_capabilities(&config)?;
     let ctx = Ctx { config };
     match cli.command {
         Command::Tick { dry_run, json } => tick::run(&ctx, dry_run, json),
@@ -115,6 +117,33 @@ impl Ctx {
             crate::error::BadInput(format!("no job '{id}' (see `owl jobs --all`)")).into()
         })
     }
+}
+
+/// Refuses a config that asks a Driver for what it cannot do: above both the file format
+/// and the Drivers, so that neither knows the other. A Driver without usage reporting
+/// cannot be scheduled under a Ceiling at all, only reactively against rate-limit errors
+/// (ADR-0020): `limits` on it would be a promise nobody keeps.
+fn check_capabilities(config: &Config) -> Result<(), crate::error::BadInput> {
+    check_capabilities_with(config, crate::driver::capabilities)
+}
+
+fn check_capabilities_with(
+    config: &Config,
+    capabilities: impl Fn(crate::config::DriverKind) -> crate::driver::Capabilities,
+) -> Result<(), crate::error::BadInput> {
+    for (name, account) in &config.accounts {
+        if account.limits.is_some() && !capabilities(account.driver).usage_reporting {
+            return Err(config.error_at(
+                account.limits_line,
+                &format!(
+                    "account '{name}' sets limits, but the {} driver cannot report \
+                     utilization, so no ceiling could be kept; remove 'limits'",
+                    account.driver.name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Creates a directory (and its parents) readable by the user alone.
@@ -256,4 +285,35 @@ fn print_json(value: &impl Serialize) -> Result<()> {
 
 fn opt_time(t: Option<DateTime<Utc>>) -> Option<String> {
     t.map(crate::clock::rfc3339)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::Capabilities;
+
+    #[test]
+    fn limits_need_a_driver_that_reports_usage() {
+        let config = crate::config::parse(
+            "accounts:\n  work:\n    limits: {fiveHourMax: 60}\n  home: {}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let blind = |_| Capabilities {
+            usage_reporting: false,
+            interrupt: false,
+        };
+        let e = check_capabilities_with(&config, blind).unwrap_err().0;
+        assert_eq!(
+            e,
+            "reading config x.yaml: line 3: account 'work' sets limits, but the claude-code \
+             driver cannot report utilization, so no ceiling could be kept; remove 'limits'"
+        );
+        assert!(
+            check_capabilities(&config).is_ok(),
+            "claude-code reports usage"
+        );
+        let unlimited = crate::config::parse("accounts:\n  home: {}\n", "x.yaml").unwrap();
+        assert!(check_capabilities_with(&unlimited, blind).is_ok());
+    }
 }

@@ -1,10 +1,13 @@
 //! `owl probe`: ask each Account's agent for its utilization and login now, without a prompt, and record what it says.
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{print_json, Ctx};
-use crate::usage::ProbeOutcome;
+use crate::driver;
+use crate::store::Store;
+use crate::usage::{self, ProbeOutcome};
 
 #[derive(Debug, Serialize)]
 struct ProbeJson {
@@ -43,7 +46,7 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
     let now = crate::clock::now()?;
     let mut out = Vec::new();
     for name in names {
-        let outcome = super::tick::probe_and_record(ctx, &mut store, &name, now)?;
+        let outcome = probe_and_record(ctx, &mut store, &name, now)?;
         let cfg = &ctx.config.accounts[&name];
         let windows = match &outcome {
             ProbeOutcome::Observed(w) => w
@@ -90,4 +93,35 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
     } else {
         0
     })
+}
+
+/// Probes one Account and records the figures, the login it shows, and the probe itself.
+pub(super) fn probe_and_record(
+    ctx: &Ctx,
+    store: &mut Store,
+    account: &str,
+    now: DateTime<Utc>,
+) -> Result<usage::ProbeOutcome> {
+    let cfg = &ctx.config.accounts[account];
+    let d = driver::for_kind(cfg.driver);
+    let command = &ctx.config.drivers.get(cfg.driver).command;
+    let outcome = crate::supervise::probe::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
+    if let usage::ProbeOutcome::Observed(windows) = &outcome {
+        for s in usage::from_usage(windows, account, usage::SOURCE_PROBE, None, now) {
+            store.insert_snapshot(&s)?;
+        }
+    }
+    match outcome.logged_in(cfg) {
+        Some(false) => store.set_not_logged_in(
+            account,
+            Some("not logged in: the agent has no plan login (found by a probe)"),
+            now,
+        )?,
+        Some(true) if store.account_note(account)?.not_logged_in.is_some() => {
+            store.set_not_logged_in(account, None, now)?
+        }
+        _ => {}
+    }
+    store.set_last_probe(account, &outcome.describe(), now)?;
+    Ok(outcome)
 }

@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{opt_time, print_json, Ctx};
-use crate::clock::{human, local_hm, rfc3339};
+use crate::clock::{human, rfc3339};
 use crate::model::JobState;
-use crate::schedule::{fmt_percent, AccountView, Decision, Plan, QueueEntry};
+use crate::schedule::{AccountView, Decision, Plan, QueueEntry};
 use crate::supervise::Executor;
 
 #[derive(Debug, Serialize)]
@@ -106,7 +106,7 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
         return emit(ctx, json, &out, &views, now);
     };
     let running = store.running_runs()?.into_iter().next_back();
-    let (views, plan) = super::tick::make_plan(ctx, &store, now)?;
+    let (views, plan) = super::plan::make_plan(ctx, &store, now)?;
     let executor = ctx.executor();
     let identities = store.running_identities()?;
     let running = running.map(|r| RunningJson {
@@ -224,7 +224,7 @@ fn emit(
     outln!();
     outln!("Accounts:");
     for a in views {
-        print_account(a, now);
+        super::plan::print_account(a, now);
     }
     outln!();
     if queue.is_empty() {
@@ -275,53 +275,6 @@ fn emit(
     Ok(0)
 }
 
-/// Prints one Account and its Windows, for status and `tick --dry-run`.
-pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
-    let state = if a.schedulable {
-        "schedulable"
-    } else {
-        "not schedulable"
-    };
-    let reason = a
-        .reason
-        .strip_prefix(&format!("{}: ", a.name))
-        .unwrap_or(&a.reason);
-    outln!("  {}: {state} — {reason}", a.name);
-    if let Some(why) = &a.agent_problem {
-        outln!("    agent CLI refused at the last tick: {why}");
-    }
-    if a.windows.is_empty() {
-        outln!("    no utilization observed yet");
-    }
-    if let (Some(what), Some(at)) = (&a.last_probe, a.last_probe_at) {
-        outln!("    last probe {} ago: {what}", human(now - at));
-    }
-    for w in &a.windows {
-        let percent = match w.percent {
-            Some(p) => format!("{}%", fmt_percent(p)),
-            None => "reset since".into(),
-        };
-        let ceiling = match w.ceiling {
-            Some(c) => format!("ceiling {}%", fmt_percent(c)),
-            None => "no ceiling".into(),
-        };
-        let resets = match w.resets_at {
-            Some(t) if t > now => format!("resets in {} ({})", human(t - now), local_hm(t)),
-            Some(t) => format!("reset at {}", local_hm(t)),
-            None => "reset time unknown".into(),
-        };
-        let run = w.run_id.map(|r| format!(", run {r}")).unwrap_or_default();
-        outln!(
-            "    {:<17} {:>11}  {:<13} {resets}; observed {} ago by {}{run}",
-            w.window,
-            percent,
-            ceiling,
-            human(now - w.observed_at),
-            w.source
-        );
-    }
-}
-
 fn summary(running: Option<&RunningJson>, views: &[AccountView], plan: &Plan) -> String {
     if let Some(r) = running {
         return format!("A Run is in progress: job {} (run {}).", r.job_id, r.run_id);
@@ -338,17 +291,7 @@ fn summary(running: Option<&RunningJson>, views: &[AccountView], plan: &Plan) ->
             );
         }
     }
-    describe_decision(&plan.decision)
-}
-
-/// One sentence for the decision a tick would make now.
-pub fn describe_decision(d: &Decision) -> String {
-    match d {
-        Decision::Run { job_id, account } => {
-            format!("The next tick runs job {job_id} on {account}.")
-        }
-        Decision::Idle { reason } => format!("Nothing would run now: {reason}."),
-    }
+    super::plan::describe_decision(&plan.decision)
 }
 
 fn account_json(a: &AccountView) -> AccountJson {

@@ -1,6 +1,5 @@
 //! `owl tick`: one scheduling step, top to bottom: lock, pick, prepare, run, record.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use crate::driver::{self, Driver, RunRequest};
 use crate::handoff::Handoff;
 use crate::model::{Job, JobState, RunOutcome};
 use crate::outcome::{self, AfterRun};
-use crate::schedule::{self, AccountView, Decision, Plan};
+use crate::schedule::{AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
 use crate::supervise::{self, Executor, RunReport, RunSpec};
 use crate::usage;
@@ -145,7 +144,7 @@ fn choose(
     json: bool,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
-    let mut planned = make_plan(ctx, store, now)?;
+    let mut planned = super::plan::make_plan(ctx, store, now)?;
     let local = now.with_timezone(&chrono::Local).time();
     let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
     // Only when there is work that could use what a probe finds.
@@ -156,7 +155,7 @@ fn choose(
             probe_account(ctx, store, account, now)?;
         }
         if !parked.is_empty() {
-            planned = make_plan(ctx, store, now)?;
+            planned = super::plan::make_plan(ctx, store, now)?;
         }
     }
     loop {
@@ -184,7 +183,7 @@ fn choose(
             return Ok(plan.decision.clone());
         }
         // Something changed: plan again.
-        planned = make_plan(ctx, store, now)?;
+        planned = super::plan::make_plan(ctx, store, now)?;
     }
 }
 
@@ -287,37 +286,6 @@ fn run_job(
         reason: None,
         dry_run: false,
     })
-}
-
-/// Reads the state and decides what a tick would do now.
-pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<AccountView>, Plan)> {
-    let jobs = store.plan_jobs()?;
-    let snapshots = store.latest_snapshots()?;
-    let mut notes = BTreeMap::new();
-    for (name, account) in &ctx.config.accounts {
-        let mut note = store.account_note(name)?;
-        // Looked up, not run: status tells a missing CLI before any tick trips on it.
-        let command = &ctx.config.drivers.get(account.driver).command;
-        if let Err(why) = driver::locate(command) {
-            note.agent_problem = Some(why);
-        }
-        notes.insert(name.clone(), note);
-    }
-    let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
-    let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
-    if let Decision::Run { job_id, .. } = &plan.decision {
-        // A Run on a full disk cannot be recorded: it would only be lost and run again.
-        let repo = store.job(job_id)?.map(|j| j.repo);
-        let state_dir = ctx.config.state_dir.as_path();
-        let mut paths = vec![state_dir];
-        if let Some(repo) = &repo {
-            paths.push(std::path::Path::new(repo));
-        }
-        if let Err(why) = crate::disk::check_free_space(&paths, ctx.config.min_free_space) {
-            plan.decision = Decision::Idle { reason: why };
-        }
-    }
-    Ok((views, plan))
 }
 
 /// Starts and supervises the agent; an error means it could not be started.
@@ -574,9 +542,9 @@ fn commits_of(workspace: &Workspace, run: &crate::model::Run) -> Option<usize> {
 }
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
-    outln!("{}", super::status::describe_decision(&plan.decision));
+    outln!("{}", super::plan::describe_decision(&plan.decision));
     for a in views {
-        super::status::print_account(a, now);
+        super::plan::print_account(a, now);
     }
     for (i, q) in plan.queue.iter().enumerate() {
         outln!("  {}. {} ({}): {}", i + 1, q.job_id, q.state, q.reason);
@@ -640,42 +608,11 @@ fn older_than(at: Option<DateTime<Utc>>, max_age: Duration, now: DateTime<Utc>) 
 /// Asks the Account's agent for its utilization and login, and records what it says. A
 /// failed probe is recorded and does not fail the tick: the figure is then unknown, never 0.
 fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>) -> Result<()> {
-    let outcome = probe_and_record(ctx, store, account, now)?;
+    let outcome = super::probe::probe_and_record(ctx, store, account, now)?;
     if let usage::ProbeOutcome::Failed(why) = &outcome {
         tracing::warn!("probing {account}: {why}");
     }
     Ok(())
-}
-
-/// Probes one Account and records the figures, the login it shows, and the probe itself.
-pub(super) fn probe_and_record(
-    ctx: &Ctx,
-    store: &mut Store,
-    account: &str,
-    now: DateTime<Utc>,
-) -> Result<usage::ProbeOutcome> {
-    let cfg = &ctx.config.accounts[account];
-    let d = driver::for_kind(cfg.driver);
-    let command = &ctx.config.drivers.get(cfg.driver).command;
-    let outcome = crate::supervise::probe::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
-    if let usage::ProbeOutcome::Observed(windows) = &outcome {
-        for s in usage::from_usage(windows, account, usage::SOURCE_PROBE, None, now) {
-            store.insert_snapshot(&s)?;
-        }
-    }
-    match outcome.logged_in(cfg) {
-        Some(false) => store.set_not_logged_in(
-            account,
-            Some("not logged in: the agent has no plan login (found by a probe)"),
-            now,
-        )?,
-        Some(true) if store.account_note(account)?.not_logged_in.is_some() => {
-            store.set_not_logged_in(account, None, now)?
-        }
-        _ => {}
-    }
-    store.set_last_probe(account, &outcome.describe(), now)?;
-    Ok(outcome)
 }
 
 fn report(json: bool, out: TickJson) -> Result<u8> {

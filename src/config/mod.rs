@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::BadInput;
+use crate::text::format_size;
 
 mod positions;
 use positions::Positions;
@@ -55,6 +56,14 @@ pub struct Config {
     pub drivers: Drivers,
 }
 
+impl Config {
+    /// An error about the value at `line` of this config, for a check a layer above makes.
+    pub fn error_at(&self, line: Option<usize>, msg: &str) -> BadInput {
+        let line = line.map(|n| format!("line {n}: ")).unwrap_or_default();
+        BadInput(format!("reading config {}: {line}{msg}", self.source))
+    }
+}
+
 /// What every Job gets unless `owl add` overrides it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -88,6 +97,9 @@ pub struct Account {
     /// Extra environment for the agent. Never logged, stored or printed: only the keys are shown.
     pub env: Env,
     pub limits: Option<Limits>,
+    /// The line of its `limits:` key, for an error a layer above finds in it.
+    #[serde(skip)]
+    pub limits_line: Option<usize>,
 }
 
 /// Environment variables for the agent. Their values may be credentials, so `Debug` and
@@ -453,14 +465,7 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
             ));
         }
         let driver = acc.driver.unwrap_or(DriverKind::ClaudeCode);
-        if let Err(msg) = check_limits_supported(
-            &name,
-            driver,
-            crate::driver::capabilities(driver),
-            acc.limits.is_some(),
-        ) {
-            return Err(at(&format!("{here}.limits"), msg));
-        }
+        let limits_line = positions.key_line(&format!("{here}.limits"));
         let credential_store = match acc.credential_store.as_deref() {
             Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
             None => None,
@@ -472,6 +477,7 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
                 credential_store,
                 env: default_env.merged_with(acc.env),
                 limits: acc.limits,
+                limits_line,
             },
         );
     }
@@ -588,25 +594,6 @@ fn validate(raw: RawConfig, positions: &Positions, source: &str) -> Result<Confi
             },
         },
     })
-}
-
-/// A Driver without `usage_reporting` cannot be scheduled under a Ceiling at all, only
-/// reactively against rate-limit errors (ADR-0020): `limits` on it would be a promise
-/// nobody keeps.
-fn check_limits_supported(
-    account: &str,
-    driver: DriverKind,
-    caps: crate::driver::Capabilities,
-    has_limits: bool,
-) -> Result<(), String> {
-    if has_limits && !caps.usage_reporting {
-        return Err(format!(
-            "account '{account}' sets limits, but the {} driver cannot report utilization, \
-             so no ceiling could be kept; remove 'limits'",
-            driver.name()
-        ));
-    }
-    Ok(())
 }
 
 fn default_allowed_tools() -> Vec<String> {
@@ -813,22 +800,6 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(bad());
     }
     Ok(bytes as u64)
-}
-
-/// `1GiB`, `1.5GiB`, `512MiB`, `1000B`: a size in the largest unit it reaches, as
-/// config.yaml accepts it.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
-    match UNITS.iter().find(|(_, size)| bytes >= *size) {
-        Some((unit, size)) if bytes.is_multiple_of(*size) => format!("{}{unit}", bytes / size),
-        Some((unit, size)) => format!("{:.1}{unit}", bytes as f64 / *size as f64),
-        None => format!("{bytes}B"),
-    }
 }
 
 /// Parses `30s`, `15m`, `4h`, `1h30m`, `2d`, `500ms`.
@@ -1124,19 +1095,6 @@ mod tests {
             long.accounts["a"].env.scrub("t=sk-ant-long-secret."),
             "t=<hidden>."
         );
-    }
-
-    #[test]
-    fn limits_need_a_driver_that_reports_usage() {
-        let blind = crate::driver::Capabilities {
-            usage_reporting: false,
-            interrupt: false,
-        };
-        let e = check_limits_supported("work", DriverKind::ClaudeCode, blind, true).unwrap_err();
-        assert!(e.contains("cannot report utilization"), "{e}");
-        assert!(check_limits_supported("work", DriverKind::ClaudeCode, blind, false).is_ok());
-        let claude = crate::driver::capabilities(DriverKind::ClaudeCode);
-        assert!(check_limits_supported("work", DriverKind::ClaudeCode, claude, true).is_ok());
     }
 
     #[test]

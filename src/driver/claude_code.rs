@@ -659,6 +659,7 @@ mod tests {
             credential_store: Some("/creds/work".into()),
             env: crate::config::Env(env),
             limits: None,
+            limits_line: None,
         };
         let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];
         let inv = ClaudeCode.invocation(&RunRequest {

@@ -130,7 +130,7 @@ impl Store {
     }
 
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
-    pub fn plan_jobs(&self) -> Result<Vec<crate::schedule::PlanJob>> {
+    pub fn plan_jobs(&self) -> Result<Vec<crate::model::PlanJob>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, id, state, priority, account, not_before, reason FROM jobs \
              WHERE state IN ('queued', 'running', 'waiting')",
@@ -138,7 +138,7 @@ impl Store {
         let mut jobs = stmt
             .query_map([], |r| {
                 let state = r.get_ref(2)?.as_str()?;
-                let job = crate::schedule::PlanJob {
+                let job = crate::model::PlanJob {
                     id: r.get(1)?,
                     state: state.parse().unwrap_or(JobState::Failed),
                     priority: r.get(3)?,

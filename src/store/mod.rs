@@ -15,7 +15,6 @@ use anyhow::{Context, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use jobs::ListedJob;
-pub use notes::AccountNote;
 pub use runs::{RunFinish, RunIdentity, RunStart};
 
 /// How long a write waits for another process's write lock, outside a Run's supervision.

@@ -1,6 +1,7 @@
 //! owl's integration tests: the real binary, real git repositories, a real SQLite file,
 //! and a fake agent replaying transcripts recorded from the real Claude Code CLI.
 
+mod architecture;
 mod bad_input;
 mod ceilings;
 mod commands;

@@ -1,0 +1,100 @@
+//! The plan as commands read and tell it: what a tick would do now, and each Account's standing (shared by `tick`, `status` and `tick --dry-run`).
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use super::Ctx;
+use crate::clock::{human, local_hm};
+use crate::driver;
+use crate::schedule::{self, fmt_percent, AccountView, Decision, Plan};
+use crate::store::Store;
+
+/// Reads the state and decides what a tick would do now.
+pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<AccountView>, Plan)> {
+    let jobs = store.plan_jobs()?;
+    let snapshots = store.latest_snapshots()?;
+    let mut notes = BTreeMap::new();
+    for (name, account) in &ctx.config.accounts {
+        let mut note = store.account_note(name)?;
+        // Looked up, not run: status tells a missing CLI before any tick trips on it.
+        let command = &ctx.config.drivers.get(account.driver).command;
+        if let Err(why) = driver::locate(command) {
+            note.agent_problem = Some(why);
+        }
+        notes.insert(name.clone(), note);
+    }
+    let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
+    let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
+    if let Decision::Run { job_id, .. } = &plan.decision {
+        // A Run on a full disk cannot be recorded: it would only be lost and run again.
+        let repo = store.job(job_id)?.map(|j| j.repo);
+        let state_dir = ctx.config.state_dir.as_path();
+        let mut paths = vec![state_dir];
+        if let Some(repo) = &repo {
+            paths.push(std::path::Path::new(repo));
+        }
+        if let Err(why) = crate::disk::check_free_space(&paths, ctx.config.min_free_space) {
+            plan.decision = Decision::Idle { reason: why };
+        }
+    }
+    Ok((views, plan))
+}
+
+/// Prints one Account and its Windows, for status and `tick --dry-run`.
+pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
+    let state = if a.schedulable {
+        "schedulable"
+    } else {
+        "not schedulable"
+    };
+    let reason = a
+        .reason
+        .strip_prefix(&format!("{}: ", a.name))
+        .unwrap_or(&a.reason);
+    outln!("  {}: {state} — {reason}", a.name);
+    if let Some(why) = &a.agent_problem {
+        outln!("    agent CLI refused at the last tick: {why}");
+    }
+    if a.windows.is_empty() {
+        outln!("    no utilization observed yet");
+    }
+    if let (Some(what), Some(at)) = (&a.last_probe, a.last_probe_at) {
+        outln!("    last probe {} ago: {what}", human(now - at));
+    }
+    for w in &a.windows {
+        let percent = match w.percent {
+            Some(p) => format!("{}%", fmt_percent(p)),
+            None => "reset since".into(),
+        };
+        let ceiling = match w.ceiling {
+            Some(c) => format!("ceiling {}%", fmt_percent(c)),
+            None => "no ceiling".into(),
+        };
+        let resets = match w.resets_at {
+            Some(t) if t > now => format!("resets in {} ({})", human(t - now), local_hm(t)),
+            Some(t) => format!("reset at {}", local_hm(t)),
+            None => "reset time unknown".into(),
+        };
+        let run = w.run_id.map(|r| format!(", run {r}")).unwrap_or_default();
+        outln!(
+            "    {:<17} {:>11}  {:<13} {resets}; observed {} ago by {}{run}",
+            w.window,
+            percent,
+            ceiling,
+            human(now - w.observed_at),
+            w.source
+        );
+    }
+}
+
+/// One sentence for the decision a tick would make now.
+pub fn describe_decision(d: &Decision) -> String {
+    match d {
+        Decision::Run { job_id, account } => {
+            format!("The next tick runs job {job_id} on {account}.")
+        }
+        Decision::Idle { reason } => format!("Nothing would run now: {reason}."),
+    }
+}

@@ -1,0 +1,313 @@
+//! The module ladder of docs/architecture.md, checked against every import in `src/`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("schedule", "store"),
+    ("schedule", "supervise"),
+    ("driver", "store"),
+    ("model", "commands"),
+    ("supervise", "commands"),
+];
+
+/// What a policy module must not do: read the clock, start a process, touch a file.
+const IMPURE: &[&str] = &[
+    "clock::now",
+    "Utc::now",
+    "Instant::now",
+    "SystemTime::now",
+    "process::Command",
+    "std::fs",
+];
+
+/// The rungs of the ladder, read from the doc's table: module name -> rung.
+fn ladder(doc: &str) -> BTreeMap<String, usize> {
+    let mut rungs = BTreeMap::new();
+    let mut rung = 0;
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // `| 0 base | `error`, `text` | ... |`: a rung row starts with its number.
+        let Some(first) = cells.get(1) else { continue };
+        if !first.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        for module in cells[2].split(',') {
+            rungs.insert(module.trim().trim_matches('`').to_string(), rung);
+        }
+        rung += 1;
+    }
+    rungs
+}
+
+/// The module a source file belongs to: `commands::tick` for src/commands/tick.rs and its
+/// submodules, the top-level module otherwise.
+fn module_of(relative: &Path) -> String {
+    let parts: Vec<String> = relative
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .filter(|p| p != "mod")
+        .collect();
+    match parts.as_slice() {
+        [first, second, ..] if first == "commands" => format!("commands::{second}"),
+        [first, ..] => first.clone(),
+        [] => String::new(),
+    }
+}
+
+fn top(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+/// The code of a file as compiled outside tests: comments and the `#[cfg(test)]` module
+/// (always last in owl's files) left out.
+fn code(text: &str) -> String {
+    let text = text.split("#[cfg(test)]").next().unwrap_or(text);
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every module each module uses: `crate::x` paths, `super::x` between commands, and the
+/// crate-level macros by the module that defines them.
+fn imports(files: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, text) in files {
+        let used = out.entry(module.clone()).or_default();
+        let code = code(text);
+        for (at, _) in code.match_indices("crate::") {
+            let name: String = code[at + 7..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let name = match name.as_str() {
+                "bad_input" => "error".to_string(),
+                _ => name,
+            };
+            if !name.is_empty() && name != top(module) {
+                used.insert(name);
+            }
+        }
+        if module.starts_with("commands::") {
+            for (at, _) in code.match_indices("super::") {
+                let name: String = code[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let sibling = format!("commands::{name}");
+                if files.contains_key(&sibling) && &sibling != module {
+                    used.insert(sibling);
+                }
+            }
+        }
+        let prints = code.contains("outln!(") || code.contains("errln!(");
+        if prints && top(module) != "output" {
+            used.insert("output".into());
+        }
+    }
+    out
+}
+
+/// Every rule the code breaks, in words.
+fn violations(files: &BTreeMap<String, String>, rungs: &BTreeMap<String, usize>) -> Vec<String> {
+    let graph = imports(files);
+    let mut broken = Vec::new();
+    for (module, used) in &graph {
+        let Some(&own) = rungs.get(top(module)) else {
+            broken.push(format!("{module} is on no rung of docs/architecture.md"));
+            continue;
+        };
+        for dep in used {
+            match rungs.get(top(dep)) {
+                None => broken.push(format!("{module} uses {dep}, which is on no rung")),
+                Some(&theirs) if theirs > own => broken.push(format!(
+                    "{module} (rung {own}) uses {dep} (rung {theirs}), a rung above it"
+                )),
+                _ => {}
+            }
+            if FORBIDDEN.contains(&(top(module), top(dep))) {
+                broken.push(format!("{module} uses {dep}: forbidden outright"));
+            }
+        }
+        if rungs.get(top(module)) == Some(&3) {
+            let code = code(&files[module]);
+            for word in IMPURE {
+                if code.contains(word) {
+                    broken.push(format!("{module} is policy but uses {word}"));
+                }
+            }
+        }
+        if top(module) != "sys" && code(&files[module]).contains("unsafe") {
+            broken.push(format!("{module} has unsafe code outside sys"));
+        }
+    }
+    broken.extend(cycles(&graph));
+    broken
+}
+
+/// A cycle among the modules as a sentence, for each one found.
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    // Top-level modules and the commands, each a node; a command's use of a top-level
+    // module is an edge to that module.
+    let node = |m: &str| -> String {
+        if m.starts_with("commands::") || graph.contains_key(m) {
+            m.to_string()
+        } else {
+            top(m).to_string()
+        }
+    };
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, used) in graph {
+        let from = if from.starts_with("commands::") {
+            from.clone()
+        } else {
+            top(from).to_string()
+        };
+        for to in used {
+            let to = node(to);
+            if to != from {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    // Each cycle once, however many of its modules it was found from.
+    let mut found: BTreeMap<BTreeSet<String>, String> = BTreeMap::new();
+    for start in edges.keys() {
+        // A path from a neighbour back to `start` is a cycle through it.
+        let mut stack: Vec<Vec<String>> = vec![vec![start.clone()]];
+        let mut seen = BTreeSet::new();
+        while let Some(path) = stack.pop() {
+            let last = path.last().unwrap();
+            for next in edges.get(last).into_iter().flatten() {
+                if next == start {
+                    let members: BTreeSet<String> = path.iter().cloned().collect();
+                    let mut cycle = path.clone();
+                    cycle.push(start.clone());
+                    found
+                        .entry(members)
+                        .or_insert_with(|| format!("a cycle: {}", cycle.join(" -> ")));
+                } else if seen.insert(next.clone()) {
+                    let mut longer = path.clone();
+                    longer.push(next.clone());
+                    stack.push(longer);
+                }
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+/// `src/**/*.rs` by module, each module's files joined.
+fn sources() -> BTreeMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(&root).unwrap();
+                let module = module_of(relative);
+                if module == "lib" || module == "main" {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                let joined = out.entry(module).or_default();
+                joined.push_str(&text);
+                joined.push('\n');
+            }
+        }
+    }
+    out
+}
+
+fn doc_ladder() -> BTreeMap<String, usize> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    ladder(&doc)
+}
+
+#[test]
+fn every_import_in_src_keeps_to_the_ladder_of_docs_architecture() {
+    let rungs = doc_ladder();
+    assert!(rungs.len() >= 20, "the doc's table was not read: {rungs:?}");
+    let files = sources();
+    // Every top-level module in src is on a rung, and every rung names a real module.
+    for module in files.keys() {
+        assert!(rungs.contains_key(top(module)), "{module} is on no rung");
+    }
+    for module in rungs.keys() {
+        assert!(
+            files.keys().any(|m| top(m) == module),
+            "the doc names {module}, which src/ does not have"
+        );
+    }
+    let broken = violations(&files, &rungs);
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn a_forbidden_import_or_a_cycle_is_caught() {
+    let rungs = doc_ladder();
+    let mut files = sources();
+    // Added at the top: what follows `#[cfg(test)]` is a test's.
+    files
+        .get_mut("schedule")
+        .unwrap()
+        .insert_str(0, "use crate::store::Store;\n");
+    let broken = violations(&files, &rungs);
+    assert!(
+        broken
+            .iter()
+            .any(|b| b == "schedule uses store: forbidden outright"),
+        "{broken:?}"
+    );
+    assert!(
+        broken.iter().any(|b| b.contains("a rung above it")),
+        "{broken:?}"
+    );
+
+    let mut files = sources();
+    files
+        .get_mut("commands::plan")
+        .unwrap()
+        .insert_str(0, "fn f() { super::tick::run(); }\n");
+    let broken = violations(&files, &rungs);
+    assert!(
+        broken
+            .iter()
+            .any(|b| b.starts_with("a cycle:") && b.contains("commands::plan")),
+        "{broken:?}"
+    );
+
+    let mut files = sources();
+    files
+        .get_mut("outcome")
+        .unwrap()
+        .insert_str(0, "fn f() { let _ = chrono::Utc::now(); unsafe {} }\n");
+    let broken = violations(&files, &rungs);
+    assert!(
+        broken.contains(&"outcome is policy but uses Utc::now".to_string()),
+        "{broken:?}"
+    );
+    assert!(
+        broken.contains(&"outcome has unsafe code outside sys".to_string()),
+        "{broken:?}"
+    );
+}
+
+#[test]
+fn comments_and_tests_are_not_imports() {
+    let mut files = BTreeMap::new();
+    files.insert(
+        "schedule".to_string(),
+        "// see crate::store::Store\nfn a() {}\n#[cfg(test)]\nmod tests { use crate::store::Store; }\n"
+            .to_string(),
+    );
+    assert!(imports(&files)["schedule"].is_empty());
+}
