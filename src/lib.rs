@@ -4,6 +4,7 @@
 #[macro_use]
 pub mod output;
 
+pub mod budget;
 pub mod cli;
 pub mod clock;
 pub mod commands;

@@ -7,9 +7,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// Where a Job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    #[default]
     Queued,
     Running,
     /// Waits until `not_before`, e.g. a Window's reset.
@@ -129,7 +130,7 @@ impl FromStr for RunOutcome {
 }
 
 /// A unit of work: a prompt against a repository at a base ref.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Job {
     pub id: String,
     pub name: Option<String>,

@@ -4,7 +4,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::driver::AgentResult;
 use crate::handoff::{Handoff, HandoffStatus};
-use crate::model::{Cause, ExitInfo, JobState, RunOutcome, StopCause};
+use crate::model::{AccountNote, Cause, ExitInfo, JobState, RunOutcome, StopCause};
 
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,6 +221,40 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
         },
         Err(why) => wait_or_fail(to(JobState::Queued, Some(format!("warning: {why}")), None)),
     }
+}
+
+/// What a Run changes of its Account's note; `None` leaves that part as it is.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AccountChange {
+    /// `Some(Some(why))`: mark it not logged in; `Some(None)`: clear the mark.
+    pub not_logged_in: Option<Option<String>>,
+    /// `Some((until, outages))`: back off until then (`None`: no back-off) after that many
+    /// outages in a row.
+    pub backoff: Option<(Option<DateTime<Utc>>, u32)>,
+}
+
+/// What a Run tells of its Account beyond its Job: a missing login, an outage (the
+/// Account backs off, longer each time), or that both are over because the model answered.
+pub fn account_after_run(
+    classified: &Classified,
+    reached_model: bool,
+    note: &AccountNote,
+    now: DateTime<Utc>,
+) -> AccountChange {
+    let mut change = AccountChange::default();
+    if classified.cause == Cause::NotLoggedIn {
+        let why = classified.stop_reason.as_deref().unwrap_or("not logged in");
+        change.not_logged_in = Some(Some(why.to_string()));
+    } else if reached_model && note.not_logged_in.is_some() {
+        change.not_logged_in = Some(None);
+    }
+    if classified.cause == Cause::Outage && !reached_model {
+        let outages = note.outages + 1;
+        change.backoff = Some((Some(now + outage_backoff(outages)), outages));
+    } else if reached_model && (note.outages > 0 || note.backoff_until.is_some()) {
+        change.backoff = Some((None, 0));
+    }
+    change
 }
 
 #[cfg(test)]
@@ -534,5 +568,39 @@ mod tests {
             [m(1), m(2), m(3), m(4), m(5), m(40)],
             [5, 10, 20, 40, 60, 60]
         );
+    }
+
+    #[test]
+    fn a_run_tells_its_account_of_a_login_and_an_outage_and_that_both_are_over() {
+        let now = crate::clock::parse("2026-11-30T03:00:00Z").unwrap();
+        let classified = |cause, reason: Option<&str>| Classified {
+            outcome: RunOutcome::Failed,
+            stop_reason: reason.map(String::from),
+            cause,
+        };
+        let none = AccountNote::default();
+        let login = account_after_run(
+            &classified(Cause::NotLoggedIn, Some("401")),
+            false,
+            &none,
+            now,
+        );
+        assert_eq!(login.not_logged_in, Some(Some("401".into())));
+        let outage = AccountNote {
+            outages: 2,
+            ..AccountNote::default()
+        };
+        let again = account_after_run(&classified(Cause::Outage, None), false, &outage, now);
+        assert_eq!(again.backoff, Some((Some(now + outage_backoff(3)), 3)));
+        let marked = AccountNote {
+            not_logged_in: Some("401".into()),
+            outages: 2,
+            ..AccountNote::default()
+        };
+        let answered = account_after_run(&classified(Cause::Job, None), true, &marked, now);
+        assert_eq!(answered.not_logged_in, Some(None));
+        assert_eq!(answered.backoff, Some((None, 0)));
+        let quiet = account_after_run(&classified(Cause::Job, None), true, &none, now);
+        assert_eq!(quiet, AccountChange::default());
     }
 }

@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::{Account, Limits};
+use crate::config::Limits;
 use crate::driver::{AgentEvent, RateLimitInfo, Usage, WindowUsage};
 use crate::model::{Snapshot, StopCause};
-use crate::schedule::{ceiling_for, fmt_percent};
+use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 
 /// Where a Snapshot came from.
 pub const SOURCE_GET_USAGE: &str = "get_usage";
@@ -123,22 +123,15 @@ pub enum ProbeOutcome {
 
 impl ProbeOutcome {
     /// What the probe says of the Account's login: `Some(false)` not logged in,
-    /// `Some(true)` logged in, `None` when it could not tell. An Account whose `env:` sets
-    /// an API key is logged in without a plan, and says `NoPlan` too.
-    pub fn logged_in(&self, account: &Account) -> Option<bool> {
+    /// `Some(true)` logged in, `None` when it could not tell. An Account that logs in with
+    /// an API key (the Driver tells) is logged in without a plan, and says `NoPlan` too.
+    pub fn logged_in(&self, uses_api_key: bool) -> Option<bool> {
         match self {
             ProbeOutcome::Observed(_) | ProbeOutcome::Unknown => Some(true),
-            ProbeOutcome::NoPlan => Some(uses_api_key(account)),
+            ProbeOutcome::NoPlan => Some(uses_api_key),
             ProbeOutcome::Failed(_) => None,
         }
     }
-}
-
-/// Whether the Account logs in with an API key (which has no plan and no utilization).
-pub fn uses_api_key(account: &Account) -> bool {
-    ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
-        .iter()
-        .any(|k| account.env.contains_key(*k))
 }
 
 impl ProbeOutcome {
@@ -158,6 +151,61 @@ impl ProbeOutcome {
             ProbeOutcome::Failed(why) => format!("failed: {why}"),
         }
     }
+}
+
+/// Whether the Account's newest figure is too old to start a Run on (for an Account whose
+/// Driver reports utilization).
+pub fn needs_probe(view: &AccountView, probe_max_age: Duration, now: DateTime<Utc>) -> bool {
+    if !view.has_ceiling {
+        return false;
+    }
+    // A Window that reset since its figure: its figure now is unknown, unless a probe
+    // since the reset already asked.
+    let reset_unprobed = view.windows.iter().any(|w| {
+        w.percent.is_none()
+            && w.ceiling.is_some()
+            && w.resets_at
+                .is_some_and(|r| view.last_probe_at.is_none_or(|p| p < r))
+    });
+    reset_unprobed || older_than(newest_figure(view), probe_max_age, now)
+}
+
+/// The unschedulable Accounts that a probe may free: not logged in, or over a Ceiling on a
+/// figure older than `probeMaxAge`, and not probed within `probeMaxAge` either. Without
+/// this an Account whose figure never resets would stay parked for good.
+pub fn parked_accounts(
+    views: &[AccountView],
+    reports_usage: impl Fn(&str) -> bool,
+    max_age: Duration,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    views
+        .iter()
+        .filter(|v| !v.schedulable)
+        .filter(|v| reports_usage(&v.name))
+        .filter(|v| older_than(v.last_probe_at, max_age, now))
+        .filter(|v| {
+            v.not_logged_in.is_some()
+                || (v.windows.iter().any(|w| w.over) && older_than(newest_figure(v), max_age, now))
+        })
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// When the newest figure that still holds was observed (one from before its Window's
+/// reset says nothing about now).
+fn newest_figure(view: &AccountView) -> Option<DateTime<Utc>> {
+    view.windows
+        .iter()
+        .filter(|w| w.percent.is_some())
+        .map(|w| w.observed_at)
+        .max()
+}
+
+/// Whether `at` is missing or more than `max_age` before `now`.
+fn older_than(at: Option<DateTime<Utc>>, max_age: Duration, now: DateTime<Utc>) -> bool {
+    let max_age = chrono::Duration::from_std(max_age).unwrap_or(chrono::Duration::MAX);
+    at.is_none_or(|t| now - t > max_age)
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         } else {
             crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
         };
-        match probe.logged_in(account) {
+        match probe.logged_in(d.uses_api_key(account)) {
             Some(true) => check(
                 true,
                 format!("account {name}: logged in (probe: {})", probe.describe()),

@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
                 ProbeOutcome::NoPlan => "no_plan",
                 ProbeOutcome::Failed(_) => "failed",
             },
-            logged_in: outcome.logged_in(cfg),
+            logged_in: outcome.logged_in(driver::for_kind(cfg.driver).uses_api_key(cfg)),
             detail: outcome.describe(),
             account: name,
             windows,
@@ -111,7 +111,7 @@ pub(super) fn probe_and_record(
             store.insert_snapshot(&s)?;
         }
     }
-    match outcome.logged_in(cfg) {
+    match outcome.logged_in(d.uses_api_key(cfg)) {
         Some(false) => store.set_not_logged_in(
             account,
             Some("not logged in: the agent has no plan login (found by a probe)"),

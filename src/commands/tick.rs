@@ -149,7 +149,12 @@ fn choose(
     let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
     // Only when there is work that could use what a probe finds.
     if !dry_run && in_window && !planned.1.queue.is_empty() {
-        let parked = parked_accounts(ctx, &planned.0, now);
+        let parked = usage::parked_accounts(
+            &planned.0,
+            |name| reports_usage(ctx, name),
+            ctx.config.probe_max_age,
+            now,
+        );
         for account in &parked {
             probed.insert(account.clone());
             probe_account(ctx, store, account, now)?;
@@ -166,14 +171,24 @@ fn choose(
         let Decision::Run { job_id, account } = &plan.decision else {
             return Ok(plan.decision.clone());
         };
-        let probe = needs_probe(ctx, views, account, now);
+        let probe = views
+            .iter()
+            .find(|a| &a.name == account)
+            .is_some_and(|view| {
+                reports_usage(ctx, account)
+                    && usage::needs_probe(view, ctx.config.probe_max_age, now)
+            });
         if dry_run {
             if probe && !json {
                 outln!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
             }
             return Ok(plan.decision.clone());
         }
-        if let Some(why) = job_budget_spent(store, job_id)? {
+        let spent = match store.job(job_id)? {
+            Some(job) => crate::budget::job_budget_spent(&job, store.job_cost(job_id)?),
+            None => None,
+        };
+        if let Some(why) = spent {
             let from = [JobState::Queued, JobState::Waiting];
             store.move_job(job_id, &from, JobState::Failed, Some(&why), now)?;
         } else if probe && probed.insert(account.clone()) {
@@ -234,7 +249,7 @@ fn run_job(
         .prepare()
         .context("readying owl to supervise the Run")?;
     let supervisor = executor.supervisor();
-    let budget_usd = run_budget(&job, store.job_cost(&job.id)?);
+    let budget_usd = crate::budget::run_budget(&job, store.job_cost(&job.id)?);
     let started = store.start_run(&RunStart {
         job_id: job.id.clone(),
         account: account.clone(),
@@ -440,9 +455,11 @@ fn record(
         handoff,
         runs,
         max_runs: job.max_runs,
-        budget_left: job
-            .max_job_budget_usd
-            .map(|b| b - store.job_cost(&job.id).unwrap_or(0.0) - this_cost),
+        budget_left: crate::budget::job_budget_left(
+            job,
+            store.job_cost(&job.id).unwrap_or(0.0),
+            this_cost,
+        ),
         now,
     });
     let finish = RunFinish {
@@ -480,8 +497,7 @@ fn record(
     Ok((classified, state))
 }
 
-/// What a Run tells of its Account beyond this Job: a missing login, an outage (the
-/// Account backs off), or that both are over because the model answered.
+/// Records what a Run tells of its Account beyond this Job (see `outcome::account_after_run`).
 fn note_account(
     store: &mut Store,
     account: &str,
@@ -491,46 +507,17 @@ fn note_account(
     now: DateTime<Utc>,
 ) -> Result<()> {
     let note = store.account_note(account)?;
-    if classified.cause == crate::model::Cause::NotLoggedIn {
-        let why = classified.stop_reason.as_deref().unwrap_or("not logged in");
-        store.set_not_logged_in(account, Some(why), now)?;
-    } else if report.reached_model && note.not_logged_in.is_some() {
-        store.set_not_logged_in(account, None, now)?;
+    let change = outcome::account_after_run(classified, report.reached_model, &note, now);
+    if let Some(login) = change.not_logged_in {
+        store.set_not_logged_in(account, login.as_deref(), now)?;
     }
-    if classified.cause == crate::model::Cause::Outage && !report.reached_model {
-        let outages = note.outages + 1;
-        let until = now + outcome::outage_backoff(outages);
-        tracing::warn!("run {run_id}: the API was unavailable; {account} waits until {until}");
-        store.set_backoff(account, Some(until), outages, now)?;
-    } else if report.reached_model && (note.outages > 0 || note.backoff_until.is_some()) {
-        store.set_backoff(account, None, 0, now)?;
+    if let Some((until, outages)) = change.backoff {
+        if let Some(until) = until {
+            tracing::warn!("run {run_id}: the API was unavailable; {account} waits until {until}");
+        }
+        store.set_backoff(account, until, outages, now)?;
     }
     Ok(())
-}
-
-/// Why the Job may not start another Run for lack of budget, if so.
-fn job_budget_spent(store: &Store, job_id: &str) -> Result<Option<String>> {
-    let Some(job) = store.job(job_id)? else {
-        return Ok(None);
-    };
-    let Some(budget) = job.max_job_budget_usd else {
-        return Ok(None);
-    };
-    let spent = store.job_cost(job_id)?;
-    Ok((spent >= budget).then(|| format!("job budget spent: ${spent:.2} of ${budget:.2}")))
-}
-
-/// The Run's `--max-budget-usd`: the smaller of the per-Run cap and what the Job has left.
-fn run_budget(job: &Job, spent: f64) -> Option<f64> {
-    // Rounded to a millionth of a dollar so float noise never reaches the CLI's argv;
-    // never 0, which the CLI refuses (a Job with nothing left is not started at all).
-    let left = job
-        .max_job_budget_usd
-        .map(|b| (((b - spent) * 1e6).round() / 1e6).max(1e-6));
-    match (job.max_budget_usd, left) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// The commits a finished Run added to the Job's branch.
@@ -551,58 +538,9 @@ fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
     }
 }
 
-/// Whether the Account's newest figure is too old to start a Run on.
-fn needs_probe(ctx: &Ctx, views: &[AccountView], account: &str, now: DateTime<Utc>) -> bool {
-    let cfg = &ctx.config.accounts[account];
-    let Some(view) = views.iter().find(|a| a.name == account) else {
-        return false;
-    };
-    if !view.has_ceiling || !driver::capabilities(cfg.driver).usage_reporting {
-        return false;
-    }
-    // A Window that reset since its figure: its figure now is unknown, unless a probe
-    // since the reset already asked.
-    let reset_unprobed = view.windows.iter().any(|w| {
-        w.percent.is_none()
-            && w.ceiling.is_some()
-            && w.resets_at
-                .is_some_and(|r| view.last_probe_at.is_none_or(|p| p < r))
-    });
-    reset_unprobed || older_than(newest_figure(view), ctx.config.probe_max_age, now)
-}
-
-/// The unschedulable Accounts that a probe may free: not logged in, or over a Ceiling on a
-/// figure older than `probeMaxAge`, and not probed within `probeMaxAge` either. Without
-/// this an Account whose figure never resets would stay parked for good.
-fn parked_accounts(ctx: &Ctx, views: &[AccountView], now: DateTime<Utc>) -> Vec<String> {
-    let max_age = ctx.config.probe_max_age;
-    views
-        .iter()
-        .filter(|v| !v.schedulable)
-        .filter(|v| driver::capabilities(ctx.config.accounts[&v.name].driver).usage_reporting)
-        .filter(|v| older_than(v.last_probe_at, max_age, now))
-        .filter(|v| {
-            v.not_logged_in.is_some()
-                || (v.windows.iter().any(|w| w.over) && older_than(newest_figure(v), max_age, now))
-        })
-        .map(|v| v.name.clone())
-        .collect()
-}
-
-/// When the newest figure that still holds was observed (one from before its Window's
-/// reset says nothing about now).
-fn newest_figure(view: &AccountView) -> Option<DateTime<Utc>> {
-    view.windows
-        .iter()
-        .filter(|w| w.percent.is_some())
-        .map(|w| w.observed_at)
-        .max()
-}
-
-/// Whether `at` is missing or more than `max_age` before `now`.
-fn older_than(at: Option<DateTime<Utc>>, max_age: Duration, now: DateTime<Utc>) -> bool {
-    let max_age = chrono::Duration::from_std(max_age).unwrap_or(chrono::Duration::MAX);
-    at.is_none_or(|t| now - t > max_age)
+/// Whether the Account's Driver reports utilization (so a probe can learn it).
+fn reports_usage(ctx: &Ctx, account: &str) -> bool {
+    driver::capabilities(ctx.config.accounts[account].driver).usage_reporting
 }
 
 /// Asks the Account's agent for its utilization and login, and records what it says. A

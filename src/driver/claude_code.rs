@@ -104,6 +104,12 @@ impl Driver for ClaudeCode {
         Some(control_request(request_id, "get_usage"))
     }
 
+    fn uses_api_key(&self, account: &Account) -> bool {
+        ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+            .iter()
+            .any(|k| account.env.contains_key(*k))
+    }
+
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError> {
         parse_line(line)
     }

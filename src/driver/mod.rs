@@ -254,6 +254,9 @@ pub trait Driver: Send + Sync {
     /// The command that starts the agent only to ask it for utilization: no prompt, no tokens.
     fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
 
+    /// Whether the Account logs in with an API key (which has no plan and no utilization).
+    fn uses_api_key(&self, account: &Account) -> bool;
+
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
 }
