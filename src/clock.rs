@@ -14,8 +14,10 @@ pub fn now() -> anyhow::Result<DateTime<Utc>> {
         Ok(s) if !s.is_empty() => DateTime::parse_from_rfc3339(&s)
             .map(|t| t.with_timezone(&Utc))
             .map_err(|e| {
-                crate::error::BadInput(format!("{OWL_NOW}='{s}' is not an RFC 3339 time: {e}"))
-                    .into()
+                crate::error::Error::bad_input(format!(
+                    "{OWL_NOW}='{s}' is not an RFC 3339 time: {e}"
+                ))
+                .into()
             }),
         _ => Ok(Utc::now()),
     }

@@ -11,8 +11,28 @@ pub const RESERVE_FILE: &str = "reserve";
 /// Enough for the final writes of a Run (a few WAL frames), many times over.
 pub const RESERVE_SIZE: u64 = 4 << 20;
 
+/// Why no Run may start on a filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpaceError {
+    #[error(
+        "disk full: only {} free on the filesystem of {} (minFreeSpace {})",
+        format_size(*free),
+        path.display(),
+        format_size(*min)
+    )]
+    Low { path: PathBuf, free: u64, min: u64 },
+    #[error("reading the free space of {}: {error}", path.display())]
+    Unreadable { path: PathBuf, error: String },
+}
+
+impl From<SpaceError> for crate::error::Error {
+    fn from(e: SpaceError) -> Self {
+        crate::error::Error::new(crate::error::ErrorKind::DiskSpace, e.to_string())
+    }
+}
+
 /// Why no Run may start: the first of `paths` whose filesystem has less than `min` free.
-pub fn check_free_space(paths: &[&Path], min: u64) -> Result<(), String> {
+pub fn check_free_space(paths: &[&Path], min: u64) -> Result<(), SpaceError> {
     if min == 0 {
         return Ok(());
     }
@@ -20,15 +40,19 @@ pub fn check_free_space(paths: &[&Path], min: u64) -> Result<(), String> {
         let at = existing_ancestor(path);
         match fs2::available_space(&at) {
             Ok(free) if free < min => {
-                return Err(format!(
-                    "disk full: only {} free on the filesystem of {} (minFreeSpace {})",
-                    format_size(free),
-                    at.display(),
-                    format_size(min)
-                ))
+                return Err(SpaceError::Low {
+                    path: at,
+                    free,
+                    min,
+                })
             }
             Ok(_) => {}
-            Err(e) => return Err(format!("reading the free space of {}: {e}", at.display())),
+            Err(e) => {
+                return Err(SpaceError::Unreadable {
+                    path: at,
+                    error: e.to_string(),
+                })
+            }
         }
     }
     Ok(())
@@ -102,6 +126,11 @@ mod tests {
         assert_eq!(check_free_space(&[&missing], 0), Ok(()));
         assert_eq!(check_free_space(&[&missing], 1), Ok(()));
         let e = check_free_space(&[&missing], u64::MAX).unwrap_err();
+        let SpaceError::Low { path, min, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((path.as_path(), *min), (dir.path(), u64::MAX));
+        let e = e.to_string();
         assert!(e.starts_with("disk full: only "), "{e}");
         assert!(e.contains(&dir.path().display().to_string()), "{e}");
     }

@@ -11,6 +11,19 @@ pub enum HandoffStatus {
     Blocked,
 }
 
+/// Why a Run's Handoff cannot carry its Job on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffError {
+    #[error("the Run left no {HANDOFF_PATH}")]
+    Missing,
+    #[error("reading {HANDOFF_PATH}: {0}")]
+    Unreadable(String),
+    #[error("{HANDOFF_PATH} does not start with 'status: ...' (found '{}')", crate::text::truncate(.0, 60))]
+    NoStatus(String),
+    #[error("{HANDOFF_PATH} has status '{0}'; expected done, continue or blocked")]
+    UnknownStatus(String),
+}
+
 /// A parsed Handoff.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Handoff {
@@ -21,27 +34,18 @@ pub struct Handoff {
 
 impl Handoff {
     /// Parses a Handoff; the first non-empty line must be `status: done|continue|blocked`.
-    pub fn parse(text: &str) -> Result<Handoff, String> {
+    pub fn parse(text: &str) -> Result<Handoff, HandoffError> {
         let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
         let first = lines.next().unwrap_or("").trim();
         let value = first
             .strip_prefix("status:")
             .map(str::trim)
-            .ok_or_else(|| {
-                format!(
-                    "{HANDOFF_PATH} does not start with 'status: ...' (found '{}')",
-                    crate::text::truncate(first, 60)
-                )
-            })?;
+            .ok_or_else(|| HandoffError::NoStatus(first.to_string()))?;
         let status = match value.to_ascii_lowercase().as_str() {
             "done" => HandoffStatus::Done,
             "continue" => HandoffStatus::Continue,
             "blocked" => HandoffStatus::Blocked,
-            other => {
-                return Err(format!(
-                    "{HANDOFF_PATH} has status '{other}'; expected done, continue or blocked"
-                ))
-            }
+            other => return Err(HandoffError::UnknownStatus(other.to_string())),
         };
         let body = lines.collect::<Vec<_>>().join("\n").trim().to_string();
         Ok(Handoff { status, body })
@@ -68,12 +72,16 @@ mod tests {
         assert_eq!(h.status, HandoffStatus::Blocked);
         assert_eq!(h.summary(), "Why");
         assert!(h.body.contains("needs credentials"));
-        assert!(Handoff::parse("status: maybe")
-            .unwrap_err()
-            .contains("'maybe'"));
-        assert!(Handoff::parse("hello")
-            .unwrap_err()
-            .contains("does not start"));
-        assert!(Handoff::parse("").is_err());
+        assert_eq!(
+            Handoff::parse("status: maybe"),
+            Err(HandoffError::UnknownStatus("maybe".into()))
+        );
+        let hello = Handoff::parse("hello").unwrap_err();
+        assert_eq!(hello, HandoffError::NoStatus("hello".into()));
+        assert_eq!(
+            hello.to_string(),
+            ".owl/handoff.md does not start with 'status: ...' (found 'hello')"
+        );
+        assert_eq!(Handoff::parse(""), Err(HandoffError::NoStatus("".into())));
     }
 }

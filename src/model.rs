@@ -6,6 +6,14 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+/// A stored name (a state, an outcome, a cause) this owl does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} '{name}'")]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub name: String,
+}
+
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -62,12 +70,15 @@ impl fmt::Display for JobState {
 }
 
 impl FromStr for JobState {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         JobState::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown job state '{s}'"))
+            .ok_or_else(|| UnknownName {
+                what: "job state",
+                name: s.to_string(),
+            })
     }
 }
 
@@ -120,12 +131,15 @@ impl fmt::Display for RunOutcome {
 }
 
 impl FromStr for RunOutcome {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         RunOutcome::ALL
             .into_iter()
             .find(|o| o.as_str() == s)
-            .ok_or_else(|| format!("unknown run outcome '{s}'"))
+            .ok_or_else(|| UnknownName {
+                what: "run outcome",
+                name: s.to_string(),
+            })
     }
 }
 
@@ -370,12 +384,15 @@ impl Cause {
 }
 
 impl std::str::FromStr for Cause {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Cause::ALL
             .into_iter()
             .find(|c| c.as_str() == s)
-            .ok_or_else(|| format!("unknown run cause '{s}'"))
+            .ok_or_else(|| UnknownName {
+                what: "run cause",
+                name: s.to_string(),
+            })
     }
 }
 

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::driver::AgentResult;
-use crate::handoff::{Handoff, HandoffStatus};
+use crate::handoff::{Handoff, HandoffError, HandoffStatus};
 use crate::model::{AccountNote, Cause, ExitInfo, JobState, RunOutcome, StopCause};
 
 /// A Run's outcome, the words recorded with it, and who it is charged to.
@@ -159,7 +159,7 @@ pub struct AfterRun<'a> {
     pub stop: Option<&'a StopCause>,
     /// When a `rejected` rate limit resets, if the agent said.
     pub rate_limit_reset: Option<DateTime<Utc>>,
-    pub handoff: Result<Handoff, String>,
+    pub handoff: Result<Handoff, HandoffError>,
     /// Runs of this Job charged to it so far, this one included if it counts.
     pub runs: u32,
     pub max_runs: u32,
@@ -473,14 +473,18 @@ mod tests {
         }
     }
 
-    fn after(outcome: RunOutcome, handoff: Result<Handoff, String>, runs: u32) -> JobTransition {
+    fn after(
+        outcome: RunOutcome,
+        handoff: Result<Handoff, HandoffError>,
+        runs: u32,
+    ) -> JobTransition {
         after_cause(outcome, Cause::Job, handoff, runs)
     }
 
     fn after_cause(
         outcome: RunOutcome,
         cause: Cause,
-        handoff: Result<Handoff, String>,
+        handoff: Result<Handoff, HandoffError>,
         runs: u32,
     ) -> JobTransition {
         let now = crate::clock::parse("2026-11-30T02:00:00Z").unwrap();
@@ -521,9 +525,12 @@ mod tests {
             (b.state, b.reason.as_deref()),
             (JobState::Blocked, Some("needs a token"))
         );
-        let missing = after(RunOutcome::Succeeded, Err("no handoff".into()), 1);
+        let missing = after(RunOutcome::Succeeded, Err(HandoffError::Missing), 1);
         assert_eq!(missing.state, JobState::Queued);
-        assert_eq!(missing.reason.as_deref(), Some("warning: no handoff"));
+        assert_eq!(
+            missing.reason.as_deref(),
+            Some("warning: the Run left no .owl/handoff.md")
+        );
         let spent = after(RunOutcome::Succeeded, h("status: continue\n"), 3);
         assert_eq!(spent.state, JobState::Failed);
         assert!(spent.reason.unwrap().starts_with("maxRuns reached"));
@@ -536,7 +543,7 @@ mod tests {
 
     #[test]
     fn rate_limited_waits_for_the_reset_or_a_default() {
-        let t = after(RunOutcome::RateLimited, Err("x".into()), 1);
+        let t = after(RunOutcome::RateLimited, Err(HandoffError::Missing), 1);
         assert_eq!(t.state, JobState::Waiting);
         let now = crate::clock::parse("2026-11-30T02:00:00Z").unwrap();
         assert_eq!(t.not_before, Some(now + UNKNOWN_RESET_WAIT));
@@ -548,16 +555,21 @@ mod tests {
         let t = after_cause(
             RunOutcome::Failed,
             Cause::NotLoggedIn,
-            Err("none".into()),
+            Err(HandoffError::Missing),
             3,
         );
         assert_eq!(t.state, JobState::Queued);
         assert!(t.reason.unwrap().contains("not logged in"));
         for cause in [Cause::Outage, Cause::DiskFull, Cause::Stopped] {
-            let t = after_cause(RunOutcome::Failed, cause, Err("none".into()), 3);
+            let t = after_cause(RunOutcome::Failed, cause, Err(HandoffError::Missing), 3);
             assert_eq!(t.state, JobState::Queued, "{cause:?}");
         }
-        let t = after_cause(RunOutcome::Failed, Cause::Job, Err("none".into()), 3);
+        let t = after_cause(
+            RunOutcome::Failed,
+            Cause::Job,
+            Err(HandoffError::Missing),
+            3,
+        );
         assert_eq!(t.state, JobState::Failed);
     }
 

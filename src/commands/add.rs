@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         None => std::env::current_dir().context("reading the current directory")?,
     };
     let (repo, base_commit) = crate::workspace::check_repo(&repo, &args.base)
-        .map_err(|e| crate::error::BadInput(format!("{e:#}")))?;
+        .map_err(|e| crate::error::Error::bad_input(format!("{e:#}")))?;
 
     let defaults = &ctx.config.defaults;
     let account = args.account.clone().or_else(|| defaults.account.clone());
@@ -100,7 +100,7 @@ fn check_name(name: &str) -> Result<()> {
 fn read_prompt(args: &AddArgs) -> Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
         (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
-            crate::error::BadInput(format!("reading prompt file {}: {e}", file.display()))
+            crate::error::Error::bad_input(format!("reading prompt file {}: {e}", file.display()))
         })?,
         (None, Some("-")) => {
             let mut bytes = Vec::new();
@@ -108,7 +108,7 @@ fn read_prompt(args: &AddArgs) -> Result<String> {
                 .read_to_end(&mut bytes)
                 .context("reading the prompt from stdin")?;
             String::from_utf8(bytes).map_err(|e| {
-                crate::error::BadInput(format!(
+                crate::error::Error::bad_input(format!(
                     "the prompt on stdin is not UTF-8 text (byte {})",
                     e.utf8_error().valid_up_to()
                 ))

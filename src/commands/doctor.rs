@@ -106,7 +106,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 state_dir.display()
             ),
         ),
-        Err(why) => check(false, why),
+        Err(why) => check(false, why.to_string()),
     }
     // Notes from earlier ticks are not repeated: every condition they record (the agent
     // CLI, the login) was checked again above, and only what holds now is shown.

@@ -114,7 +114,7 @@ impl Ctx {
     /// Looks a Job up, or fails with a usage error naming it.
     fn job(&self, store: &Store, id: &str) -> Result<Job> {
         store.job(id)?.ok_or_else(|| {
-            crate::error::BadInput(format!("no job '{id}' (see `owl jobs --all`)")).into()
+            crate::error::Error::bad_input(format!("no job '{id}' (see `owl jobs --all`)")).into()
         })
     }
 }
@@ -123,14 +123,14 @@ impl Ctx {
 /// and the Drivers, so that neither knows the other. A Driver without usage reporting
 /// cannot be scheduled under a Ceiling at all, only reactively against rate-limit errors
 /// (ADR-0020): `limits` on it would be a promise nobody keeps.
-fn check_capabilities(config: &Config) -> Result<(), crate::error::BadInput> {
+fn check_capabilities(config: &Config) -> Result<(), crate::error::Error> {
     check_capabilities_with(config, crate::driver::capabilities)
 }
 
 fn check_capabilities_with(
     config: &Config,
     capabilities: impl Fn(crate::config::DriverKind) -> crate::driver::Capabilities,
-) -> Result<(), crate::error::BadInput> {
+) -> Result<(), crate::error::Error> {
     for (name, account) in &config.accounts {
         if account.limits.is_some() && !capabilities(account.driver).usage_reporting {
             return Err(config.error_at(
@@ -303,7 +303,9 @@ mod tests {
             usage_reporting: false,
             interrupt: false,
         };
-        let e = check_capabilities_with(&config, blind).unwrap_err().0;
+        let e = check_capabilities_with(&config, blind).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::BadInput);
+        let e = e.message;
         assert_eq!(
             e,
             "reading config x.yaml: line 3: account 'work' sets limits, but the claude-code \

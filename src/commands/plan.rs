@@ -21,7 +21,7 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
         // Looked up, not run: status tells a missing CLI before any tick trips on it.
         let command = &ctx.config.drivers.get(account.driver).command;
         if let Err(why) = driver::locate(command) {
-            note.agent_problem = Some(why);
+            note.agent_problem = Some(why.to_string());
         }
         notes.insert(name.clone(), note);
     }
@@ -36,7 +36,9 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
             paths.push(std::path::Path::new(repo));
         }
         if let Err(why) = crate::disk::check_free_space(&paths, ctx.config.min_free_space) {
-            plan.decision = Decision::Idle { reason: why };
+            plan.decision = Decision::Idle {
+                reason: why.to_string(),
+            };
         }
     }
     Ok((views, plan))

@@ -216,20 +216,22 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let version = match agent_version(store, &account, driver.as_ref(), &command, account_cfg, now)?
-    {
-        Ok(v) => {
-            if store.account_note(&account)?.agent_problem.is_some() {
-                store.set_agent_problem(&account, None, now)?;
+    let version =
+        match agent_version(store, &account, driver.as_ref(), &command, account_cfg, now)? {
+            Ok(v) => {
+                if store.account_note(&account)?.agent_problem.is_some() {
+                    store.set_agent_problem(&account, None, now)?;
+                }
+                v
             }
-            v
-        }
-        Err(why) => {
-            // The Job stays queued: a CLI we have not tested must not spend the night.
-            store.set_agent_problem(&account, Some(&why), now)?;
-            anyhow::bail!("not starting job {job_id} on {account}: {why}");
-        }
-    };
+            Err(why) => {
+                // The Job stays queued: a CLI we have not tested must not spend the night.
+                store.set_agent_problem(&account, Some(&why.to_string()), now)?;
+                let why = crate::error::Error::from(why);
+                return Err(anyhow::Error::new(why)
+                    .context(format!("not starting job {job_id} on {account}")));
+            }
+        };
 
     let job = ctx.job(store, &job_id)?;
     let workspace = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
@@ -375,7 +377,7 @@ fn agent_version(
     command: &std::path::Path,
     account_cfg: &crate::config::Account,
     now: DateTime<Utc>,
-) -> Result<Result<String, String>> {
+) -> Result<Result<String, driver::AgentCliError>> {
     let identity = driver::identity(command);
     let note = store.account_note(account)?;
     let cached = note
@@ -438,8 +440,8 @@ fn record(
     classified.stop_reason = classified.stop_reason.map(|s| env.scrub(&s));
     let handoff = match workspace.handoff() {
         Ok(Some(text)) => Handoff::parse(&text),
-        Ok(None) => Err(format!("the Run left no {}", crate::handoff::HANDOFF_PATH)),
-        Err(e) => Err(format!("reading {}: {e:#}", crate::handoff::HANDOFF_PATH)),
+        Ok(None) => Err(crate::handoff::HandoffError::Missing),
+        Err(e) => Err(crate::handoff::HandoffError::Unreadable(format!("{e:#}"))),
     };
     let runs = store.counted_runs(&job.id)? + u32::from(classified.cause.counts());
     let r = report.result.as_ref();

@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError, RateLimitInfo,
-    RunRequest, Usage, WindowUsage,
+    AgentCliError, AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError,
+    RateLimitInfo, RunRequest, Usage, WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -45,19 +45,24 @@ impl Driver for ClaudeCode {
         account_invocation(command, account, vec!["--version".into()])
     }
 
-    fn check_version(&self, stdout: &str) -> Result<String, String> {
+    fn check_version(&self, stdout: &str) -> Result<String, AgentCliError> {
         let line = stdout.trim();
         let version = line
             .strip_suffix(" (Claude Code)")
             .filter(|v| v.split('.').count() == 3 && v.split('.').all(is_number))
-            .ok_or_else(|| format!("'{line}' is not a Claude Code version"))?;
+            .ok_or_else(|| AgentCliError::Unrecognised {
+                output: line.to_string(),
+                agent: "Claude Code",
+            })?;
         let mut parts = version.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         if (major, minor) != TESTED_MAJOR_MINOR {
-            return Err(format!(
-                "Claude Code {version} is outside the tested range {}.{}.x (tested on 2.1.197)",
-                TESTED_MAJOR_MINOR.0, TESTED_MAJOR_MINOR.1
-            ));
+            return Err(AgentCliError::Untested {
+                agent: "Claude Code",
+                version: version.to_string(),
+                range: format!("{}.{}.x", TESTED_MAJOR_MINOR.0, TESTED_MAJOR_MINOR.1),
+                tested: "2.1.197",
+            });
         }
         Ok(version.to_string())
     }
@@ -645,15 +650,26 @@ mod tests {
             "2.1.197"
         );
         assert_eq!(d.check_version("2.1.0 (Claude Code)").unwrap(), "2.1.0");
-        assert!(d
-            .check_version("2.2.0 (Claude Code)")
-            .unwrap_err()
-            .contains("outside"));
-        assert!(d.check_version("3.1.197 (Claude Code)").is_err());
-        assert!(d
-            .check_version("hello")
-            .unwrap_err()
-            .contains("not a Claude Code version"));
+        let untested = d.check_version("2.2.0 (Claude Code)").unwrap_err();
+        assert!(
+            matches!(&untested, AgentCliError::Untested { version, .. } if version == "2.2.0"),
+            "{untested:?}"
+        );
+        assert_eq!(
+            untested.to_string(),
+            "Claude Code 2.2.0 is outside the tested range 2.1.x (tested on 2.1.197)"
+        );
+        assert!(matches!(
+            d.check_version("3.1.197 (Claude Code)"),
+            Err(AgentCliError::Untested { .. })
+        ));
+        assert_eq!(
+            d.check_version("hello"),
+            Err(AgentCliError::Unrecognised {
+                output: "hello".into(),
+                agent: "Claude Code"
+            })
+        );
     }
 
     #[test]

@@ -237,7 +237,7 @@ pub trait Driver: Send + Sync {
     fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
 
     /// The version from the CLI's `--version` output, or why owl will not run it.
-    fn check_version(&self, stdout: &str) -> Result<String, String>;
+    fn check_version(&self, stdout: &str) -> Result<String, AgentCliError>;
 
     /// The command for one Run.
     fn invocation(&self, req: &RunRequest) -> Invocation;
@@ -261,9 +261,43 @@ pub trait Driver: Send + Sync {
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
 }
 
+/// Why owl will not run an agent CLI.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentCliError {
+    #[error("'{}' does not exist", .0.display())]
+    Missing(PathBuf),
+    #[error("'{}' is not an executable file", .0.display())]
+    NotExecutable(PathBuf),
+    #[error("'{}' is not on PATH ({path}); set drivers.{driver}.command to its absolute path", command.display())]
+    NotOnPath {
+        command: PathBuf,
+        path: String,
+        driver: &'static str,
+    },
+    #[error("cannot run '{}': {error}", command.display())]
+    CannotRun { command: PathBuf, error: String },
+    #[error("'{}' --version did not answer", .0.display())]
+    NoAnswer(PathBuf),
+    #[error("'{output}' is not a {agent} version")]
+    Unrecognised { output: String, agent: &'static str },
+    #[error("{agent} {version} is outside the tested range {range} (tested on {tested})")]
+    Untested {
+        agent: &'static str,
+        version: String,
+        range: String,
+        tested: &'static str,
+    },
+}
+
+impl From<AgentCliError> for crate::error::Error {
+    fn from(e: AgentCliError) -> Self {
+        crate::error::Error::new(crate::error::ErrorKind::AgentCli, e.to_string())
+    }
+}
+
 /// Finds the agent CLI without running it: a path must be an executable file, a bare name
 /// must be one on `PATH` (as the tick's environment has it).
-pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, String> {
+pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, AgentCliError> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         p.metadata()
@@ -273,21 +307,19 @@ pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, String> {
         return if executable(command) {
             Ok(command.to_path_buf())
         } else if command.exists() {
-            Err(format!("'{}' is not an executable file", command.display()))
+            Err(AgentCliError::NotExecutable(command.to_path_buf()))
         } else {
-            Err(format!("'{}' does not exist", command.display()))
+            Err(AgentCliError::Missing(command.to_path_buf()))
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(command))
         .find(|p| executable(p))
-        .ok_or_else(|| {
-            format!(
-                "'{}' is not on PATH ({}); set drivers.claude-code.command to its absolute path",
-                command.display(),
-                path.to_string_lossy()
-            )
+        .ok_or_else(|| AgentCliError::NotOnPath {
+            command: command.to_path_buf(),
+            path: path.to_string_lossy().into_owned(),
+            driver: "claude-code",
         })
 }
 
@@ -317,15 +349,16 @@ pub fn check_agent(
     driver: &dyn Driver,
     command: &std::path::Path,
     account: &Account,
-) -> Result<String, String> {
+) -> Result<String, AgentCliError> {
     use std::process::Stdio;
     let mut cmd = driver.version_invocation(command, account).command();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run '{}': {e}", command.display()))?;
+    let child = cmd.spawn().map_err(|e| AgentCliError::CannotRun {
+        command: command.to_path_buf(),
+        error: e.to_string(),
+    })?;
     // Waited on, not polled: the answer is read the moment the CLI exits.
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
@@ -334,11 +367,16 @@ pub fn check_agent(
     });
     let out = match rx.recv_timeout(VERSION_TIMEOUT) {
         Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
-        Ok(Err(e)) => return Err(format!("running '{} --version': {e}", command.display())),
+        Ok(Err(e)) => {
+            return Err(AgentCliError::CannotRun {
+                command: command.to_path_buf(),
+                error: e.to_string(),
+            })
+        }
         Err(_) => {
             let _ = crate::sys::signal_pid(pid, crate::sys::Sig::KILL);
             let _ = rx.recv();
-            return Err(format!("'{} --version' did not answer", command.display()));
+            return Err(AgentCliError::NoAnswer(command.to_path_buf()));
         }
     };
     driver.check_version(&out)

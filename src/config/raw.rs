@@ -1,0 +1,222 @@
+//! config.yaml as written: the raw serde types (each refusing unknown keys, so that a misspelled ceiling never looks like no ceiling: ADR-0014, ADR-0020), their value parsers, and serde_yaml's errors told with the line they stand on.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::positions::Positions;
+use super::units::{parse_duration, parse_size};
+use super::{DriverKind, Env, Limits, TimeWindow};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawConfig {
+    pub(super) state_dir: Option<String>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) grace_window: Option<Duration>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) usage_poll_interval: Option<Duration>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) probe_max_age: Option<Duration>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) stall_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "de_size")]
+    pub(super) min_free_space: Option<u64>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) snapshot_retention: Option<Duration>,
+    pub(super) commit_author: Option<String>,
+    pub(super) defaults: Option<RawDefaults>,
+    pub(super) schedule: Option<RawSchedule>,
+    pub(super) accounts: Option<BTreeMap<String, RawAccount>>,
+    pub(super) drivers: Option<RawDrivers>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawDefaults {
+    /// `Some(None)`: written as `null`, any Account.
+    #[serde(default, deserialize_with = "de_explicit_null")]
+    pub(super) account: Option<Option<String>>,
+    pub(super) priority: Option<i64>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) max_run_time: Option<Duration>,
+    pub(super) max_runs: Option<u32>,
+    #[serde(default, deserialize_with = "de_explicit_null")]
+    pub(super) max_budget_usd: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "de_explicit_null")]
+    pub(super) max_job_budget_usd: Option<Option<f64>>,
+    pub(super) permission_mode: Option<String>,
+    pub(super) allowed_tools: Option<Vec<String>>,
+    pub(super) disallowed_tools: Option<Vec<String>>,
+    pub(super) model: Option<String>,
+    /// Environment for every Account's agent (an Account's own `env:` wins per key): the
+    /// place for a `PATH` that lets the agent's tools find cargo or npm under cron.
+    #[serde(default)]
+    pub(super) env: Env,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSchedule {
+    #[serde(default, deserialize_with = "de_time_window")]
+    pub(super) window: Option<TimeWindow>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawAccount {
+    pub(super) driver: Option<DriverKind>,
+    pub(super) credential_store: Option<String>,
+    #[serde(default)]
+    pub(super) env: Env,
+    pub(super) limits: Option<Limits>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDrivers {
+    #[serde(rename = "claude-code")]
+    pub(super) claude_code: Option<RawDriverSettings>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDriverSettings {
+    pub(super) command: Option<String>,
+}
+
+/// The permission modes Claude Code accepts; `bypassPermissions` is refused on purpose
+/// because nobody is watching an unattended Run (ADR-0006).
+pub(super) const PERMISSION_MODES: &[&str] = &["acceptEdits", "default", "dontAsk", "plan", "auto"];
+
+/// Turns a serde_yaml error into `reading config F: line N: ...`, with a suggestion for
+/// an unknown key. The line comes from the parser's positions: serde_yaml names only the
+/// enclosing mapping of a value it refuses.
+pub(super) fn describe_yaml_error(
+    source: &str,
+    positions: &Positions,
+    e: &serde_yaml::Error,
+) -> String {
+    let full = e.to_string();
+    // serde_yaml appends " at line L column C"; we say the line ourselves, first.
+    let msg = match full.rfind(" at line ") {
+        Some(i) => &full[..i],
+        None => &full,
+    };
+    // A nested error starts with its path, e.g. "accounts.work.limits: unknown field ...".
+    let (path, msg) = match msg.split_once(": ") {
+        Some((p, m)) if !p.contains(' ') => (Some(p), m),
+        _ => (None, msg),
+    };
+    let within = path.map(|p| format!(" in '{p}'")).unwrap_or_default();
+    let (line, explained) = if let Some(rest) = msg.strip_prefix("unknown field `") {
+        let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let known = backticked(expected);
+        let full_key = path.map_or(key.to_string(), |p| format!("{p}.{key}"));
+        (
+            positions.key_line(&full_key),
+            format!("unknown key '{key}'{within}{}", did_you_mean(key, &known)),
+        )
+    } else if let Some(rest) = msg.strip_prefix("unknown variant `") {
+        let (value, expected) = rest.split_once('`').unwrap_or((rest, ""));
+        let known = backticked(expected);
+        (
+            positions.find_value(path.unwrap_or(""), value),
+            format!(
+                "unknown value '{value}'{within}, expected one of: {}{}",
+                known.join(", "),
+                did_you_mean(value, &known)
+            ),
+        )
+    } else {
+        // Our own value errors quote the value: find it inside the mapping named.
+        let line = quoted(msg).and_then(|v| positions.find_value(path.unwrap_or(""), v));
+        (line, format!("{msg}{within}"))
+    };
+    let line = line
+        .or_else(|| e.location().map(|l| l.line()))
+        .map(|n| format!("line {n}: "))
+        .unwrap_or_default();
+    format!("reading config {source}: {line}{explained}")
+}
+
+/// The first `'quoted'` value in a message.
+fn quoted(msg: &str) -> Option<&str> {
+    let start = msg.find('\'')? + 1;
+    let len = msg[start..].find('\'')?;
+    Some(&msg[start..start + len])
+}
+
+fn backticked(s: &str) -> Vec<&str> {
+    s.split('`').skip(1).step_by(2).collect()
+}
+
+/// `" (did you mean 'x'?)"` when a known word is close to the unknown one.
+pub fn did_you_mean(unknown: &str, known: &[&str]) -> String {
+    let lower = unknown.to_lowercase();
+    known
+        .iter()
+        .map(|k| (strsim::levenshtein(&lower, &k.to_lowercase()), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 3))
+        .min()
+        .map(|(_, k)| format!(" (did you mean '{k}'?)"))
+        .unwrap_or_default()
+}
+
+fn de_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    // A bare number is bytes; YAML hands it over as a number, not a string.
+    let v = serde_yaml::Value::deserialize(d)?;
+    let text = match &v {
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::String(s) => s.clone(),
+        _ => {
+            return Err(serde::de::Error::custom(
+                "a size is a number or text like 1GiB",
+            ))
+        }
+    };
+    parse_size(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_duration(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+pub(super) fn de_percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let x = f64::deserialize(d)?;
+    if !(0.0..=100.0).contains(&x) {
+        return Err(serde::de::Error::custom(format!(
+            "'{x}' is out of range: a ceiling is a percent from 0 to 100"
+        )));
+    }
+    Ok(Some(x))
+}
+
+fn de_explicit_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+fn de_time_window<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TimeWindow>, D::Error> {
+    let s = String::deserialize(d)?;
+    let bad = || {
+        serde::de::Error::custom(format!(
+            "'{s}' is not a time window (use local times like \"22:00-07:00\")"
+        ))
+    };
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let t = |x: &str| chrono::NaiveTime::parse_from_str(x.trim(), "%H:%M");
+    Ok(Some(TimeWindow {
+        start: t(a).map_err(|_| bad())?,
+        end: t(b).map_err(|_| bad())?,
+    }))
+}

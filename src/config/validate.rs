@@ -1,0 +1,250 @@
+//! The checks that turn the raw file into a [`Config`]: each refusal names the line and the key or value at fault.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::positions::Positions;
+use super::raw::{did_you_mean, RawConfig, PERMISSION_MODES};
+use super::units::format_duration;
+use super::*;
+use crate::error::Error;
+pub(super) fn validate(
+    raw: RawConfig,
+    positions: &Positions,
+    source: &str,
+) -> Result<Config, Error> {
+    // `path` names the key (`defaults.maxRuns`): the error stands on its line.
+    let at = |path: &str, msg: String| {
+        let line = positions
+            .value_line(path)
+            .or_else(|| positions.key_line(path))
+            .map(|n| format!("line {n}: "))
+            .unwrap_or_default();
+        Error::bad_input(format!("reading config {source}: {line}{msg}"))
+    };
+    let path_at = |path: &str, value: &str| config_path_value(value).map_err(|m| at(path, m));
+    for (path, value, min) in [
+        ("graceWindow", raw.grace_window, Duration::from_secs(1)),
+        (
+            "usagePollInterval",
+            raw.usage_poll_interval,
+            Duration::from_millis(100),
+        ),
+        ("probeMaxAge", raw.probe_max_age, Duration::from_secs(1)),
+        ("stallTimeout", raw.stall_timeout, Duration::from_secs(1)),
+        // Under a day would prune figures a Window of five hours still needs.
+        (
+            "snapshotRetention",
+            raw.snapshot_retention,
+            Duration::from_secs(86_400),
+        ),
+        (
+            "defaults.maxRunTime",
+            raw.defaults.as_ref().and_then(|d| d.max_run_time),
+            Duration::from_secs(1),
+        ),
+    ] {
+        if let Some(d) = value.filter(|d| *d < min) {
+            let key = path.rsplit('.').next().unwrap_or(path);
+            return Err(at(
+                path,
+                format!(
+                    "{key} {} is below its minimum of {}",
+                    format_duration(d),
+                    format_duration(min)
+                ),
+            ));
+        }
+    }
+
+    let default_env = raw
+        .defaults
+        .as_ref()
+        .map(|d| d.env.clone())
+        .unwrap_or_default();
+    let mut accounts = BTreeMap::new();
+    for (name, acc) in raw.accounts.unwrap_or_default() {
+        let here = format!("accounts.{name}");
+        if !is_safe_name(&name) {
+            return Err(at(
+                &here,
+                format!("account name '{name}' may hold only letters, digits, '.', '_' and '-'"),
+            ));
+        }
+        let driver = acc.driver.unwrap_or(DriverKind::ClaudeCode);
+        let limits_line = positions.key_line(&format!("{here}.limits"));
+        let credential_store = match acc.credential_store.as_deref() {
+            Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
+            None => None,
+        };
+        accounts.insert(
+            name,
+            Account {
+                driver,
+                credential_store,
+                env: default_env.merged_with(acc.env),
+                limits: acc.limits,
+                limits_line,
+            },
+        );
+    }
+    if accounts.is_empty() {
+        return Err(Error::bad_input(format!(
+            "reading config {source}: 'accounts' names no Account; owl needs at least one"
+        )));
+    }
+
+    let d = raw.defaults.unwrap_or_default();
+    let account = d.account.unwrap_or(None);
+    if let Some(name) = &account {
+        if !accounts.contains_key(name) {
+            let known: Vec<&str> = accounts.keys().map(String::as_str).collect();
+            return Err(at(
+                "defaults.account",
+                format!(
+                    "defaults.account '{name}' is not a configured Account{}",
+                    did_you_mean(name, &known)
+                ),
+            ));
+        }
+    }
+    let permission_mode = d.permission_mode.unwrap_or_else(|| "dontAsk".into());
+    if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
+        return Err(at(
+            "defaults.permissionMode",
+            format!(
+                "permissionMode '{permission_mode}' is not one of {}{}",
+                PERMISSION_MODES.join(", "),
+                did_you_mean(&permission_mode, PERMISSION_MODES)
+            ),
+        ));
+    }
+    for (key, budget) in [
+        ("maxBudgetUsd", d.max_budget_usd),
+        ("maxJobBudgetUsd", d.max_job_budget_usd),
+    ] {
+        if let Some(Some(x)) = budget {
+            if !x.is_finite() || x <= 0.0 {
+                return Err(at(
+                    &format!("defaults.{key}"),
+                    format!("{key} must be a finite number greater than 0, not {x}"),
+                ));
+            }
+        }
+    }
+    if d.max_runs == Some(0) {
+        return Err(at("defaults.maxRuns", "maxRuns must be at least 1".into()));
+    }
+    let defaults = JobDefaults {
+        account,
+        priority: d.priority.unwrap_or(0),
+        max_run_time: d.max_run_time.unwrap_or(Duration::from_secs(4 * 3600)),
+        max_runs: d.max_runs.unwrap_or(5),
+        max_budget_usd: d.max_budget_usd.unwrap_or(Some(5.0)),
+        max_job_budget_usd: d.max_job_budget_usd.unwrap_or(Some(20.0)),
+        permission_mode,
+        allowed_tools: d.allowed_tools.unwrap_or_else(default_allowed_tools),
+        disallowed_tools: d.disallowed_tools.unwrap_or_default(),
+        model: d.model,
+    };
+
+    let drivers = raw.drivers.unwrap_or_default();
+    let claude_command = match drivers.claude_code.and_then(|d| d.command) {
+        // A bare name is looked up on PATH; anything else is a path and must be one.
+        Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => {
+            path_at("drivers.claude-code.command", &c)?
+        }
+        Some(c) if c.is_empty() => {
+            return Err(at(
+                "drivers.claude-code.command",
+                "drivers.claude-code.command is empty".into(),
+            ))
+        }
+        Some(c) => PathBuf::from(c),
+        None => PathBuf::from("claude"),
+    };
+
+    let state_dir = match raw.state_dir.as_deref() {
+        Some(dir) => path_at("stateDir", dir)?,
+        None => xdg_dir("XDG_STATE_HOME", ".local/state")
+            .map(|d| d.join("owl"))
+            .ok_or_else(|| {
+                Error::bad_input(format!(
+                    "reading config {source}: neither HOME nor XDG_STATE_HOME is set, so there \
+                     is no default state dir; set stateDir to an absolute path"
+                ))
+            })?,
+    };
+
+    Ok(Config {
+        source: source.to_string(),
+        state_dir,
+        grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
+        usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
+        probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
+        stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
+        min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
+        snapshot_retention: raw
+            .snapshot_retention
+            .unwrap_or(Duration::from_secs(35 * 86_400)),
+        commit_author: raw
+            .commit_author
+            .unwrap_or_else(|| "owl <owl@localhost>".into()),
+        defaults,
+        schedule: Schedule {
+            window: raw.schedule.and_then(|s| s.window),
+        },
+        accounts,
+        drivers: Drivers {
+            claude_code: DriverSettings {
+                command: claude_command,
+            },
+        },
+    })
+}
+
+fn default_allowed_tools() -> Vec<String> {
+    [
+        "Read",
+        "Edit",
+        "Write",
+        "Glob",
+        "Grep",
+        "Bash(git add:*)",
+        "Bash(git commit:*)",
+        "Bash(cargo test:*)",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A path from the config: absolute, or `~/…` with HOME set. owl expands nothing else:
+/// cron and a shell have different environments, so `$VAR` would name two places.
+fn config_path_value(value: &str) -> Result<PathBuf, String> {
+    if value.trim().is_empty() {
+        return Err("the path is empty; give an absolute path".into());
+    }
+    if value.contains('$') {
+        return Err(format!(
+            "'{value}' holds '$': owl does not expand variables (cron and a shell have \
+             different environments); write the path out"
+        ));
+    }
+    if value == "~" || value.starts_with("~/") {
+        if home().is_none() {
+            return Err(format!(
+                "'{value}' starts with '~', but HOME is not set; write the path out"
+            ));
+        }
+        return Ok(expand_tilde(value));
+    }
+    let path = PathBuf::from(value);
+    if !path.is_absolute() {
+        return Err(format!(
+            "'{value}' is relative, so it would depend on the directory owl starts in; \
+             give an absolute path (or ~/…)"
+        ));
+    }
+    Ok(path)
+}
