@@ -1,12 +1,15 @@
 //! Money: what a Run may spend, and whether a Job has any left (pure functions of the Job and what its Runs cost).
 
-use crate::model::Job;
+use crate::model::{Job, JobReason};
 
 /// Why the Job may not start another Run for lack of budget, if so; `spent` is what its
 /// Runs cost so far.
-pub fn job_budget_spent(job: &Job, spent: f64) -> Option<String> {
+pub fn job_budget_spent(job: &Job, spent: f64) -> Option<JobReason> {
     let budget = job.max_job_budget_usd?;
-    (spent >= budget).then(|| format!("job budget spent: ${spent:.2} of ${budget:.2}"))
+    (spent >= budget).then_some(JobReason::BudgetSpent {
+        spent: Some(spent),
+        budget: Some(budget),
+    })
 }
 
 /// The Run's `--max-budget-usd`: the smaller of the per-Run cap and what the Job has left.
@@ -53,10 +56,8 @@ mod tests {
 
     #[test]
     fn a_job_whose_runs_spent_its_budget_says_so() {
-        assert_eq!(
-            job_budget_spent(&job(None, Some(5.0)), 5.0).as_deref(),
-            Some("job budget spent: $5.00 of $5.00")
-        );
+        let spent = job_budget_spent(&job(None, Some(5.0)), 5.0).unwrap();
+        assert_eq!(spent.to_string(), "job budget spent: $5.00 of $5.00");
         assert_eq!(job_budget_spent(&job(None, Some(5.0)), 4.99), None);
         assert_eq!(job_budget_spent(&job(Some(1.0), None), 100.0), None);
         assert_eq!(job_budget_left(&job(None, Some(5.0)), 1.0, 0.5), Some(3.5));

@@ -12,7 +12,8 @@ pub enum HandoffStatus {
 }
 
 /// Why a Run's Handoff cannot carry its Job on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "problem", content = "detail", rename_all = "snake_case")]
 pub enum HandoffError {
     #[error("the Run left no {HANDOFF_PATH}")]
     Missing,

@@ -6,6 +6,9 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::handoff::HandoffError;
+use crate::text::fmt_percent;
+
 /// A stored name (a state, an outcome, a cause) this owl does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} '{name}'")]
@@ -167,7 +170,7 @@ pub struct Job {
     pub model: Option<String>,
     pub state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
-    pub reason: Option<String>,
+    pub reason: Option<JobReason>,
     pub not_before: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -297,16 +300,58 @@ pub struct Snapshot {
     pub run_id: Option<i64>,
 }
 
+/// A Ceiling crossed: the Window, its figure, and the limit it crossed.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Crossing {
+    pub window: String,
+    pub percent: f64,
+    /// The config key of the limit (`fiveHourMax`, `weeklyMax`).
+    pub limit: String,
+    pub ceiling: f64,
+    /// When the Window resets, if the figure said.
+    pub resets_at: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for Crossing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ceiling: {} {}% >= {} {}",
+            self.window,
+            fmt_percent(self.percent),
+            self.limit,
+            fmt_percent(self.ceiling)
+        )
+    }
+}
+
+/// The provider's rate limiter refused the Account (`status: rejected`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Rejection {
+    /// The Window it named, if any.
+    pub window: Option<String>,
+    /// When it resets, if it said.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.window.as_deref().unwrap_or("a window");
+        write!(f, "rate limited: the provider rejected {window}")?;
+        if let Some(t) = self.until {
+            write!(f, " until {}", crate::clock::rfc3339(t))?;
+        }
+        Ok(())
+    }
+}
+
 /// Why owl stopped a Run before the agent finished it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopCause {
     /// The Account crossed a Ceiling; the Job waits until the Window resets.
-    Ceiling {
-        reason: String,
-        resets_at: Option<DateTime<Utc>>,
-    },
+    Ceiling(Crossing),
     /// The provider rejected the Account (`rate_limit_event` with `status: rejected`).
-    RateLimited(String),
+    RateLimited(Rejection),
     MaxRunTime,
     Stalled,
     Cancelled,
@@ -322,8 +367,8 @@ impl StopCause {
     /// The `stop_reason` recorded on the Run.
     pub fn reason(&self) -> String {
         match self {
-            StopCause::Ceiling { reason, .. } => reason.clone(),
-            StopCause::RateLimited(reason) => reason.clone(),
+            StopCause::Ceiling(crossing) => crossing.to_string(),
+            StopCause::RateLimited(rejection) => rejection.to_string(),
             StopCause::MaxRunTime => "maxRunTime reached".into(),
             StopCause::Stalled => "stalled".into(),
             StopCause::Cancelled => "cancelled".into(),
@@ -334,9 +379,94 @@ impl StopCause {
     }
 }
 
+/// Why a Job is where it is, as the tick, a cancel or a person left it: stored with the
+/// Job (as JSON beside its rendered words) and rendered in one place, [`fmt::Display`].
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobReason {
+    /// A Run crossed the Account's Ceiling; the Job waits for the Window's reset.
+    Ceiling(Crossing),
+    /// The provider refused the Account; the Job waits for the reset it named (or a default).
+    RateLimited,
+    /// A Run ended for a cause that is not the Job's (a login, an outage, a full disk, a
+    /// stop of owl's): the Job keeps its place. `why` is the Run's stop reason.
+    NotTheJobs { cause: Cause, why: String },
+    /// The agent said the Job is blocked; `summary` is the first line of its Handoff's body.
+    Blocked { summary: String },
+    /// The Run left no usable Handoff; the Job runs again.
+    Handoff(HandoffError),
+    /// The Job's Runs used up `maxRuns` without it being done.
+    MaxRuns { runs: u32 },
+    /// The Job's budget across Runs is spent (`spent` and `budget` when known).
+    BudgetSpent {
+        spent: Option<f64>,
+        budget: Option<f64>,
+    },
+    /// A cancel stopped its Run.
+    Cancelled,
+    /// A person cancelled the Job.
+    CancelledByPerson,
+    /// A person queued it again.
+    Requeued,
+    /// Its Run was lost (the tick supervising it died).
+    Lost { run_id: i64 },
+    /// Its worktree could not be prepared; the next tick tries again.
+    WorktreeFailed { error: String },
+    /// Words from before reasons were typed (a database older than schema 10).
+    Note { text: String },
+}
+
+impl fmt::Display for JobReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobReason::Ceiling(crossing) => crossing.fmt(f),
+            JobReason::RateLimited => f.write_str("rate limited by the provider"),
+            JobReason::NotTheJobs { why, .. } => write!(f, "waiting: {why}"),
+            JobReason::Blocked { summary } => f.write_str(summary),
+            JobReason::Handoff(problem) => write!(f, "warning: {problem}"),
+            JobReason::MaxRuns { runs } => {
+                write!(f, "maxRuns reached ({runs} Runs without done)")
+            }
+            JobReason::BudgetSpent {
+                spent: Some(spent),
+                budget: Some(budget),
+            } => write!(f, "job budget spent: ${spent:.2} of ${budget:.2}"),
+            JobReason::BudgetSpent { .. } => f.write_str("job budget spent"),
+            JobReason::Cancelled => f.write_str("cancelled"),
+            JobReason::CancelledByPerson => f.write_str("cancelled by a person"),
+            JobReason::Requeued => f.write_str("requeued by a person"),
+            JobReason::Lost { run_id } => write!(f, "Run {run_id} was lost; queued again"),
+            JobReason::WorktreeFailed { error } => write!(
+                f,
+                "preparing the worktree failed: {error}; the next tick tries again"
+            ),
+            JobReason::Note { text } => f.write_str(text),
+        }
+    }
+}
+
+impl JobReason {
+    /// The reason as stored: JSON that reads back as the same reason.
+    pub fn to_stored(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| {
+            serde_json::json!({"kind": "note", "text": self.to_string()}).to_string()
+        })
+    }
+
+    /// A stored reason: its JSON, or (from an older owl, or JSON this owl does not know)
+    /// its words kept as a note.
+    pub fn from_stored(data: Option<&str>, text: Option<&str>) -> Option<JobReason> {
+        data.and_then(|d| serde_json::from_str(d).ok()).or_else(|| {
+            text.map(|t| JobReason::Note {
+                text: t.to_string(),
+            })
+        })
+    }
+}
+
 /// Who a Run's ending is charged to. Only the Job's own Runs count toward `maxRuns`: a
 /// night without a login, a network or a disk must not use up the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// The model worked, and the Run ended by its own result, its budget, `maxRunTime`, a
@@ -434,7 +564,7 @@ impl From<&Job> for PlanJob {
             priority: j.priority,
             account: j.account.clone(),
             not_before: j.not_before,
-            reason: j.reason.clone(),
+            reason: j.reason.as_ref().map(|r| r.to_string()),
         }
     }
 }
@@ -474,5 +604,94 @@ mod tests {
             assert_eq!(o.as_str().parse::<RunOutcome>().unwrap(), o);
         }
         assert!("nope".parse::<JobState>().is_err());
+    }
+
+    #[test]
+    fn every_job_reason_reads_back_as_stored_and_renders_in_words() {
+        let crossing = Crossing {
+            window: "five_hour".into(),
+            percent: 63.0,
+            limit: "fiveHourMax".into(),
+            ceiling: 60.0,
+            resets_at: crate::clock::parse("2026-11-30T05:00:00Z"),
+        };
+        let cases = [
+            (
+                JobReason::Ceiling(crossing),
+                "ceiling: five_hour 63% >= fiveHourMax 60",
+            ),
+            (JobReason::RateLimited, "rate limited by the provider"),
+            (
+                JobReason::NotTheJobs {
+                    cause: Cause::NotLoggedIn,
+                    why: "not logged in: 401".into(),
+                },
+                "waiting: not logged in: 401",
+            ),
+            (
+                JobReason::Blocked {
+                    summary: "needs a token".into(),
+                },
+                "needs a token",
+            ),
+            (
+                JobReason::Handoff(HandoffError::UnknownStatus("maybe".into())),
+                "warning: .owl/handoff.md has status 'maybe'; expected done, continue or blocked",
+            ),
+            (
+                JobReason::MaxRuns { runs: 3 },
+                "maxRuns reached (3 Runs without done)",
+            ),
+            (
+                JobReason::BudgetSpent {
+                    spent: Some(5.0),
+                    budget: Some(5.0),
+                },
+                "job budget spent: $5.00 of $5.00",
+            ),
+            (
+                JobReason::BudgetSpent {
+                    spent: None,
+                    budget: None,
+                },
+                "job budget spent",
+            ),
+            (JobReason::Cancelled, "cancelled"),
+            (JobReason::CancelledByPerson, "cancelled by a person"),
+            (JobReason::Requeued, "requeued by a person"),
+            (
+                JobReason::Lost { run_id: 9 },
+                "Run 9 was lost; queued again",
+            ),
+            (
+                JobReason::WorktreeFailed {
+                    error: "index locked".into(),
+                },
+                "preparing the worktree failed: index locked; the next tick tries again",
+            ),
+            (
+                JobReason::Note {
+                    text: "from before".into(),
+                },
+                "from before",
+            ),
+        ];
+        for (reason, words) in cases {
+            assert_eq!(reason.to_string(), words);
+            let stored = reason.to_stored();
+            assert_eq!(
+                JobReason::from_stored(Some(&stored), Some(words)),
+                Some(reason),
+                "{stored}"
+            );
+        }
+        // JSON this owl does not know keeps its words.
+        assert_eq!(
+            JobReason::from_stored(Some(r#"{"kind":"from_the_future"}"#), Some("later")),
+            Some(JobReason::Note {
+                text: "later".into()
+            })
+        );
+        assert_eq!(JobReason::from_stored(None, None), None);
     }
 }

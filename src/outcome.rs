@@ -4,7 +4,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::driver::AgentResult;
 use crate::handoff::{Handoff, HandoffError, HandoffStatus};
-use crate::model::{AccountNote, Cause, ExitInfo, JobState, RunOutcome, StopCause};
+use crate::model::{AccountNote, Cause, ExitInfo, JobReason, JobState, RunOutcome, StopCause};
 
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,15 +137,15 @@ pub fn outage_backoff(outages: u32) -> Duration {
 }
 
 /// Whether a Job has used up its Runs: `runs` counts only the Runs charged to the Job.
-pub fn max_runs_reached(runs: u32, max_runs: u32) -> Option<String> {
-    (runs >= max_runs).then(|| format!("maxRuns reached ({runs} Runs without done)"))
+pub fn max_runs_reached(runs: u32, max_runs: u32) -> Option<JobReason> {
+    (runs >= max_runs).then_some(JobReason::MaxRuns { runs })
 }
 
 /// Where a Job goes after a Run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobTransition {
     pub state: JobState,
-    pub reason: Option<String>,
+    pub reason: Option<JobReason>,
     pub not_before: Option<DateTime<Utc>>,
 }
 
@@ -172,14 +172,18 @@ pub struct AfterRun<'a> {
 /// limit), then a Run that was not the Job's doing (queued again, never failed), then
 /// the Handoff, then the budget and `maxRuns`.
 pub fn next_job_state(a: &AfterRun) -> JobTransition {
-    let to = |state, reason: Option<String>, not_before| JobTransition {
+    let to = |state, reason: Option<JobReason>, not_before| JobTransition {
         state,
         reason,
         not_before,
     };
     let wait_or_fail = |t: JobTransition| {
         if a.budget_left.is_some_and(|left| left <= 0.0) {
-            to(JobState::Failed, Some("job budget spent".into()), None)
+            let spent = JobReason::BudgetSpent {
+                spent: None,
+                budget: None,
+            };
+            to(JobState::Failed, Some(spent), None)
         } else if let Some(why) = max_runs_reached(a.runs, a.max_runs) {
             to(JobState::Failed, Some(why), None)
         } else {
@@ -188,10 +192,11 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
     };
     match a.stop {
         Some(StopCause::Cancelled) => {
-            return to(JobState::Cancelled, Some("cancelled".into()), None)
+            return to(JobState::Cancelled, Some(JobReason::Cancelled), None)
         }
-        Some(StopCause::Ceiling { reason, resets_at }) => {
-            return to(JobState::Waiting, Some(reason.clone()), *resets_at)
+        Some(StopCause::Ceiling(crossing)) => {
+            let reason = JobReason::Ceiling(crossing.clone());
+            return to(JobState::Waiting, Some(reason), crossing.resets_at);
         }
         _ => {}
     }
@@ -200,26 +205,35 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
             .rate_limit_reset
             .filter(|t| *t > a.now)
             .unwrap_or(a.now + UNKNOWN_RESET_WAIT);
-        return to(
-            JobState::Waiting,
-            Some("rate limited by the provider".into()),
-            Some(until),
-        );
+        return to(JobState::Waiting, Some(JobReason::RateLimited), Some(until));
     }
     if !a.outcome.cause.counts() {
         // Not the Job's doing: it keeps its place and its Runs; the Account's note (a
         // login, an outage's back-off) or the free-space check keeps it from running
         // until the cause is gone.
-        let why = a.outcome.stop_reason.clone().unwrap_or_default();
-        return to(JobState::Queued, Some(format!("waiting: {why}")), None);
+        let reason = JobReason::NotTheJobs {
+            cause: a.outcome.cause,
+            why: a.outcome.stop_reason.clone().unwrap_or_default(),
+        };
+        return to(JobState::Queued, Some(reason), None);
     }
     match &a.handoff {
         Ok(h) => match h.status {
             HandoffStatus::Done => to(JobState::Done, None, None),
-            HandoffStatus::Blocked => to(JobState::Blocked, Some(h.summary()), None),
+            HandoffStatus::Blocked => {
+                let summary = h.summary();
+                to(
+                    JobState::Blocked,
+                    Some(JobReason::Blocked { summary }),
+                    None,
+                )
+            }
             HandoffStatus::Continue => wait_or_fail(to(JobState::Queued, None, None)),
         },
-        Err(why) => wait_or_fail(to(JobState::Queued, Some(format!("warning: {why}")), None)),
+        Err(problem) => {
+            let reason = JobReason::Handoff(problem.clone());
+            wait_or_fail(to(JobState::Queued, Some(reason), None))
+        }
     }
 }
 
@@ -448,11 +462,18 @@ mod tests {
             oc(&with(StopCause::Stalled)),
             (RunOutcome::TimedOut, Cause::Job)
         );
-        let ceiling = with(StopCause::Ceiling {
-            reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+        let ceiling = with(StopCause::Ceiling(crate::model::Crossing {
+            window: "five_hour".into(),
+            percent: 63.0,
+            limit: "fiveHourMax".into(),
+            ceiling: 60.0,
             resets_at: None,
-        });
+        }));
         assert_eq!(oc(&ceiling), (RunOutcome::Interrupted, Cause::Stopped));
+        assert_eq!(
+            ceiling.stop_reason.as_deref(),
+            Some("ceiling: five_hour 63% >= fiveHourMax 60")
+        );
         let sig = with(StopCause::Signal("SIGTERM"));
         assert_eq!(oc(&sig), (RunOutcome::Interrupted, Cause::Stopped));
         assert_eq!(sig.stop_reason.as_deref(), Some("owl received SIGTERM"));
@@ -522,18 +543,27 @@ mod tests {
             1,
         );
         assert_eq!(
-            (b.state, b.reason.as_deref()),
-            (JobState::Blocked, Some("needs a token"))
+            (b.state, b.reason),
+            (
+                JobState::Blocked,
+                Some(JobReason::Blocked {
+                    summary: "needs a token".into()
+                })
+            )
         );
         let missing = after(RunOutcome::Succeeded, Err(HandoffError::Missing), 1);
         assert_eq!(missing.state, JobState::Queued);
         assert_eq!(
-            missing.reason.as_deref(),
-            Some("warning: the Run left no .owl/handoff.md")
+            missing.reason,
+            Some(JobReason::Handoff(HandoffError::Missing))
+        );
+        assert_eq!(
+            missing.reason.unwrap().to_string(),
+            "warning: the Run left no .owl/handoff.md"
         );
         let spent = after(RunOutcome::Succeeded, h("status: continue\n"), 3);
         assert_eq!(spent.state, JobState::Failed);
-        assert!(spent.reason.unwrap().starts_with("maxRuns reached"));
+        assert_eq!(spent.reason, Some(JobReason::MaxRuns { runs: 3 }));
         // done on the last Run is still done
         assert_eq!(
             after(RunOutcome::Succeeded, h("status: done\n"), 3).state,
@@ -559,7 +589,14 @@ mod tests {
             3,
         );
         assert_eq!(t.state, JobState::Queued);
-        assert!(t.reason.unwrap().contains("not logged in"));
+        assert!(
+            matches!(
+                &t.reason,
+                Some(JobReason::NotTheJobs { cause: Cause::NotLoggedIn, why }) if why.contains("not logged in")
+            ),
+            "{:?}",
+            t.reason
+        );
         for cause in [Cause::Outage, Cause::DiskFull, Cause::Stopped] {
             let t = after_cause(RunOutcome::Failed, cause, Err(HandoffError::Missing), 3);
             assert_eq!(t.state, JobState::Queued, "{cause:?}");

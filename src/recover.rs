@@ -3,7 +3,7 @@
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-use crate::model::{JobState, RunOutcome};
+use crate::model::{JobReason, JobState, RunOutcome};
 use crate::store::{RunFinish, RunIdentity, Store};
 use crate::supervise::process::{LostProcesses, Supervisor};
 use crate::supervise::Executor;
@@ -77,10 +77,7 @@ pub fn recover_lost_runs(
         let max_runs = store.job(&run.job_id)?.map_or(u32::MAX, |j| j.max_runs);
         let (state, reason) = match crate::outcome::max_runs_reached(runs, max_runs) {
             Some(why) => (JobState::Failed, why),
-            None => (
-                JobState::Queued,
-                format!("Run {} was lost; queued again", run.run_id),
-            ),
+            None => (JobState::Queued, JobReason::Lost { run_id: run.run_id }),
         };
         store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
         lost.push(LostRun {

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::clock::{human, local_hm};
 use crate::config::{Config, TimeWindow};
 use crate::model::{AccountNote, JobState, PlanJob, Snapshot};
+pub use crate::text::fmt_percent;
 
 /// One Window of one Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -216,16 +217,6 @@ fn over_reason(
         fmt_percent(w.percent.unwrap_or(0.0)),
         fmt_percent(w.ceiling.unwrap_or(0.0)),
     )
-}
-
-/// `63`, `55.5`: a percent without float noise.
-pub fn fmt_percent(x: f64) -> String {
-    let r = (x * 10.0).round() / 10.0;
-    if r.fract() == 0.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r:.1}")
-    }
 }
 
 /// Why one Job will or will not run now.

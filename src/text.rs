@@ -39,6 +39,16 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// `63`, `55.5`: a percent without float noise.
+pub fn fmt_percent(x: f64) -> String {
+    let r = (x * 10.0).round() / 10.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.1}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Limits;
 use crate::driver::{AgentEvent, RateLimitInfo, Usage, WindowUsage};
-use crate::model::{Snapshot, StopCause};
+use crate::model::{Crossing, Snapshot, StopCause};
 use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 
 /// Where a Snapshot came from.
@@ -99,14 +99,14 @@ pub fn crossing(snapshots: &[Snapshot], limits: Option<&Limits>) -> Option<StopC
             (s.percent >= ceiling).then_some((s, key, ceiling))
         })
         .max_by_key(|(s, _, _)| s.resets_at)
-        .map(|(s, key, ceiling)| StopCause::Ceiling {
-            reason: format!(
-                "ceiling: {} {}% >= {key} {}",
-                s.window,
-                fmt_percent(s.percent),
-                fmt_percent(ceiling)
-            ),
-            resets_at: s.resets_at,
+        .map(|(s, key, ceiling)| {
+            StopCause::Ceiling(Crossing {
+                window: s.window.clone(),
+                percent: s.percent,
+                limit: key.to_string(),
+                ceiling,
+                resets_at: s.resets_at,
+            })
         })
 }
 
@@ -279,10 +279,13 @@ mod tests {
         ];
         assert_eq!(
             crossing(&over, Some(&limits)),
-            Some(StopCause::Ceiling {
-                reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+            Some(StopCause::Ceiling(Crossing {
+                window: "five_hour".into(),
+                percent: 63.0,
+                limit: "fiveHourMax".into(),
+                ceiling: 60.0,
                 resets_at: Some(t("2026-11-30T05:00:00Z")),
-            })
+            }))
         );
         assert_eq!(crossing(&over, None), None);
     }

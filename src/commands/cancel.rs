@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::Ctx;
 use crate::bad_input;
-use crate::model::JobState;
+use crate::model::{JobReason, JobState};
 
 /// Cancels a Job; a tick supervising its Run sees the state within a second and stops it.
 pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
@@ -28,7 +28,7 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
         id,
         &from,
         JobState::Cancelled,
-        Some("cancelled by a person"),
+        Some(&JobReason::CancelledByPerson),
         now,
     )? {
         let state = state_now(&store, id)?;
@@ -68,13 +68,7 @@ pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u
     store.set_job_limits(id, max_runs, max_job_budget_usd.or(job.max_job_budget_usd))?;
     let from = [JobState::Failed, JobState::Blocked, JobState::Cancelled];
     let now = crate::clock::now()?;
-    if !store.move_job(
-        id,
-        &from,
-        JobState::Queued,
-        Some("requeued by a person"),
-        now,
-    )? {
+    if !store.move_job(id, &from, JobState::Queued, Some(&JobReason::Requeued), now)? {
         let state = state_now(&store, id)?;
         crate::bad_input!("job {id} became {state} meanwhile; nothing was requeued");
     }

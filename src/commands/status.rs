@@ -133,7 +133,7 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
             not_before: None,
             account: j.account,
             eligible: false,
-            reason: j.reason.unwrap_or_default(),
+            reason: j.reason.map(|r| r.to_string()).unwrap_or_default(),
         })
         .collect();
     let recent = store

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::{create_private_file, ensure_private_dir, print_json, Ctx};
 use crate::driver::{self, Driver, RunRequest};
 use crate::handoff::Handoff;
-use crate::model::{Job, JobState, RunOutcome};
+use crate::model::{Job, JobReason, JobState, RunOutcome};
 use crate::outcome::{self, AfterRun};
 use crate::schedule::{AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
@@ -239,7 +239,9 @@ fn run_job(
         Err(e) => {
             // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
             // likely gone by a later tick. The Job keeps its place; the exit code says it.
-            let why = format!("preparing the worktree failed: {e:#}; the next tick tries again");
+            let why = JobReason::WorktreeFailed {
+                error: format!("{e:#}"),
+            };
             let from = [JobState::Queued, JobState::Waiting];
             store.move_job(&job.id, &from, JobState::Queued, Some(&why), now)?;
             return Err(e.context(format!("job {} stays queued", job.id)));
@@ -490,7 +492,7 @@ fn record(
         run_id,
         &finish,
         transition.state,
-        transition.reason.as_deref(),
+        transition.reason.as_ref(),
         transition.not_before,
         now,
     )?;

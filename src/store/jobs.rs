@@ -6,11 +6,12 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{json_vec, parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
-use crate::model::{Job, JobState, NewJob};
+use crate::model::{Job, JobReason, JobState, NewJob};
 
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
-    disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit";
+    disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
+    reason_data";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let state: String = r.get(15)?;
@@ -31,7 +32,10 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
         disallowed_tools: parse_json_vec(&r.get::<_, String>(13)?),
         model: r.get(14)?,
         state: state.parse().unwrap_or(JobState::Failed),
-        reason: r.get(16)?,
+        reason: JobReason::from_stored(
+            r.get_ref(21)?.as_str_or_null()?,
+            r.get_ref(16)?.as_str_or_null()?,
+        ),
         not_before: time_col(r.get(17)?),
         created_at: time_col(r.get(18)?).unwrap_or_default(),
         updated_at: time_col(r.get(19)?).unwrap_or_default(),
@@ -67,7 +71,7 @@ impl Store {
             tx.execute(
                 &format!(
                     "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17)"
+                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17,NULL)"
                 ),
                 params![
                     job.id,
@@ -208,16 +212,24 @@ impl Store {
         id: &str,
         from: &[JobState],
         state: JobState,
-        reason: Option<&str>,
+        reason: Option<&JobReason>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let from = serde_json::to_string(&from)?;
         self.write(|tx| {
             let n = tx.execute(
-                "UPDATE jobs SET state = ?2, reason = ?3, not_before = NULL, updated_at = ?4 \
+                "UPDATE jobs SET state = ?2, reason = ?3, reason_data = ?6, not_before = NULL, \
+                 updated_at = ?4 \
                  WHERE id = ?1 AND state IN (SELECT value FROM json_each(?5))",
-                params![id, state.as_str(), reason, rfc3339(now), from],
+                params![
+                    id,
+                    state.as_str(),
+                    reason.map(|r| r.to_string()),
+                    rfc3339(now),
+                    from,
+                    reason.map(JobReason::to_stored)
+                ],
             )?;
             Ok(n == 1)
         })

@@ -155,6 +155,13 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX jobs_state;
     CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason);
     "#,
+    // 10: a Job's reason as data (JSON of `JobReason`) beside its rendered words; the
+    // words of older rows are kept as a note.
+    r#"
+    ALTER TABLE jobs ADD COLUMN reason_data TEXT;
+    UPDATE jobs SET reason_data = json_object('kind', 'note', 'text', reason)
+        WHERE reason IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -211,9 +218,9 @@ mod tests {
     /// Rows as an owl of schema 1 wrote them; every later schema only adds to them.
     const V1_ROWS: &str = "
         INSERT INTO jobs (id, prompt, repo, base, max_runs, max_run_time_secs, permission_mode,
-                          state, created_at, updated_at)
-        VALUES ('a', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'done', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
-               ('b', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'queued', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
+                          state, reason, created_at, updated_at)
+        VALUES ('a', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'done', NULL, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z'),
+               ('b', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'queued', 'Run 9 was lost; queued again', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z');
         INSERT INTO runs (job_id, account, outcome, started_at, ended_at)
         VALUES ('a', 'work', 'succeeded', '2026-01-01T01:00:00Z', '2026-01-01T02:00:00Z'),
                ('b', 'work', NULL, '2026-01-02T01:00:00Z', NULL);
@@ -294,6 +301,22 @@ mod tests {
             let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
             assert_eq!(count("SELECT COUNT(*) FROM jobs"), 2, "from {from}");
             assert_eq!(count("SELECT COUNT(*) FROM runs"), 2, "from {from}");
+            // A reason in words from an older owl reads back as the same words.
+            let (data, text): (Option<String>, Option<String>) = conn
+                .query_row(
+                    "SELECT reason_data, reason FROM jobs WHERE id = 'b'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            let reason = crate::model::JobReason::from_stored(data.as_deref(), text.as_deref());
+            assert_eq!(
+                reason,
+                Some(crate::model::JobReason::Note {
+                    text: "Run 9 was lost; queued again".into()
+                }),
+                "from {from}"
+            );
             // Each Job's Runs counted on its row, and counted on as Runs are added.
             assert_eq!(
                 count("SELECT run_count FROM jobs WHERE id = 'a'"),

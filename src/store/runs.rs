@@ -6,8 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
-use crate::model::Cause;
-use crate::model::{JobState, PermissionDenial, Run, RunOutcome};
+use crate::model::{Cause, JobReason, JobState, PermissionDenial, Run, RunOutcome};
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -112,7 +111,7 @@ impl Store {
     pub fn start_run(&mut self, start: &RunStart) -> Result<Option<i64>> {
         self.write(|tx| {
             let moved = tx.execute(
-                "UPDATE jobs SET state = 'running', reason = NULL, not_before = NULL, \
+                "UPDATE jobs SET state = 'running', reason = NULL, reason_data = NULL, not_before = NULL, \
                  updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'waiting')",
                 params![start.job_id, rfc3339(start.started_at)],
             )?;
@@ -183,7 +182,7 @@ impl Store {
         run_id: i64,
         finish: &RunFinish,
         job_state: JobState,
-        job_reason: Option<&str>,
+        job_reason: Option<&JobReason>,
         not_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<()> {
@@ -219,14 +218,16 @@ impl Store {
             )?;
             // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.
             tx.execute(
-                "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5 \
+                "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5, \
+                 reason_data = ?6 \
                  WHERE id = (SELECT job_id FROM runs WHERE id = ?1) AND state = 'running'",
                 params![
                     run_id,
                     job_state.as_str(),
-                    job_reason,
+                    job_reason.map(|r| r.to_string()),
                     not_before.map(rfc3339),
-                    rfc3339(now)
+                    rfc3339(now),
+                    job_reason.map(JobReason::to_stored)
                 ],
             )?;
             Ok(())

@@ -534,10 +534,13 @@ mod tests {
     }
 
     fn ceiling() -> StopCause {
-        StopCause::Ceiling {
-            reason: "ceiling: five_hour 63% >= fiveHourMax 60".into(),
+        StopCause::Ceiling(crate::model::Crossing {
+            window: "five_hour".into(),
+            percent: 63.0,
+            limit: "fiveHourMax".into(),
+            ceiling: 60.0,
             resets_at: None,
-        }
+        })
     }
 
     #[test]

@@ -106,15 +106,10 @@ impl TickObserver<'_> {
         self.record_pending();
         if let AgentEvent::RateLimit(info) = event {
             if info.status == "rejected" {
-                let window = info.window.as_deref().unwrap_or("a window");
-                let until = info
-                    .resets_at
-                    .and_then(|s| DateTime::from_timestamp(s, 0))
-                    .map(|t| format!(" until {}", crate::clock::rfc3339(t)))
-                    .unwrap_or_default();
-                return Some(StopCause::RateLimited(format!(
-                    "rate limited: the provider rejected {window}{until}"
-                )));
+                return Some(StopCause::RateLimited(crate::model::Rejection {
+                    window: info.window.clone(),
+                    until: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),
+                }));
             }
         }
         usage::crossing(&snapshots, self.limits.as_ref())
