@@ -30,8 +30,11 @@ pub struct WindowView {
 pub struct AccountView {
     pub name: String,
     pub schedulable: bool,
-    /// Why it is or is not schedulable, in words.
+    /// Why it is or is not schedulable, in words (with its name when it is not): rendered
+    /// from `standing`.
     pub reason: String,
+    /// Why it is or is not schedulable.
+    pub standing: Standing,
     /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
     pub headroom: f64,
     /// When the Account becomes schedulable again, if it is blocked by a Window.
@@ -46,6 +49,103 @@ pub struct AccountView {
     /// What the last preflight probe learned, and when.
     pub last_probe: Option<String>,
     pub last_probe_at: Option<DateTime<Utc>>,
+}
+
+/// Where an Account stands for scheduling, with the facts that decide it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Standing {
+    /// No usable login: `why` says what showed it, `login` how to fix it.
+    NotLoggedIn {
+        why: String,
+        login: String,
+    },
+    /// The API was unavailable for `outages` Runs in a row: no Run starts before `until`.
+    BackingOff {
+        outages: u32,
+        until: DateTime<Utc>,
+    },
+    /// A Window's figure is at or over its Ceiling.
+    OverCeiling {
+        window: String,
+        percent: f64,
+        limit: &'static str,
+        ceiling: f64,
+        resets_at: Option<DateTime<Utc>>,
+        /// With no reset time, when the figure stops counting (a Window's length on).
+        expires_at: DateTime<Utc>,
+    },
+    NoCeiling,
+    /// Every Window under its Ceiling; `observed`: on a current figure (not none yet).
+    UnderCeilings {
+        observed: bool,
+    },
+}
+
+impl Standing {
+    pub fn schedulable(&self) -> bool {
+        matches!(self, Standing::NoCeiling | Standing::UnderCeilings { .. })
+    }
+
+    /// When the Account becomes schedulable again by itself, if a time says.
+    pub fn until(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Standing::BackingOff { until, .. } => Some(*until),
+            Standing::OverCeiling { resets_at, .. } => *resets_at,
+            _ => None,
+        }
+    }
+
+    /// The standing in words, times relative to `now`: the one place it is rendered.
+    pub fn explain(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
+            Standing::BackingOff { outages, until } => format!(
+                "the API was unavailable for {outages} Run{} in a row — backing off, \
+                 not scheduled until {} (in {})",
+                if *outages == 1 { "" } else { "s" },
+                local_hm(*until),
+                human(*until - now)
+            ),
+            Standing::OverCeiling {
+                window,
+                percent,
+                limit,
+                ceiling,
+                resets_at,
+                expires_at,
+            } => {
+                let until = match resets_at {
+                    Some(t) => format!(
+                        "not scheduled until {} (in {})",
+                        local_hm(*t),
+                        human(*t - now)
+                    ),
+                    None => format!(
+                        "reset unknown: not scheduled until a probe or a Run observes a new \
+                         figure, or until {} (in {}), a {} after it was observed",
+                        local_hm(*expires_at),
+                        human(*expires_at - now),
+                        if window.starts_with("seven_day") {
+                            "week"
+                        } else {
+                            "five hours"
+                        }
+                    ),
+                };
+                format!(
+                    "{window} {}% >= {limit} {} — {until}",
+                    fmt_percent(*percent),
+                    fmt_percent(*ceiling)
+                )
+            }
+            Standing::NoCeiling => "no ceiling".into(),
+            Standing::UnderCeilings { observed: true } => "under its ceilings".into(),
+            Standing::UnderCeilings { observed: false } => {
+                "under its ceilings (no current figure observed yet)".into()
+            }
+        }
+    }
 }
 
 /// Which Ceiling governs a Window: `fiveHourMax` for `five_hour`, `weeklyMax` for every `seven_day*`.
@@ -110,40 +210,45 @@ pub fn account_views(
             // An agent CLI problem does not stop scheduling: every tick checks the CLI
             // again, so the Job runs as soon as the CLI is fixed. Status tells it.
             let backoff = note.backoff_until.filter(|t| *t > now);
-            let (schedulable, reason, until) = if let Some(why) = &note.not_logged_in {
-                let fix = login_command(account.credential_store.as_deref());
-                (
-                    false,
-                    format!("{name}: {why} — log in with `{fix}`, then /login"),
-                    None,
-                )
-            } else if let Some(t) = backoff {
-                let why = format!(
-                    "{name}: the API was unavailable for {} Run{} in a row — backing off, \
-                     not scheduled until {} (in {})",
-                    note.outages,
-                    if note.outages == 1 { "" } else { "s" },
-                    local_hm(t),
-                    human(t - now)
-                );
-                (false, why, Some(t))
+            let standing = if let Some(why) = &note.not_logged_in {
+                let login = crate::driver::for_kind(account.driver).login_hint(account);
+                Standing::NotLoggedIn {
+                    why: why.clone(),
+                    login,
+                }
+            } else if let Some(until) = backoff {
+                Standing::BackingOff {
+                    outages: note.outages,
+                    until,
+                }
             } else if let Some(w) = binding {
-                (false, over_reason(name, w, limits, now), w.resets_at)
+                Standing::OverCeiling {
+                    window: w.window.clone(),
+                    percent: w.percent.unwrap_or(0.0),
+                    limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
+                    ceiling: w.ceiling.unwrap_or(0.0),
+                    resets_at: w.resets_at,
+                    expires_at: w.observed_at + window_length(&w.window),
+                }
             } else if !has_ceiling {
-                (true, "no ceiling".to_string(), None)
-            } else if windows.iter().all(|w| w.percent.is_none()) {
-                (
-                    true,
-                    "under its ceilings (no current figure observed yet)".to_string(),
-                    None,
-                )
+                Standing::NoCeiling
             } else {
-                (true, "under its ceilings".to_string(), None)
+                Standing::UnderCeilings {
+                    observed: windows.iter().any(|w| w.percent.is_some()),
+                }
             };
+            let schedulable = standing.schedulable();
+            let reason = if schedulable {
+                standing.explain(now)
+            } else {
+                format!("{name}: {}", standing.explain(now))
+            };
+            let until = standing.until();
             AccountView {
                 name: name.clone(),
                 schedulable,
                 reason,
+                standing,
                 headroom,
                 until,
                 has_ceiling,
@@ -169,14 +274,6 @@ pub fn window_length(window: &str) -> chrono::Duration {
     }
 }
 
-/// The command that logs an Account in: its credential store is where the CLI keeps it.
-pub fn login_command(credential_store: Option<&std::path::Path>) -> String {
-    match credential_store {
-        Some(dir) => format!("CLAUDE_CONFIG_DIR={} claude", dir.display()),
-        None => "claude".into(),
-    }
-}
-
 /// The Window that keeps the Account from being scheduled: the one over its Ceiling that
 /// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
 fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
@@ -184,39 +281,6 @@ fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
         .iter()
         .filter(|w| w.over)
         .max_by_key(|w| w.resets_at)
-}
-
-fn over_reason(
-    name: &str,
-    w: &WindowView,
-    limits: Option<&crate::config::Limits>,
-    now: DateTime<Utc>,
-) -> String {
-    let key = ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k);
-    let until = match w.resets_at {
-        Some(t) => format!(
-            "not scheduled until {} (in {})",
-            local_hm(t),
-            human(t - now)
-        ),
-        None => format!(
-            "reset unknown: not scheduled until a probe or a Run observes a new figure, \
-             or until {} (in {}), a {} after it was observed",
-            local_hm(w.observed_at + window_length(&w.window)),
-            human(w.observed_at + window_length(&w.window) - now),
-            if w.window.starts_with("seven_day") {
-                "week"
-            } else {
-                "five hours"
-            }
-        ),
-    };
-    format!(
-        "{name}: {} {}% >= {key} {} — {until}",
-        w.window,
-        fmt_percent(w.percent.unwrap_or(0.0)),
-        fmt_percent(w.ceiling.unwrap_or(0.0)),
-    )
 }
 
 /// Why one Job will or will not run now.
@@ -621,6 +685,16 @@ mod tests {
         let work = views.iter().find(|a| a.name == "work").unwrap();
         assert!(!work.schedulable, "{}", work.reason);
         assert!(work.reason.contains("seven_day_opus 55% >= weeklyMax 50"));
+        // The words come from the standing, which carries the facts.
+        assert!(
+            matches!(
+                &work.standing,
+                Standing::OverCeiling { window, limit: "weeklyMax", percent, ceiling, .. }
+                    if window == "seven_day_opus" && *percent == 55.0 && *ceiling == 50.0
+            ),
+            "{:?}",
+            work.standing
+        );
     }
 
     #[test]

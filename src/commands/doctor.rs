@@ -50,9 +50,9 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             Some(false) => check(
                 false,
                 format!(
-                    "account {name}: not logged in (probe: {}); log in with `{}`, then /login",
+                    "account {name}: not logged in (probe: {}); {}",
                     probe.describe(),
-                    crate::schedule::login_command(account.credential_store.as_deref())
+                    d.login_hint(account)
                 ),
             ),
             None => check(

@@ -51,10 +51,7 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
     } else {
         "not schedulable"
     };
-    let reason = a
-        .reason
-        .strip_prefix(&format!("{}: ", a.name))
-        .unwrap_or(&a.reason);
+    let reason = a.standing.explain(now);
     outln!("  {}: {state} — {reason}", a.name);
     if let Some(why) = &a.agent_problem {
         outln!("    agent CLI refused at the last tick: {why}");

@@ -78,9 +78,9 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
         for p in &out {
             let login = match p.logged_in {
                 Some(false) => {
-                    let store = ctx.config.accounts[&p.account].credential_store.as_deref();
-                    let fix = crate::schedule::login_command(store);
-                    format!(" — not logged in: log in with `{fix}`, then /login")
+                    let account = &ctx.config.accounts[&p.account];
+                    let fix = driver::for_kind(account.driver).login_hint(account);
+                    format!(" — not logged in: {fix}")
                 }
                 _ => String::new(),
             };

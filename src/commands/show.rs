@@ -198,13 +198,13 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     }
     if let Some(s) = &r.session_id {
         // The session lives in the Account's credential store: the hint names it.
-        let store = ctx
-            .config
-            .accounts
-            .get(&r.account)
-            .and_then(|a| a.credential_store.as_deref());
-        let claude = crate::schedule::login_command(store);
-        outln!("  session: {s} (in the worktree: {claude} --resume {s})");
+        match ctx.config.accounts.get(&r.account) {
+            Some(account) => {
+                let cli = crate::driver::for_kind(account.driver).interactive_command(account);
+                outln!("  session: {s} (in the worktree: {cli} --resume {s})");
+            }
+            None => outln!("  session: {s}"),
+        }
     }
     if r.api_retries > 0 {
         outln!("  API retries: {}", r.api_retries);

@@ -109,6 +109,21 @@ impl Driver for ClaudeCode {
         Some(control_request(request_id, "get_usage"))
     }
 
+    fn interactive_command(&self, account: &Account) -> String {
+        // The login lives in the Account's credential store: the command names it.
+        match &account.credential_store {
+            Some(dir) => format!("CLAUDE_CONFIG_DIR={} claude", dir.display()),
+            None => "claude".into(),
+        }
+    }
+
+    fn login_hint(&self, account: &Account) -> String {
+        format!(
+            "log in with `{}`, then /login",
+            self.interactive_command(account)
+        )
+    }
+
     fn uses_api_key(&self, account: &Account) -> bool {
         ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
             .iter()

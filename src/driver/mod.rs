@@ -254,6 +254,12 @@ pub trait Driver: Send + Sync {
     /// The command that starts the agent only to ask it for utilization: no prompt, no tokens.
     fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
 
+    /// The command a person types to use the CLI as this Account (`CLAUDE_CONFIG_DIR=… claude`).
+    fn interactive_command(&self, account: &Account) -> String;
+
+    /// How a person logs this Account in, in a few words with the command.
+    fn login_hint(&self, account: &Account) -> String;
+
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;
 
