@@ -265,7 +265,8 @@ fn main() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }
-            "wait-file" => wait_for_file(Path::new(rest.trim())),
+            // Held until the test releases it by creating the file.
+            "wait-file" | "wait-for" => wait_for_file(Path::new(rest.trim())),
             "fill-disk" => {
                 let mut f = fs::File::create(rest.trim()).unwrap();
                 let block = vec![b'x'; 64 * 1024];

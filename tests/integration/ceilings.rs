@@ -1,8 +1,6 @@
 //! Utilization ceilings (ADR-0020): scheduling under them, stopping a Run that crosses
 //! one, and running again after the Window resets.
 
-use std::time::{Duration, Instant};
-
 use predicates::prelude::*;
 
 use crate::support::{done_script, window, TestEnv};
@@ -26,14 +24,9 @@ fn a_run_crossing_the_ceiling_is_stopped_and_runs_again_after_the_reset() {
     env.script(LONG_RUN);
     let id = env.add("Climb");
 
-    let started = Instant::now();
+    // The agent answers three polls (40, 55, then 65%): the third crosses, and owl
+    // interrupts a Run that would otherwise work for 30 s.
     let tick = env.tick();
-    // Three polls 200 ms apart, then the interrupt: well under the 30 s the agent would take.
-    assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(tick["outcome"], "interrupted");
     assert_eq!(
         tick["stop_reason"],

@@ -3,7 +3,7 @@
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::support::{done_script, TestEnv};
+use crate::support::{done_script, held_run_script, TestEnv};
 
 #[test]
 fn a_misspelled_key_exits_2_naming_file_line_and_key_and_changes_nothing() {
@@ -285,17 +285,35 @@ fn rusqlite_free_set_version(db: &std::path::Path, v: u32) -> bool {
 #[test]
 fn logs_follow_prints_until_the_run_ends() {
     let env = TestEnv::new();
-    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 1500\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.script(&held_run_script(&env.release_file(), ""));
     env.add("Follow me");
     let tick = env.spawn_tick();
     env.wait_running();
-    env.owl()
+    let mut follow = env
+        .owl_std()
         .args(["logs", "1", "--follow"])
-        .timeout(std::time::Duration::from_secs(30))
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("[init] session"))
-        .stdout(predicate::str::contains("[result] success"));
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Lines as `logs --follow` prints them, read on a thread so the test can time out.
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let next = || {
+        lines
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap()
+    };
+    // The Run is held open: what follow prints so far, it printed while the Run went on.
+    while !next().contains("[init] session") {}
+    env.release();
+    while !next().contains("[result] success") {}
+    assert!(follow.wait().unwrap().success(), "follow ends with the Run");
     assert!(tick.wait_with_output().unwrap().status.success());
 }
 

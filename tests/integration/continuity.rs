@@ -4,7 +4,7 @@
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::support::{git, TestEnv};
+use crate::support::{git, held_run_script, TestEnv};
 
 /// The user message of the fake agent's last Run.
 fn last_prompt(env: &TestEnv) -> String {
@@ -210,7 +210,7 @@ fn clean_removes_finished_worktrees_and_keeps_branches() {
 #[test]
 fn clean_refuses_a_running_job() {
     let env = TestEnv::new();
-    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 3000\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.script(&held_run_script(&env.release_file(), ""));
     let id = env.add("Busy");
     let tick = env.spawn_tick();
     env.wait_running();
@@ -219,6 +219,7 @@ fn clean_refuses_a_running_job() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("is running"));
+    env.release();
     tick.wait_with_output().unwrap();
     assert!(env.state.join("worktrees").join(&id).exists());
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{alive, done_script, TestEnv};
+use crate::support::{alive, done_script, held_run_script, TestEnv};
 
 /// Waits (bounded) for a process to be gone; true when it is.
 fn gone_within(pid: i32, limit: Duration) -> bool {
@@ -169,7 +169,15 @@ fn a_second_sigterm_goes_straight_to_sigkill() {
     env.wait_running();
     let sent = Instant::now();
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
-    std::thread::sleep(Duration::from_millis(300));
+    // The second signal once the first has taken effect: owl wrote its interrupt.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env
+        .recorded("stdin.jsonl")
+        .contains(r#""subtype":"interrupt""#)
+    {
+        assert!(Instant::now() < deadline, "owl never interrupted the agent");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
     let tick = finish(owl);
     // Without the second signal: 2s stdin close + 2s grace before SIGKILL.
@@ -196,9 +204,25 @@ fn a_stalled_agent_is_timed_out() {
 #[test]
 fn sixteen_ticks_at_once_run_exactly_one_agent() {
     let env = TestEnv::new();
-    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 1500\nwrite .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.script(&held_run_script(
+        &env.release_file(),
+        "write .owl/handoff.md status: done\\n\ncommit handoff\n",
+    ));
     let id = env.add("Once");
-    let ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
+    let mut ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
+    // The Run is held until every other tick has ended: all sixteen met it in progress.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ticks
+        .iter_mut()
+        .map(|t| t.try_wait().unwrap().is_none())
+        .filter(|running| *running)
+        .count()
+        > 1
+    {
+        assert!(Instant::now() < deadline, "the ticks did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    env.release();
     let actions: Vec<String> = ticks
         .into_iter()
         .map(|t| finish(t)["action"].as_str().unwrap().to_string())

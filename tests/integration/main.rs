@@ -12,5 +12,6 @@ mod fresh_home;
 mod mock_api;
 mod night;
 mod output;
+mod snapshots;
 mod support;
 mod tick_basics;

@@ -172,6 +172,16 @@ impl TestEnv {
     }
 
     /// What the fake agent recorded of its last Run.
+    /// Where a test releases a Run held by [`held_run_script`].
+    pub fn release_file(&self) -> PathBuf {
+        self.record.join("release")
+    }
+
+    /// Releases a Run held by [`held_run_script`].
+    pub fn release(&self) {
+        std::fs::write(self.release_file(), b"go").unwrap();
+    }
+
     pub fn recorded(&self, name: &str) -> String {
         std::fs::read_to_string(self.record.join(name)).unwrap_or_default()
     }
@@ -223,6 +233,15 @@ pub fn fixture(name: &str) -> String {
 pub fn done_script(transcript: &str, exit: i32) -> String {
     format!(
         "read-prompt\nwrite .owl/handoff.md status: done\\n\\nAll done.\\n\ncommit owl handoff\nreplay {transcript}\nwait-stdin-eof\nexit {exit}\n"
+    )
+}
+
+/// A Run held open at `release`: the agent answers once, then waits until the test creates
+/// that file (see [`TestEnv::release`]); `then` runs after it.
+pub fn held_run_script(release: &Path, then: &str) -> String {
+    format!(
+        "read-prompt\nreplay success.jsonl 1 1\nwait-for {}\n{then}replay success.jsonl 2 3\nwait-stdin-eof\n",
+        release.display()
     )
 }
 

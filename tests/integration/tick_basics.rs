@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use predicates::prelude::*;
 use serde_json::Value;
 
-use crate::support::{done_script, fixture, git, TestEnv};
+use crate::support::{done_script, fixture, git, held_run_script, TestEnv};
 
 #[test]
 fn success_runs_the_agent_in_the_worktree_and_records_everything() {
@@ -397,12 +397,14 @@ fn a_missing_agent_cli_exits_1_and_keeps_the_job() {
 #[test]
 fn two_ticks_at_once_run_one_agent() {
     let env = TestEnv::new();
-    env.script("read-prompt\nreplay success.jsonl 1 1\nsleep 3000\nreplay success.jsonl 2 3\nwait-stdin-eof\n");
+    env.script(&held_run_script(&env.release_file(), ""));
     env.add("Slow");
     let first = env.spawn_tick();
-    // Once the first tick has its Run recorded, it holds the lock.
+    // Once the first tick has its Run recorded, it holds the lock; the agent is held
+    // until the second tick has tried.
     env.wait_running();
     let second = env.tick();
+    env.release();
     assert_eq!(second["action"], "busy");
     assert!(second["reason"]
         .as_str()
