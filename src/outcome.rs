@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::driver::AgentResult;
+use crate::driver::{AgentFailure, AgentResult};
 use crate::handoff::{Handoff, HandoffError, HandoffStatus};
 use crate::model::{AccountNote, Cause, ExitInfo, JobReason, JobState, RunOutcome, StopCause};
 
@@ -24,8 +24,8 @@ pub struct RunFacts<'a> {
     pub stderr_tail: &'a str,
     /// A real model answer was seen, not the CLI's synthetic stand-in.
     pub reached_model: bool,
-    /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
-    pub agent_error: Option<&'a str>,
+    /// What the Driver reads in an error result: a login, a rate limit, an outage.
+    pub failure: Option<AgentFailure>,
     /// owl signalled the agent after its result line, because its teardown overran.
     pub signalled_after_result: bool,
     /// The agent outlived SIGKILL: why owl gave up on it.
@@ -81,14 +81,14 @@ pub fn classify(f: &RunFacts) -> Classified {
         return done(RunOutcome::BudgetExhausted, Some(said()), Cause::Job);
     }
     if r.is_error {
-        if login_failed(r, f.agent_error) {
+        if f.failure == Some(AgentFailure::NotLoggedIn) {
             let why = format!("not logged in: {}", said());
             return done(RunOutcome::Failed, Some(why), Cause::NotLoggedIn);
         }
-        if r.api_error_status == Some(429) || f.agent_error == Some("rate_limit") {
+        if f.failure == Some(AgentFailure::RateLimited) {
             return done(RunOutcome::RateLimited, Some(said()), Cause::RateLimited);
         }
-        if api_unavailable(r, f.agent_error, f.reached_model) {
+        if f.failure == Some(AgentFailure::Unavailable) {
             let why = format!("the API is unavailable: {}", said());
             return done(RunOutcome::Failed, Some(why), Cause::Outage);
         }
@@ -107,26 +107,6 @@ pub fn classify(f: &RunFacts) -> Classified {
         return done(RunOutcome::Failed, Some(why), Cause::Job);
     }
     done(RunOutcome::Succeeded, None, Cause::Job)
-}
-
-/// Any of the CLI's signs of a missing or refused login: a 401, its
-/// `authentication_failed` error word, or its "Not logged in · Please run /login" text
-/// (an empty credential store gives the last two with `api_error_status: null`).
-fn login_failed(r: &AgentResult, agent_error: Option<&str>) -> bool {
-    let text = r.text.as_deref().unwrap_or("");
-    r.api_error_status == Some(401)
-        || agent_error == Some("authentication_failed")
-        || text.contains("Not logged in")
-        || text.contains("Please run /login")
-}
-
-/// The API could not be used: a 5xx or 529 after the CLI's retries, its `server_error` or
-/// `overloaded` error word, or an "API Error" before any model answer (unreachable).
-fn api_unavailable(r: &AgentResult, agent_error: Option<&str>, reached_model: bool) -> bool {
-    let text = r.text.as_deref().unwrap_or("");
-    r.api_error_status.is_some_and(|s| s >= 500)
-        || matches!(agent_error, Some("server_error" | "overloaded"))
-        || (r.api_error_status.is_none() && !reached_model && text.starts_with("API Error"))
 }
 
 /// How long an Account waits after its `outages`th Run in a row that could not reach the
@@ -314,7 +294,10 @@ mod tests {
             result: t.result.as_ref(),
             exit: exit(code),
             reached_model: t.reached_model,
-            agent_error: t.agent_error.as_deref(),
+            failure: t
+                .result
+                .as_ref()
+                .and_then(|r| ClaudeCode.failure(r, t.agent_error.as_deref(), t.reached_model)),
             ..Default::default()
         })
     }

@@ -433,7 +433,13 @@ fn record(
         stop: report.stop.as_ref(),
         stderr_tail: &report.stderr_tail,
         reached_model: report.reached_model,
-        agent_error: report.agent_error.as_deref(),
+        failure: report.result.as_ref().and_then(|r| {
+            driver::for_kind(ctx.config.accounts[account].driver).failure(
+                r,
+                report.agent_error.as_deref(),
+                report.reached_model,
+            )
+        }),
         signalled_after_result: report.signalled_after_result,
         unkillable: report.unkillable.as_deref(),
     });

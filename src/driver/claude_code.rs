@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    AgentCliError, AgentEvent, AgentResult, Capabilities, Driver, Invocation, LineError,
-    RateLimitInfo, RunRequest, Usage, WindowUsage,
+    AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Invocation,
+    LineError, RateLimitInfo, RunRequest, Usage, WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -122,6 +122,26 @@ impl Driver for ClaudeCode {
             "log in with `{}`, then /login",
             self.interactive_command(account)
         )
+    }
+
+    fn failure(
+        &self,
+        r: &AgentResult,
+        agent_error: Option<&str>,
+        reached_model: bool,
+    ) -> Option<AgentFailure> {
+        if !r.is_error {
+            return None;
+        }
+        if login_failed(r, agent_error) {
+            Some(AgentFailure::NotLoggedIn)
+        } else if r.api_error_status == Some(429) || agent_error == Some("rate_limit") {
+            Some(AgentFailure::RateLimited)
+        } else if api_unavailable(r, agent_error, reached_model) {
+            Some(AgentFailure::Unavailable)
+        } else {
+            None
+        }
     }
 
     fn uses_api_key(&self, account: &Account) -> bool {
@@ -461,6 +481,26 @@ fn parse_denial(d: &Value) -> PermissionDenial {
         tool_name: string_at(d, "tool_name").unwrap_or_else(|| "?".into()),
         detail,
     }
+}
+
+/// Any of the CLI's signs of a missing or refused login: a 401, its
+/// `authentication_failed` error word, or its "Not logged in · Please run /login" text
+/// (an empty credential store gives the last two with `api_error_status: null`).
+fn login_failed(r: &AgentResult, agent_error: Option<&str>) -> bool {
+    let text = r.text.as_deref().unwrap_or("");
+    r.api_error_status == Some(401)
+        || agent_error == Some("authentication_failed")
+        || text.contains("Not logged in")
+        || text.contains("Please run /login")
+}
+
+/// The API could not be used: a 5xx or 529 after the CLI's retries, its `server_error` or
+/// `overloaded` error word, or an "API Error" before any model answer (unreachable).
+fn api_unavailable(r: &AgentResult, agent_error: Option<&str>, reached_model: bool) -> bool {
+    let text = r.text.as_deref().unwrap_or("");
+    r.api_error_status.is_some_and(|s| s >= 500)
+        || matches!(agent_error, Some("server_error" | "overloaded"))
+        || (r.api_error_status.is_none() && !reached_model && text.starts_with("API Error"))
 }
 
 #[cfg(test)]

@@ -260,11 +260,32 @@ pub trait Driver: Send + Sync {
     /// How a person logs this Account in, in a few words with the command.
     fn login_hint(&self, account: &Account) -> String;
 
+    /// What an error `result` means beyond the Job (a missing login, a rate limit, an API
+    /// that cannot be used), from the CLI's own signs: only its Driver can read them.
+    /// `agent_error` is the CLI's error word on its last synthetic answer.
+    fn failure(
+        &self,
+        result: &AgentResult,
+        agent_error: Option<&str>,
+        reached_model: bool,
+    ) -> Option<AgentFailure>;
+
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;
 
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
+}
+
+/// What an agent's error result means, when it is not the Job's doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentFailure {
+    /// The Account has no usable login (none, expired, revoked).
+    NotLoggedIn,
+    /// The provider's rate limiter refused the Account.
+    RateLimited,
+    /// The API was unreachable, or failing, after the CLI's retries.
+    Unavailable,
 }
 
 /// Why owl will not run an agent CLI.
