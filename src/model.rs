@@ -17,6 +17,24 @@ pub struct UnknownName {
     pub name: String,
 }
 
+impl UnknownName {
+    /// The one of `all` whose name is `name`, or this error.
+    fn find<T: Copy>(
+        all: &[T],
+        name_of: fn(T) -> &'static str,
+        what: &'static str,
+        name: &str,
+    ) -> Result<T, UnknownName> {
+        all.iter()
+            .copied()
+            .find(|x| name_of(*x) == name)
+            .ok_or_else(|| UnknownName {
+                what,
+                name: name.to_string(),
+            })
+    }
+}
+
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,13 +93,7 @@ impl fmt::Display for JobState {
 impl FromStr for JobState {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        JobState::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| UnknownName {
-                what: "job state",
-                name: s.to_string(),
-            })
+        UnknownName::find(&JobState::ALL, JobState::as_str, "job state", s)
     }
 }
 
@@ -136,13 +148,7 @@ impl fmt::Display for RunOutcome {
 impl FromStr for RunOutcome {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        RunOutcome::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| UnknownName {
-                what: "run outcome",
-                name: s.to_string(),
-            })
+        UnknownName::find(&RunOutcome::ALL, RunOutcome::as_str, "run outcome", s)
     }
 }
 
@@ -516,13 +522,7 @@ impl Cause {
 impl std::str::FromStr for Cause {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Cause::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| UnknownName {
-                what: "run cause",
-                name: s.to_string(),
-            })
+        UnknownName::find(&Cause::ALL, Cause::as_str, "run cause", s)
     }
 }
 

@@ -53,6 +53,24 @@ impl OwlSignal {
     }
 }
 
+/// What happened to the agent's process, its pipes and logs, or to owl: told by the
+/// threads of a Run, taken by the machine as it is.
+#[derive(Debug)]
+pub enum Happened {
+    StdoutClosed,
+    /// stderr reached end of file; carries its tail.
+    StderrClosed(String),
+    /// A log could not be written: the Run must stop. `disk_full`: for lack of space.
+    LogFailed {
+        error: String,
+        disk_full: bool,
+    },
+    /// The agent process exited and was reaped.
+    Exited(ExitInfo),
+    /// owl itself received a signal (SIGTERM, SIGINT, SIGHUP).
+    Signal(OwlSignal),
+}
+
 /// What the machine is told.
 #[derive(Debug)]
 pub enum Input<'a> {
@@ -60,18 +78,7 @@ pub enum Input<'a> {
     Line(&'a AgentEvent),
     /// A stdout line logged but not understood.
     Skipped,
-    StdoutClosed,
-    /// stderr reached end of file; carries its tail.
-    StderrClosed(String),
-    /// A log could not be written: the Run must stop.
-    LogFailed {
-        error: String,
-        disk_full: bool,
-    },
-    /// The agent process exited and was reaped.
-    Exited(ExitInfo),
-    /// owl itself received a signal.
-    Signal(OwlSignal),
+    Happened(Happened),
     /// The observer asks for a stop (a ceiling crossed, a cancel).
     Stop(StopCause),
 }
@@ -209,7 +216,7 @@ impl Machine {
                 self.report.lines += 1;
                 self.report.skipped_lines += 1;
             }
-            Input::StdoutClosed => {
+            Input::Happened(Happened::StdoutClosed) => {
                 self.stdout_open = false;
                 // The conversation is over even if the process lingers.
                 if self.stage == Stage::Running {
@@ -217,11 +224,11 @@ impl Machine {
                     self.stage = Stage::Closing(now + CLOSE_WAIT);
                 }
             }
-            Input::StderrClosed(tail) => {
+            Input::Happened(Happened::StderrClosed(tail)) => {
                 self.stderr_open = false;
                 self.report.stderr_tail = tail;
             }
-            Input::LogFailed { error, disk_full } => {
+            Input::Happened(Happened::LogFailed { error, disk_full }) => {
                 if self.report.log_error.is_none() {
                     self.report.log_error = Some(error.clone());
                     let cause = if disk_full {
@@ -232,14 +239,14 @@ impl Machine {
                     self.begin_stop(cause, now, &mut out);
                 }
             }
-            Input::Exited(info) => {
+            Input::Happened(Happened::Exited(info)) => {
                 self.report.exit = info;
                 self.stage = Stage::Exited;
                 self.close_stdin(&mut out);
                 out.push(Action::KillLeftovers);
                 self.readers_deadline = Some(now + READER_WAIT);
             }
-            Input::Signal(sig) => {
+            Input::Happened(Happened::Signal(sig)) => {
                 self.signals_seen += 1;
                 if self.signals_seen > 1 && sig != OwlSignal::Hup && self.stage != Stage::Exited {
                     // Asked twice: the person means it.
@@ -559,7 +566,7 @@ mod tests {
         assert_eq!(after, vec![Action::CloseStdin, Action::Signal(Sig::KILL)]);
         assert_eq!(run.m.report().stop, Some(ceiling()));
         assert!(run.m.report().result.is_some());
-        let exited = run.event(Input::Exited(ExitInfo::default()));
+        let exited = run.event(Input::Happened(Happened::Exited(ExitInfo::default())));
         assert_eq!(exited, vec![Action::KillLeftovers]);
     }
 
@@ -600,14 +607,14 @@ mod tests {
         );
         // SIGKILL works: the exit ends the sequence, and the leftovers are counted.
         let t = CLOSE_WAIT + GRACE + Duration::from_millis(5);
-        let exited = run.at(t).event(Input::Exited(ExitInfo {
+        let exited = run.at(t).event(Input::Happened(Happened::Exited(ExitInfo {
             code: None,
             signal: Some(9),
-        }));
+        })));
         assert_eq!(exited, vec![Action::KillLeftovers]);
         run.m.leftovers_killed(2);
-        run.event(Input::StdoutClosed);
-        run.event(Input::StderrClosed("bye".into()));
+        run.event(Input::Happened(Happened::StdoutClosed));
+        run.event(Input::Happened(Happened::StderrClosed("bye".into())));
         assert!(run.m.is_done(run.t));
         assert_eq!(run.m.report().survivors_killed, 2);
         assert_eq!(run.m.report().stderr_tail, "bye");
@@ -701,12 +708,14 @@ mod tests {
     fn a_second_sigint_kills_at_once_but_a_second_sighup_does_not() {
         let mut run = Run::new(true);
         assert_eq!(
-            run.event(Input::Signal(OwlSignal::Hup)),
+            run.event(Input::Happened(Happened::Signal(OwlSignal::Hup))),
             vec![Action::Interrupt]
         );
-        assert!(run.event(Input::Signal(OwlSignal::Hup)).is_empty());
+        assert!(run
+            .event(Input::Happened(Happened::Signal(OwlSignal::Hup)))
+            .is_empty());
         assert_eq!(
-            run.event(Input::Signal(OwlSignal::Int)),
+            run.event(Input::Happened(Happened::Signal(OwlSignal::Int))),
             vec![Action::Signal(Sig::KILL)]
         );
         assert_eq!(run.m.report().stop, Some(StopCause::Signal("SIGHUP")));
@@ -715,10 +724,10 @@ mod tests {
     #[test]
     fn a_log_that_cannot_be_written_stops_the_run_as_disk_full() {
         let mut run = Run::new(false);
-        let actions = run.event(Input::LogFailed {
+        let actions = run.event(Input::Happened(Happened::LogFailed {
             error: "No space left on device".into(),
             disk_full: true,
-        });
+        }));
         assert_eq!(actions, vec![Action::CloseStdin]);
         assert_eq!(
             run.m.report().stop,
@@ -750,7 +759,10 @@ mod tests {
     #[test]
     fn stdout_closing_while_running_closes_stdin_and_waits_to_term() {
         let mut run = Run::new(true);
-        assert_eq!(run.event(Input::StdoutClosed), vec![Action::CloseStdin]);
+        assert_eq!(
+            run.event(Input::Happened(Happened::StdoutClosed)),
+            vec![Action::CloseStdin]
+        );
         let seen = run.run_deadlines(|m| matches!(m.stage, Stage::Terminating(_)));
         assert_eq!(seen, vec![(CLOSE_WAIT, Action::Signal(Sig::TERM))]);
     }
@@ -760,7 +772,7 @@ mod tests {
         let mut run = Run::new(true);
         run.line(&result_line());
         run.at(Duration::from_secs(1))
-            .event(Input::Exited(ExitInfo::default()));
+            .event(Input::Happened(Happened::Exited(ExitInfo::default())));
         assert!(!run.m.is_done(run.t), "the pipes are still open");
         assert!(run.m.is_done(run.t + READER_WAIT));
     }

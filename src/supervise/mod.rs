@@ -17,7 +17,7 @@ use signal_hook::iterator::Signals;
 
 use crate::driver::{AgentEvent, AgentResult, Driver, Invocation};
 use crate::model::{ExitInfo, StopCause};
-use machine::{Action, Input, Limits, Machine, OwlSignal};
+use machine::{Action, Happened, Input, Limits, Machine, OwlSignal};
 pub use process::{Executor, LocalExecutor};
 pub use reader::LINE_CAP;
 
@@ -32,18 +32,8 @@ pub enum Event {
     Skipped(String),
     /// The `Line`s and `Skipped`s of one read from stdout, in order.
     Batch(Vec<Event>),
-    StdoutClosed,
-    /// stderr reached end of file; carries its tail.
-    StderrClosed(String),
-    /// A log could not be written: the Run must stop. `disk_full`: for lack of space.
-    LogFailed {
-        error: String,
-        disk_full: bool,
-    },
-    /// The agent process exited and was reaped.
-    Exited(ExitInfo),
-    /// owl itself received a signal (SIGTERM, SIGINT, SIGHUP).
-    Signal(OwlSignal),
+    /// Everything else, as the machine takes it.
+    Happened(Happened),
 }
 
 /// Everything needed to supervise one Run.
@@ -126,7 +116,7 @@ pub fn supervise(
                     libc::SIGHUP => OwlSignal::Hup,
                     _ => OwlSignal::Term,
                 };
-                if tx.send(Event::Signal(sig)).is_err() {
+                if tx.send(Event::Happened(Happened::Signal(sig))).is_err() {
                     break;
                 }
             }
@@ -208,13 +198,7 @@ pub fn supervise(
                 tracing::debug!(run = spec.run_id, "skipped a stdout line: {why}");
                 machine.on_event(Input::Skipped, now)
             }
-            Ok(Event::StdoutClosed) => machine.on_event(Input::StdoutClosed, now),
-            Ok(Event::StderrClosed(tail)) => machine.on_event(Input::StderrClosed(tail), now),
-            Ok(Event::LogFailed { error, disk_full }) => {
-                machine.on_event(Input::LogFailed { error, disk_full }, now)
-            }
-            Ok(Event::Exited(info)) => machine.on_event(Input::Exited(info), now),
-            Ok(Event::Signal(sig)) => machine.on_event(Input::Signal(sig), now),
+            Ok(Event::Happened(what)) => machine.on_event(Input::Happened(what), now),
             Err(RecvTimeoutError::Timeout) => Vec::new(),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -289,7 +273,7 @@ fn wait_for(mut child: std::process::Child, tx: SyncSender<Event>) {
         },
         Err(_) => ExitInfo::default(),
     };
-    let _ = tx.send(Event::Exited(info));
+    let _ = tx.send(Event::Happened(Happened::Exited(info)));
 }
 
 /// The agent's stdin lives on its own thread: a child that stops reading must never

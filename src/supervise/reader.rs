@@ -5,6 +5,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
+use super::machine::Happened;
 use super::Event;
 use crate::driver::Driver;
 
@@ -16,10 +17,10 @@ pub const LINE_CAP: usize = 16 * 1024 * 1024;
 pub const STDERR_TAIL: usize = 2048;
 
 fn log_failed(e: &std::io::Error) -> Event {
-    Event::LogFailed {
+    Event::Happened(Happened::LogFailed {
         error: e.to_string(),
         disk_full: e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == ErrorKind::StorageFull,
-    }
+    })
 }
 
 /// `bytes` with every secret replaced by `<hidden>`.
@@ -97,7 +98,7 @@ pub fn read_stdout(
             let _ = tx.send(log_failed(&e));
         }
     }
-    let _ = tx.send(Event::StdoutClosed);
+    let _ = tx.send(Event::Happened(Happened::StdoutClosed));
 }
 
 fn append_capped(line: &mut Vec<u8>, bytes: &[u8], overlong: &mut bool) {
@@ -168,5 +169,5 @@ pub fn read_stderr(mut pipe: impl Read, mut log: File, secrets: &[String], tx: S
     write(&line, &mut tail);
     let text = String::from_utf8_lossy(&tail);
     let tail = crate::text::tail(&text, STDERR_TAIL).to_string();
-    let _ = tx.send(Event::StderrClosed(tail));
+    let _ = tx.send(Event::Happened(Happened::StderrClosed(tail)));
 }

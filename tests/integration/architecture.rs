@@ -251,20 +251,19 @@ fn every_import_in_src_keeps_to_the_ladder_of_docs_architecture() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
+/// What the checker says of `src/` with `code` added at the top of `module` (at the top:
+/// what follows `#[cfg(test)]` is a test's).
+fn broken_with(module: &str, code: &str) -> Vec<String> {
+    let mut files = sources();
+    files.get_mut(module).unwrap().insert_str(0, code);
+    violations(&files, &doc_ladder())
+}
+
 #[test]
 fn a_forbidden_import_or_a_cycle_is_caught() {
-    let rungs = doc_ladder();
-    let mut files = sources();
-    // Added at the top: what follows `#[cfg(test)]` is a test's.
-    files
-        .get_mut("schedule")
-        .unwrap()
-        .insert_str(0, "use crate::store::Store;\n");
-    let broken = violations(&files, &rungs);
+    let broken = broken_with("schedule", "use crate::store::Store;\n");
     assert!(
-        broken
-            .iter()
-            .any(|b| b == "schedule uses store: forbidden outright"),
+        broken.contains(&"schedule uses store: forbidden outright".to_string()),
         "{broken:?}"
     );
     assert!(
@@ -272,12 +271,7 @@ fn a_forbidden_import_or_a_cycle_is_caught() {
         "{broken:?}"
     );
 
-    let mut files = sources();
-    files
-        .get_mut("commands::plan")
-        .unwrap()
-        .insert_str(0, "fn f() { super::tick::run(); }\n");
-    let broken = violations(&files, &rungs);
+    let broken = broken_with("commands::plan", "fn f() { super::tick::run(); }\n");
     assert!(
         broken
             .iter()
@@ -285,20 +279,16 @@ fn a_forbidden_import_or_a_cycle_is_caught() {
         "{broken:?}"
     );
 
-    let mut files = sources();
-    files
-        .get_mut("outcome")
-        .unwrap()
-        .insert_str(0, "fn f() { let _ = chrono::Utc::now(); unsafe {} }\n");
-    let broken = violations(&files, &rungs);
-    assert!(
-        broken.contains(&"outcome is policy but uses Utc::now".to_string()),
-        "{broken:?}"
+    let broken = broken_with(
+        "outcome",
+        "fn f() { let _ = chrono::Utc::now(); unsafe {} }\n",
     );
-    assert!(
-        broken.contains(&"outcome has unsafe code outside sys".to_string()),
-        "{broken:?}"
-    );
+    for expected in [
+        "outcome is policy but uses Utc::now",
+        "outcome has unsafe code outside sys",
+    ] {
+        assert!(broken.contains(&expected.to_string()), "{broken:?}");
+    }
 }
 
 #[test]

@@ -78,29 +78,16 @@ fn ids<'a>(jobs: &'a [(String, &'static str)]) -> Vec<(&'a str, &'static str)> {
 }
 
 #[test]
-fn status_after_a_run_stopped_at_a_ceiling() {
+fn the_text_people_read_over_a_fixed_night() {
     let (env, jobs) = night();
-    let text = stdout(&env, &["status"]);
-    insta::assert_snapshot!(stable(&env, &ids(&jobs), &text));
-}
-
-#[test]
-fn show_of_a_job_stopped_at_a_ceiling() {
-    let (env, jobs) = night();
-    let text = stdout(&env, &["show", &jobs[1].0]);
-    insta::assert_snapshot!(stable(&env, &ids(&jobs), &text));
-}
-
-#[test]
-fn tick_dry_run_behind_a_ceiling() {
-    let (env, jobs) = night();
-    let text = stdout(&env, &["tick", "--dry-run"]);
-    insta::assert_snapshot!(stable(&env, &ids(&jobs), &text));
-}
-
-#[test]
-fn show_of_a_job_done_in_one_run() {
-    let (env, jobs) = night();
-    let text = stdout(&env, &["show", &jobs[0].0]);
-    insta::assert_snapshot!(stable(&env, &ids(&jobs), &text));
+    let (done, waiting) = (jobs[0].0.as_str(), jobs[1].0.as_str());
+    for (name, args) in [
+        ("status_after_a_run_stopped_at_a_ceiling", vec!["status"]),
+        ("show_of_a_job_stopped_at_a_ceiling", vec!["show", waiting]),
+        ("show_of_a_job_done_in_one_run", vec!["show", done]),
+        ("tick_dry_run_behind_a_ceiling", vec!["tick", "--dry-run"]),
+    ] {
+        let text = stdout(&env, &args);
+        insta::assert_snapshot!(name, stable(&env, &ids(&jobs), &text));
+    }
 }
