@@ -250,6 +250,8 @@ pub struct Run {
     pub note: Option<String>,
     /// The `--max-budget-usd` the Run was started with.
     pub budget_usd: Option<f64>,
+    /// What kind of stop owl made of it, when it stopped the Run.
+    pub stop: Option<StopKind>,
 }
 
 impl Run {
@@ -369,7 +371,69 @@ pub enum StopCause {
     LogWrite(String),
 }
 
+/// The kind of a [`StopCause`], as stored with the Run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopKind {
+    Ceiling,
+    RateLimited,
+    MaxRunTime,
+    Stalled,
+    Cancelled,
+    Signal,
+    DiskFull,
+    LogWrite,
+}
+
+impl StopKind {
+    pub const ALL: [StopKind; 8] = [
+        StopKind::Ceiling,
+        StopKind::RateLimited,
+        StopKind::MaxRunTime,
+        StopKind::Stalled,
+        StopKind::Cancelled,
+        StopKind::Signal,
+        StopKind::DiskFull,
+        StopKind::LogWrite,
+    ];
+
+    /// The name stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::Ceiling => "ceiling",
+            StopKind::RateLimited => "rate_limited",
+            StopKind::MaxRunTime => "max_run_time",
+            StopKind::Stalled => "stalled",
+            StopKind::Cancelled => "cancelled",
+            StopKind::Signal => "signal",
+            StopKind::DiskFull => "disk_full",
+            StopKind::LogWrite => "log_write",
+        }
+    }
+}
+
+impl FromStr for StopKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        UnknownName::find(&StopKind::ALL, StopKind::as_str, "stop kind", s)
+    }
+}
+
 impl StopCause {
+    /// Its kind, stored with the Run.
+    pub fn kind(&self) -> StopKind {
+        match self {
+            StopCause::Ceiling(_) => StopKind::Ceiling,
+            StopCause::RateLimited(_) => StopKind::RateLimited,
+            StopCause::MaxRunTime => StopKind::MaxRunTime,
+            StopCause::Stalled => StopKind::Stalled,
+            StopCause::Cancelled => StopKind::Cancelled,
+            StopCause::Signal(_) => StopKind::Signal,
+            StopCause::DiskFull(_) => StopKind::DiskFull,
+            StopCause::LogWrite(_) => StopKind::LogWrite,
+        }
+    }
+
     /// The `stop_reason` recorded on the Run.
     pub fn reason(&self) -> String {
         match self {

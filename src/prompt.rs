@@ -1,7 +1,7 @@
 //! What owl tells the agent: the standing instructions (one place, pinned by a test) and each Run's prompt.
 
 use crate::handoff::HANDOFF_PATH;
-use crate::model::{Run, RunOutcome};
+use crate::model::{Run, RunOutcome, StopKind};
 
 /// owl's standing instructions, appended to the agent's system prompt on every Run.
 pub const STANDING_INSTRUCTIONS: &str = "\
@@ -45,12 +45,7 @@ pub fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>
 pub fn describe_run(run: &Run, commits: Option<usize>) -> String {
     let how = match run.outcome {
         Some(RunOutcome::Succeeded) => "ended normally".to_string(),
-        Some(RunOutcome::Interrupted)
-            if run
-                .stop_reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with("ceiling")) =>
-        {
+        Some(RunOutcome::Interrupted) if run.stop == Some(StopKind::Ceiling) => {
             "was stopped by owl at a usage ceiling".to_string()
         }
         Some(RunOutcome::Interrupted) => "was stopped by owl".to_string(),
@@ -145,11 +140,18 @@ mod tests {
             cause: None,
             note: None,
             budget_usd: None,
+            stop: Some(StopKind::Ceiling),
         };
         assert_eq!(
             describe_run(&run, Some(3)),
             "Run 2 was stopped by owl at a usage ceiling (ceiling: five_hour 63% >= fiveHourMax 60) \
              after 40m; it made 3 commits, including owl's commit of what it left uncommitted."
         );
+        // The kind decides, not the words.
+        let cancelled = Run {
+            stop: Some(StopKind::Cancelled),
+            ..run
+        };
+        assert!(describe_run(&cancelled, None).starts_with("Run 2 was stopped by owl ("));
     }
 }

@@ -614,7 +614,12 @@ mod tests {
         // Observed at 01:00: parked until 06:00, five hours on.
         let parked = view_at("2026-11-30T05:59:00Z");
         assert!(!parked.schedulable);
-        assert!(parked.reason.contains("reset unknown"), "{}", parked.reason);
+        assert!(
+            matches!(parked.standing, Standing::OverCeiling { resets_at: None, expires_at, .. }
+                if expires_at == t("2026-11-30T06:00:00Z")),
+            "{:?}",
+            parked.standing
+        );
         assert!(view_at("2026-11-30T06:00:00Z").schedulable);
         // Six months on, certainly.
         assert!(view_at("2027-06-01T00:00:00Z").schedulable);
@@ -666,10 +671,12 @@ mod tests {
         let free = views.iter().find(|a| a.name == "free").unwrap();
         assert!(!free.schedulable);
         assert_eq!(free.until, Some(t("2026-11-30T02:10:00Z")));
-        assert!(
-            free.reason.contains("unavailable for 2 Runs in a row"),
-            "{}",
-            free.reason
+        assert_eq!(
+            free.standing,
+            Standing::BackingOff {
+                outages: 2,
+                until: t("2026-11-30T02:10:00Z")
+            }
         );
         let later = account_views(&cfg(), &[], &notes, t("2026-11-30T02:10:00Z"));
         assert!(later.iter().find(|a| a.name == "free").unwrap().schedulable);
@@ -684,7 +691,6 @@ mod tests {
         let views = account_views(&cfg(), &snaps, &BTreeMap::new(), t(NOW));
         let work = views.iter().find(|a| a.name == "work").unwrap();
         assert!(!work.schedulable, "{}", work.reason);
-        assert!(work.reason.contains("seven_day_opus 55% >= weeklyMax 50"));
         // The words come from the standing, which carries the facts.
         assert!(
             matches!(
@@ -723,8 +729,14 @@ mod tests {
         j.state = JobState::Waiting;
         j.not_before = Some(t("2026-11-30T03:00:00Z"));
         let p = plan(std::slice::from_ref(&j), &views, None, t(NOW));
-        assert!(
-            matches!(p.decision, Decision::Idle { ref reason } if reason.contains("1 Job waits"))
+        assert_eq!(
+            p.decision,
+            Decision::Idle {
+                reason: format!(
+                    "1 Job waits until a later time; the first at {}",
+                    local_hm(t("2026-11-30T03:00:00Z"))
+                )
+            }
         );
         let p = plan(&[j], &views, None, t("2026-11-30T03:00:01Z"));
         assert!(matches!(p.decision, Decision::Run { .. }));
@@ -767,7 +779,10 @@ mod tests {
                 reason: "it is outside the schedule window 22:00-07:00".into()
             }
         );
-        assert!(p.queue[0].reason.contains("outside the schedule window"));
+        assert_eq!(
+            p.queue[0].reason,
+            "ready, but outside the schedule window 22:00-07:00"
+        );
         let local_midnight = local_noon + chrono::Duration::hours(12);
         let p = plan(&[job("a", 0, None)], &views, Some(night), local_midnight);
         assert!(matches!(p.decision, Decision::Run { .. }));

@@ -493,6 +493,7 @@ fn record(
             .late_stop
             .as_ref()
             .map(|c| env.scrub(&format!("after the result: {}", c.reason()))),
+        stop: report.stop.as_ref().map(crate::model::StopCause::kind),
     };
     store.finish_run(
         run_id,

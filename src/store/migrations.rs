@@ -162,6 +162,22 @@ const MIGRATIONS: &[&str] = &[
     UPDATE jobs SET reason_data = json_object('kind', 'note', 'text', reason)
         WHERE reason IS NOT NULL;
     "#,
+    // 11: the kind of stop owl made of a Run, as data; older Runs' kinds read once from the
+    // words owl wrote for them.
+    r#"
+    ALTER TABLE runs ADD COLUMN stop TEXT;
+    UPDATE runs SET stop = CASE
+        WHEN stop_reason LIKE 'ceiling:%' THEN 'ceiling'
+        WHEN stop_reason LIKE 'rate limited:%' THEN 'rate_limited'
+        WHEN stop_reason = 'maxRunTime reached' THEN 'max_run_time'
+        WHEN stop_reason = 'stalled' THEN 'stalled'
+        WHEN stop_reason = 'cancelled' THEN 'cancelled'
+        WHEN stop_reason LIKE 'owl received %' THEN 'signal'
+        WHEN stop_reason LIKE 'disk full: writing the log:%' THEN 'disk_full'
+        WHEN stop_reason LIKE 'writing the log:%' THEN 'log_write'
+    END
+    WHERE outcome IN ('interrupted', 'timed_out', 'rate_limited', 'failed');
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -281,6 +297,59 @@ mod tests {
             )
             .unwrap();
         assert!(newest.starts_with("2026-10-"), "{newest}");
+    }
+
+    #[test]
+    fn older_runs_get_the_kind_of_their_stop_from_their_words() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 10).unwrap();
+        conn.execute_batch(V1_ROWS).unwrap();
+        let runs = [
+            (
+                "interrupted",
+                "ceiling: five_hour 65% >= fiveHourMax 60",
+                Some("ceiling"),
+            ),
+            ("interrupted", "cancelled", Some("cancelled")),
+            ("interrupted", "owl received SIGTERM", Some("signal")),
+            ("timed_out", "maxRunTime reached", Some("max_run_time")),
+            ("timed_out", "stalled", Some("stalled")),
+            (
+                "rate_limited",
+                "rate limited: the provider rejected five_hour",
+                Some("rate_limited"),
+            ),
+            (
+                "failed",
+                "disk full: writing the log: No space left",
+                Some("disk_full"),
+            ),
+            (
+                "failed",
+                "the agent ended with exit code 1 and no result line",
+                None,
+            ),
+            ("succeeded", "ceiling: in the agent's own words", None),
+        ];
+        for (outcome, reason, _) in runs {
+            conn.execute(
+                "INSERT INTO runs (job_id, account, outcome, stop_reason, started_at) \
+                 VALUES ('a', 'w', ?1, ?2, '2026-01-01T00:00:00Z')",
+                [outcome, reason],
+            )
+            .unwrap();
+        }
+        migrate(&mut conn).unwrap();
+        for (_, reason, kind) in runs {
+            let stop: Option<String> = conn
+                .query_row(
+                    "SELECT stop FROM runs WHERE stop_reason = ?1",
+                    [reason],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(stop.as_deref(), kind, "{reason}");
+        }
     }
 
     #[test]

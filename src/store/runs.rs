@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
-use crate::model::{Cause, JobReason, JobState, PermissionDenial, Run, RunOutcome};
+use crate::model::{Cause, JobReason, JobState, PermissionDenial, Run, RunOutcome, StopKind};
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -52,6 +52,8 @@ pub struct RunFinish {
     pub cause: Option<Cause>,
     /// Something that happened after the result line.
     pub note: Option<String>,
+    /// The kind of stop owl made of the Run, if it stopped it.
+    pub stop: Option<StopKind>,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
@@ -70,7 +72,7 @@ pub struct RunIdentity {
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
-    head_before, head_after, safety_commit, cause, note, budget_usd";
+    head_before, head_after, safety_commit, cause, note, budget_usd, stop";
 
 fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -101,6 +103,7 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         cause: r.get::<_, Option<String>>(23)?.and_then(|c| c.parse().ok()),
         note: r.get(24)?,
         budget_usd: r.get(25)?,
+        stop: r.get::<_, Option<String>>(26)?.and_then(|s| s.parse().ok()),
     })
 }
 
@@ -193,7 +196,7 @@ impl Store {
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
                  survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17, \
-                 cause = ?18, note = ?19 WHERE id = ?1",
+                 cause = ?18, note = ?19, stop = ?20 WHERE id = ?1",
                 params![
                     run_id,
                     finish.outcome.map(RunOutcome::as_str),
@@ -214,6 +217,7 @@ impl Store {
                     finish.safety_commit,
                     finish.cause.map(Cause::as_str),
                     finish.note,
+                    finish.stop.map(StopKind::as_str),
                 ],
             )?;
             // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.
