@@ -95,7 +95,19 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Check the agent CLI and its version, each Account's login, git, the database.
-    Doctor,
+    Doctor {
+        /// Instead: prove each Account's agent CLI keeps the protocol owl relies on, against
+        /// a loopback mock (no real credential, no token, nothing leaves the machine), and
+        /// record the verdict for that binary. Exits 1 when a check fails.
+        #[arg(long)]
+        conformance: bool,
+        /// With --conformance: only this Account's CLI.
+        #[arg(long, requires = "conformance")]
+        account: Option<String>,
+        /// With --conformance: the checks as JSON.
+        #[arg(long, requires = "conformance")]
+        json: bool,
+    },
     /// Ask each Account's agent for its utilization and login now (no prompt, no tokens),
     /// record the figures and print them. Exits 1 when an Account is not logged in.
     Probe {

@@ -4,6 +4,7 @@ mod add;
 mod cancel;
 mod clean;
 mod config_check;
+mod conformance;
 mod doctor;
 mod jobs;
 mod logs;
@@ -46,7 +47,14 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         } => cancel::requeue(&ctx, &job, max_job_budget_usd),
         Command::Clean { job, finished } => clean::run(&ctx, job.as_deref(), finished),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
-        Command::Doctor => doctor::run(&ctx),
+        Command::Doctor {
+            conformance: false, ..
+        } => doctor::run(&ctx),
+        Command::Doctor {
+            conformance: true,
+            account,
+            json,
+        } => conformance::run(&ctx, account.as_deref(), json),
         Command::Probe { account, json } => probe::run(&ctx, account.as_deref(), json),
     }
 }

@@ -11,6 +11,8 @@ use crate::model::PermissionDenial;
 use crate::text::truncate;
 
 /// The Claude Code CLI.
+mod conformance;
+
 pub struct ClaudeCode;
 
 /// Inherited credentials that would silently replace the Account's plan login: with an API
@@ -20,6 +22,9 @@ const INHERITED_CREDENTIALS: [&str; 3] = [
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
 ];
+
+/// The environment variable the CLI honours to leave its self-updater off, and its value.
+pub const AUTOUPDATER_SWITCH: (&str, &str) = ("DISABLE_AUTOUPDATER", "1");
 
 /// The versions owl is tested against: 2.1.x (recorded on 2.1.197).
 const TESTED_MAJOR_MINOR: (u64, u64) = (2, 1);
@@ -144,6 +149,10 @@ impl Driver for ClaudeCode {
         }
     }
 
+    fn conformance(&self, command: &std::path::Path) -> Vec<super::conformance::Check> {
+        conformance::run(command)
+    }
+
     fn uses_api_key(&self, account: &Account) -> bool {
         ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
             .iter()
@@ -183,6 +192,13 @@ fn account_invocation(
         env_set.push(("CLAUDE_CONFIG_DIR".to_string(), store.display().to_string()));
     }
     env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // The version owl checked is the version that runs: the CLI must not update itself in
+    // the middle of a night (`claude doctor` then says "Auto-updates: disabled (set by env:
+    // DISABLE_AUTOUPDATER)"; proven against the real binary in the end-to-end tests).
+    env_set.push((
+        AUTOUPDATER_SWITCH.0.to_string(),
+        AUTOUPDATER_SWITCH.1.to_string(),
+    ));
     let env_remove = INHERITED_CREDENTIALS
         .iter()
         .filter(|k| !account.env.contains_key(**k))

@@ -1,6 +1,8 @@
 //! The Driver seam (ADR-0018): what owl needs from an agent CLI, and the events it turns output into.
 
 mod claude_code;
+pub mod conformance;
+pub mod mock_api;
 
 use std::path::PathBuf;
 
@@ -273,9 +275,18 @@ pub trait Driver: Send + Sync {
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;
 
+    /// Runs the conformance check: every protocol fact owl relies on in this agent, against
+    /// a loopback mock under a throwaway login (no real credential, no token). A Driver
+    /// declares its own checks; one without any says so as a failed check.
+    fn conformance(&self, command: &std::path::Path) -> Vec<conformance::Check>;
+
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
 }
+
+/// How long an agent asked to interrupt its turn has to write its `result` line: owl waits
+/// this long in a Run, and the conformance check holds the CLI to it.
+pub const INTERRUPT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What an agent's error result means, when it is not the Job's doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -178,6 +178,16 @@ const MIGRATIONS: &[&str] = &[
     END
     WHERE outcome IN ('interrupted', 'timed_out', 'rate_limited', 'failed');
     "#,
+    // 12: each agent CLI binary's conformance verdict, by its identity (path, size, mtime).
+    r#"
+    CREATE TABLE agent_verdicts (
+        identity   TEXT PRIMARY KEY,
+        version    TEXT NOT NULL,
+        passed     INTEGER NOT NULL,
+        failed     TEXT,
+        checked_at TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this binary writes.

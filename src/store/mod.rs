@@ -5,6 +5,7 @@ mod migrations;
 mod notes;
 mod runs;
 mod snapshots;
+mod verdicts;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
@@ -16,6 +17,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use jobs::ListedJob;
 pub use runs::{RunFinish, RunIdentity, RunStart};
+pub use verdicts::Verdict;
 
 /// How long a write waits for another process's write lock, outside a Run's supervision.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -9,7 +9,7 @@ use crate::sys::Sig;
 use super::RunReport;
 
 /// How long an interrupted agent gets to write its `result` line.
-pub const INTERRUPT_WAIT: Duration = Duration::from_secs(10);
+pub use crate::driver::INTERRUPT_WAIT;
 /// How long an agent whose stdin was closed by a stop gets to exit by itself before SIGTERM.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// How long an agent gets, after a normal `result` line and stdin closed, to finish its

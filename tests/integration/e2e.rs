@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use predicates::prelude::*;
 use serde_json::{json, Value};
 
-use crate::mock_api::{MockApi, Reply};
 use crate::support::{assert_idle_without_runs, git, TestEnv};
+use owl::driver::mock_api::{MockApi, Reply};
 
 /// The real CLI; a test that was asked to run without it fails. Every test here is
 /// `#[ignore]`d in a plain `cargo test`, since it needs the CLI: `.ci/run` installs it and
@@ -43,7 +43,7 @@ fn e2e_with_login(limits: &str, logged_in: bool) -> E2e {
     let claude = real_claude();
     let mut env = TestEnv::new();
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mock = MockApi::start();
+    let mock = MockApi::start().unwrap();
     let home = env.dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let config = format!(

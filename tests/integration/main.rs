@@ -9,7 +9,6 @@ mod continuity;
 mod e2e;
 mod faults;
 mod fresh_home;
-mod mock_api;
 mod night;
 mod output;
 mod snapshots;

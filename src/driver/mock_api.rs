@@ -1,6 +1,4 @@
-//! A loopback mock of the Anthropic Messages API, for driving the real Claude Code CLI:
-//! HTTP/1.1 on 127.0.0.1 and an ephemeral port, `POST /v1/messages` answered as SSE from a
-//! script of replies, each with its own status, rate-limit headers and content blocks.
+//! A loopback mock of the Anthropic Messages API, for driving the real Claude Code CLI (the conformance check and the end-to-end tests): HTTP/1.1 on 127.0.0.1 and an ephemeral port, std only, `POST /v1/messages` answered as SSE from a script of replies, each with its own status, rate-limit headers and content blocks. Nothing leaves the machine.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -62,6 +60,25 @@ impl Reply {
         self
     }
 
+    /// Adds a warning that five-hour utilization passed `threshold` (a fraction): the
+    /// header that makes the CLI emit an `allowed_warning` with `utilization`.
+    pub fn with_five_hour_warning(mut self, threshold: f64) -> Reply {
+        self.headers.push((
+            "anthropic-ratelimit-unified-5h-surpassed-threshold".into(),
+            threshold.to_string(),
+        ));
+        self
+    }
+
+    /// An API error of `status` (500: `api_error`), as the API words it.
+    pub fn error(status: u16) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            blocks: Vec::new(),
+        }
+    }
+
     /// A 429 rejection of the five-hour window until `reset`.
     pub fn rejected(reset: i64) -> Reply {
         let mut r = Reply {
@@ -85,9 +102,10 @@ pub struct MockApi {
 }
 
 impl MockApi {
-    pub fn start() -> MockApi {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
+    /// Listens on 127.0.0.1 and a port the kernel picks.
+    pub fn start() -> std::io::Result<MockApi> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
         let script = Arc::new(Mutex::new(Vec::new()));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (s, r) = (script.clone(), requests.clone());
@@ -98,16 +116,16 @@ impl MockApi {
                 thread::spawn(move || serve(stream, &s, &r));
             }
         });
-        MockApi {
+        Ok(MockApi {
             port,
             script,
             requests,
-        }
+        })
     }
 
     /// Sets the replies for the next calls, in order; after them, a final text reply.
     pub fn script(&self, replies: Vec<Reply>) {
-        let mut s = self.script.lock().unwrap();
+        let mut s = self.script.lock().unwrap_or_else(|p| p.into_inner());
         *s = replies;
         s.reverse();
     }
@@ -118,12 +136,18 @@ impl MockApi {
 
     /// How many Messages API calls were made.
     pub fn calls(&self) -> usize {
-        self.requests.lock().unwrap().len()
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 }
 
 fn serve(stream: TcpStream, script: &Mutex<Vec<Reply>>, requests: &Mutex<Vec<Value>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
     let mut out = stream;
     loop {
         let mut request_line = String::new();
@@ -158,11 +182,11 @@ fn serve(stream: TcpStream, script: &Mutex<Vec<Reply>>, requests: &Mutex<Vec<Val
         let response = if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
             requests
                 .lock()
-                .unwrap()
+                .unwrap_or_else(|p| p.into_inner())
                 .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
             let reply = script
                 .lock()
-                .unwrap()
+                .unwrap_or_else(|p| p.into_inner())
                 .pop()
                 .unwrap_or_else(|| Reply::text("Done."));
             render(&reply)
@@ -184,6 +208,7 @@ fn http(status: u16, headers: &[(String, String)], content_type: &str, body: &[u
     let reason = match status {
         200 => "OK",
         429 => "Too Many Requests",
+        500 => "Internal Server Error",
         404 => "Not Found",
         _ => "Status",
     };
@@ -205,7 +230,12 @@ static TOOL_IDS: AtomicUsize = AtomicUsize::new(1);
 
 fn render(reply: &Reply) -> Vec<u8> {
     if reply.status != 200 {
-        let body = json!({"type": "error", "error": {"type": "rate_limit_error", "message": "mock: rate limited"}});
+        let kind = match reply.status {
+            429 => "rate_limit_error",
+            529 => "overloaded_error",
+            _ => "api_error",
+        };
+        let body = json!({"type": "error", "error": {"type": kind, "message": "mock: refused"}});
         return http(
             reply.status,
             &reply.headers,

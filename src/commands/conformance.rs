@@ -1,0 +1,107 @@
+//! `owl doctor --conformance`: proves each Account's agent CLI keeps the protocol owl relies on, and records the verdict for that binary.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::{print_json, Ctx};
+use crate::driver::{self, conformance::Check, AgentCliError, Driver};
+use crate::store::Verdict;
+
+#[derive(Debug, Serialize)]
+struct ConformanceJson {
+    account: String,
+    command: String,
+    version: Option<String>,
+    passed: bool,
+    checks: Vec<Check>,
+}
+
+pub fn run(ctx: &Ctx, only: Option<&str>, json: bool) -> Result<u8> {
+    let names: Vec<String> = match only {
+        Some(name) if ctx.config.accounts.contains_key(name) => vec![name.to_string()],
+        Some(name) => {
+            let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
+            crate::bad_input!(
+                "no account '{name}' in {}{}",
+                ctx.config.source,
+                crate::config::did_you_mean(name, &known)
+            );
+        }
+        None => ctx.config.accounts.keys().cloned().collect(),
+    };
+    let mut store = ctx.open_store()?;
+    let now = crate::clock::now()?;
+    let mut out = Vec::new();
+    for name in names {
+        let account = &ctx.config.accounts[&name];
+        let d = driver::for_kind(account.driver);
+        let command = &ctx.config.drivers.get(account.driver).command;
+        let version = tested_or_not(d.as_ref(), command, account);
+        let checks = match &version {
+            Ok(_) => d.conformance(command),
+            Err(why) => vec![Check::failed("the agent CLI runs", why.to_string())],
+        };
+        let passed = checks.iter().all(|c| c.ok);
+        if let (Ok(version), Some(identity)) = (&version, driver::identity(command)) {
+            let verdict = Verdict {
+                version: version.clone(),
+                passed,
+                failed: failed_names(&checks),
+                checked_at: now,
+            };
+            store.set_verdict(&identity, &verdict)?;
+        }
+        out.push(ConformanceJson {
+            account: name,
+            command: command.display().to_string(),
+            version: version.ok(),
+            passed,
+            checks,
+        });
+    }
+    let all_passed = out.iter().all(|c| c.passed);
+    if json {
+        print_json(&out)?;
+    } else {
+        for c in &out {
+            outln!(
+                "account {}: {} {}",
+                c.account,
+                c.command,
+                c.version.as_deref().unwrap_or("(no version)")
+            );
+            for check in &c.checks {
+                let mark = if check.ok { "ok  " } else { "FAIL" };
+                outln!("  {mark} {} — {}", check.name, check.seen);
+            }
+            let verdict = if c.passed {
+                "passed: owl runs this binary whatever its version"
+            } else {
+                "failed: owl does not run this binary outside its tested range"
+            };
+            outln!("  {verdict}");
+        }
+    }
+    Ok(if all_passed { 0 } else { 1 })
+}
+
+/// The CLI's version, in the tested range or not; an error when it cannot be told.
+pub fn tested_or_not(
+    d: &dyn Driver,
+    command: &std::path::Path,
+    account: &crate::config::Account,
+) -> Result<String, AgentCliError> {
+    match driver::check_agent(d, command, account) {
+        Ok(version) | Err(AgentCliError::Untested { version, .. }) => Ok(version),
+        Err(e) => Err(e),
+    }
+}
+
+/// The names of the checks that failed.
+pub fn failed_names(checks: &[Check]) -> Vec<String> {
+    checks
+        .iter()
+        .filter(|c| !c.ok)
+        .map(|c| c.name.to_string())
+        .collect()
+}

@@ -1,0 +1,573 @@
+//! The protocol facts owl relies on in Claude Code, each checked against the loopback mock: a fake plan login in a throwaway `CLAUDE_CONFIG_DIR`, no real credential, no token, nothing off the machine.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::ClaudeCode;
+use crate::config::{Account, Env};
+use crate::driver::conformance::{control_response_to, is, Check, Scratch, Session};
+use crate::driver::mock_api::{MockApi, Reply};
+use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
+
+/// What owl appends to the system prompt here, to find it in the request.
+const MARKER: &str = "owl-conformance-marker: find me in the system prompt";
+/// How long the CLI gets to start and answer its first control request.
+const START: Duration = Duration::from_secs(15);
+/// How long a turn against the mock may take.
+const TURN: Duration = Duration::from_secs(20);
+
+/// Every check, the scenarios run side by side (each its own CLI, mock and config dir).
+pub fn run(command: &Path) -> Vec<Check> {
+    let scenarios: Vec<fn(&Path) -> Vec<Check>> = vec![
+        version, turn, interrupt, denied, api_error, budget, no_login,
+    ];
+    let handles: Vec<_> = scenarios
+        .into_iter()
+        .map(|scenario| {
+            let command = command.to_path_buf();
+            std::thread::spawn(move || scenario(&command))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| {
+            h.join()
+                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
+        })
+        .collect()
+}
+
+/// An Account on a fake plan login at the mock, its credential store in `dir`.
+fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
+    let mut env = BTreeMap::new();
+    if logged_in {
+        for (k, v) in [
+            (
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "sk-ant-oat01-FAKE-owl-conformance-FAKE",
+            ),
+            ("CLAUDE_CODE_OAUTH_SCOPES", "user:inference user:profile"),
+            ("CLAUDE_CODE_SUBSCRIPTION_TYPE", "max"),
+        ] {
+            env.insert(k.to_string(), v.to_string());
+        }
+    }
+    for (k, v) in [
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+        ("ANTHROPIC_BASE_URL", mock.base_url()),
+        ("CLAUDE_CODE_MAX_RETRIES", "0".to_string()),
+        ("HOME", dir.display().to_string()),
+    ] {
+        env.insert(k.to_string(), v);
+    }
+    Account {
+        driver: crate::config::DriverKind::ClaudeCode,
+        credential_store: Some(dir.join("claude-config")),
+        env: Env(env),
+        limits: None,
+        limits_line: None,
+    }
+}
+
+/// A scenario's CLI: its own mock, scratch dir and session, with owl's Run argv.
+struct Scene {
+    mock: MockApi,
+    session: Session,
+    scratch: Scratch,
+}
+
+fn scene(
+    label: &str,
+    command: &Path,
+    replies: Vec<Reply>,
+    request: impl FnOnce(&Account) -> RunRequestOwned,
+    logged_in: bool,
+) -> Result<Scene, String> {
+    let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
+    let mock = MockApi::start().map_err(|e| format!("starting the mock API: {e}"))?;
+    mock.script(replies);
+    let account = account(&scratch.0, &mock, logged_in);
+    let owned = request(&account);
+    let inv = ClaudeCode.invocation(&RunRequest {
+        command,
+        account: &account,
+        permission_mode: "dontAsk",
+        max_budget_usd: owned.max_budget_usd,
+        allowed_tools: &owned.allowed_tools,
+        disallowed_tools: &[],
+        model: None,
+        standing_instructions: MARKER,
+    });
+    let session = Session::start(&inv, &scratch.0)
+        .map_err(|e| format!("starting '{}': {e}", command.display()))?;
+    Ok(Scene {
+        mock,
+        session,
+        scratch,
+    })
+}
+
+/// The parts of a [`RunRequest`] a scenario chooses.
+struct RunRequestOwned {
+    max_budget_usd: Option<f64>,
+    allowed_tools: Vec<String>,
+}
+
+fn tools(names: &[&str]) -> impl FnOnce(&Account) -> RunRequestOwned {
+    let allowed_tools = names.iter().map(|s| s.to_string()).collect();
+    move |_| RunRequestOwned {
+        max_budget_usd: None,
+        allowed_tools,
+    }
+}
+
+/// The result line, parsed by the Driver.
+fn result_of(line: &Value) -> Option<crate::driver::AgentResult> {
+    match ClaudeCode.parse_line(line.to_string().as_bytes()) {
+        Ok(AgentEvent::Result(r)) => Some(r),
+        _ => None,
+    }
+}
+
+fn short(line: &Value) -> String {
+    crate::text::truncate(&line.to_string(), 160)
+}
+
+fn version(command: &Path) -> Vec<Check> {
+    const NAME: &str = "--version parses";
+    let out = std::process::Command::new(command)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let check = match out {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            match ClaudeCode.check_version(&text) {
+                Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
+                Err(crate::driver::AgentCliError::Untested { version, .. }) => {
+                    Check::new(NAME, true, format!("{version}, outside the tested range"))
+                }
+                Err(e) => Check::failed(NAME, e.to_string()),
+            }
+        }
+        Err(e) => Check::failed(NAME, format!("running it: {e}")),
+    };
+    vec![check]
+}
+
+/// A turn with a tool: get_usage before the prompt and mid-turn, a rate-limit warning, the
+/// init and result lines, and the system prompt in the request.
+fn turn(command: &Path) -> Vec<Check> {
+    let reset = chrono::Utc::now().timestamp() + 3 * 3600;
+    let replies = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 2", "description": "Wait a little"}),
+        )
+        .with_five_hour("allowed_warning", 0.85, reset)
+        .with_five_hour_warning(0.8),
+        Reply::text("Done.")
+            .with_five_hour("allowed_warning", 0.85, reset)
+            .with_five_hour_warning(0.8),
+    ];
+    let mut s = match scene("turn", command, replies, tools(&["Bash(sleep:*)"]), true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed("the CLI starts", why)],
+    };
+    let mut checks = Vec::new();
+
+    let usage = |line: &Value| ClaudeCode.parse_line(line.to_string().as_bytes());
+    s.session
+        .send(&ClaudeCode.usage_request_input("r0").unwrap_or_default());
+    let before = s.session.wait_for(START, |l| control_response_to(l, "r0"));
+    checks.push(match before.as_ref().map(usage) {
+        Some(Ok(AgentEvent::ControlResponse {
+            ok: true,
+            usage: Some(u),
+            ..
+        })) => Check::new(
+            "get_usage answered before the first message",
+            true,
+            format!("{u:?}"),
+        ),
+        Some(_) => Check::failed(
+            "get_usage answered before the first message",
+            format!(
+                "an answer owl cannot read: {}",
+                short(before.as_ref().unwrap_or(&Value::Null))
+            ),
+        ),
+        None => Check::failed(
+            "get_usage answered before the first message",
+            format!("no answer within {}s", START.as_secs()),
+        ),
+    });
+
+    s.session
+        .send(&ClaudeCode.prompt_input("Wait a little, then say done."));
+    let started = s.session.wait_for(TURN, |l| {
+        is(l, "assistant", None)
+            && l["message"]["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use"))
+    });
+    let init = s
+        .session
+        .seen
+        .iter()
+        .find(|l| l["type"] != "control_response");
+    checks.push(match init {
+        Some(l) if is(l, "system", Some("init")) && l["session_id"].is_string() => Check::new(
+            "the stream starts with system/init and a session id",
+            true,
+            format!("session {}", l["session_id"]),
+        ),
+        Some(l) => Check::failed(
+            "the stream starts with system/init and a session id",
+            short(l),
+        ),
+        None => Check::failed(
+            "the stream starts with system/init and a session id",
+            "no line after the prompt",
+        ),
+    });
+    let event = s
+        .session
+        .seen
+        .iter()
+        .find_map(|l| match usage(l) {
+            Ok(AgentEvent::RateLimit(info)) => Some(info),
+            _ => None,
+        })
+        .or_else(|| {
+            s.session
+                .wait_for(Duration::from_secs(3), |l| is(l, "rate_limit_event", None))
+                .and_then(|l| match usage(&l) {
+                    Ok(AgentEvent::RateLimit(info)) => Some(info),
+                    _ => None,
+                })
+        });
+    checks.push(match event {
+        Some(info) if info.status == "allowed_warning" && info.utilization.is_some() => Check::new(
+            "a rate_limit_event with utilization in a warning state",
+            true,
+            format!("{} at {:?}", info.status, info.utilization),
+        ),
+        Some(info) => Check::failed(
+            "a rate_limit_event with utilization in a warning state",
+            format!("{info:?}"),
+        ),
+        None => Check::failed(
+            "a rate_limit_event with utilization in a warning state",
+            "none after a response with warning headers",
+        ),
+    });
+
+    if started.is_some() {
+        s.session
+            .send(&ClaudeCode.usage_request_input("r1").unwrap_or_default());
+        let mid = s.session.wait_for(TURN, |l| control_response_to(l, "r1"));
+        checks.push(match mid.as_ref().map(usage) {
+            Some(Ok(AgentEvent::ControlResponse {
+                usage: Some(Usage::Windows(w)),
+                ..
+            })) if w
+                .iter()
+                .any(|w| w.window == "five_hour" && (w.percent - 85.0).abs() < 0.5) =>
+            {
+                Check::new(
+                    "get_usage answered mid-turn with the rate_limits owl parses",
+                    true,
+                    "five_hour at 85%",
+                )
+            }
+            Some(_) => Check::failed(
+                "get_usage answered mid-turn with the rate_limits owl parses",
+                short(mid.as_ref().unwrap_or(&Value::Null)),
+            ),
+            None => Check::failed(
+                "get_usage answered mid-turn with the rate_limits owl parses",
+                format!("no answer within {}s", TURN.as_secs()),
+            ),
+        });
+    } else {
+        checks.push(Check::failed(
+            "get_usage answered mid-turn with the rate_limits owl parses",
+            "the turn never called its tool",
+        ));
+    }
+
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    checks.push(match &result {
+        Some(l) => {
+            let missing: Vec<&str> = [
+                "subtype",
+                "is_error",
+                "total_cost_usd",
+                "usage",
+                "num_turns",
+                "session_id",
+                "permission_denials",
+            ]
+            .into_iter()
+            .filter(|k| l.get(*k).is_none())
+            .collect();
+            Check::new(
+                "the result line has the fields owl reads",
+                missing.is_empty() && result_of(l).is_some(),
+                if missing.is_empty() {
+                    format!("subtype {}", l["subtype"])
+                } else {
+                    format!("missing {}", missing.join(", "))
+                },
+            )
+        }
+        None => Check::failed(
+            "the result line has the fields owl reads",
+            format!(
+                "no result within {}s: stream-json input not accepted?",
+                TURN.as_secs()
+            ),
+        ),
+    });
+    let first = s
+        .mock
+        .requests
+        .lock()
+        .map(|r| r.first().cloned())
+        .ok()
+        .flatten();
+    checks.push(match first {
+        Some(req) if req["system"].to_string().contains(MARKER) => Check::new(
+            "--append-system-prompt reaches the request",
+            true,
+            "the system prompt carries owl's words",
+        ),
+        Some(_) => Check::failed(
+            "--append-system-prompt reaches the request",
+            "the first request's system prompt lacks owl's words",
+        ),
+        None => Check::failed(
+            "--append-system-prompt reaches the request",
+            "no request reached the mock",
+        ),
+    });
+    s.session.finish(Duration::from_secs(10));
+    checks
+}
+
+/// An interrupt while a tool runs ends the turn with a result in time, and the tool is gone.
+fn interrupt(command: &Path) -> Vec<Check> {
+    const ENDS: &str = "an interrupt ends the turn with a result in time";
+    const GONE: &str = "the interrupted turn's tool process is gone afterwards";
+    // A tool that runs until it is killed, found again by its argument. Not a standalone
+    // `sleep`, which 2.1.332 refuses to run ("Blocked: standalone sleep").
+    // It follows a file in the working directory: a path outside it is denied under dontAsk.
+    let tool_command = format!("tail -s 607.{} -f owl-conformance.log", std::process::id());
+    let replies = vec![Reply::tool(
+        "Bash",
+        json!({"command": tool_command, "description": "Follow nothing for a long time"}),
+    )];
+    let mut s = match scene(
+        "interrupt",
+        command,
+        replies,
+        tools(&["Bash(tail:*)"]),
+        true,
+    ) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(ENDS, why)],
+    };
+    if let Err(e) = std::fs::write(s.scratch.0.join("owl-conformance.log"), b"") {
+        return vec![Check::failed(
+            ENDS,
+            format!("writing the file the tool follows: {e}"),
+        )];
+    }
+    s.session
+        .send(&ClaudeCode.prompt_input("Wait a long time."));
+    let tool = |pid: &i32| crate::sys::cmdline(*pid).contains(&tool_command);
+    let deadline = Instant::now() + TURN;
+    while !crate::sys::all_pids().iter().any(tool) {
+        if Instant::now() >= deadline {
+            let last = s.session.seen.last().map(short).unwrap_or_default();
+            return vec![Check::failed(
+                ENDS,
+                format!("the turn's tool never started; the last line: {last}"),
+            )];
+        }
+        let _ = s.session.wait_for(Duration::from_millis(50), |_| false);
+    }
+    let asked = Instant::now();
+    s.session.send(
+        &ClaudeCode
+            .interrupt_input("owl-interrupt")
+            .unwrap_or_default(),
+    );
+    let result = s
+        .session
+        .wait_for(crate::driver::INTERRUPT_WAIT, |l| is(l, "result", None));
+    let ends = match result {
+        Some(_) => Check::new(
+            ENDS,
+            true,
+            format!(
+                "result {} ms after the interrupt",
+                asked.elapsed().as_millis()
+            ),
+        ),
+        None => Check::failed(
+            ENDS,
+            format!(
+                "no result within {}s of the interrupt",
+                crate::driver::INTERRUPT_WAIT.as_secs()
+            ),
+        ),
+    };
+    s.session.finish(Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut left: Vec<i32> = crate::sys::all_pids().into_iter().filter(tool).collect();
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = crate::sys::all_pids().into_iter().filter(tool).collect();
+    }
+    let gone = if left.is_empty() {
+        Check::new(GONE, true, "no process of it left")
+    } else {
+        for pid in &left {
+            let _ = crate::sys::signal_pid(*pid, crate::sys::Sig::KILL);
+        }
+        Check::failed(
+            GONE,
+            format!("still running: pid {left:?} (owl kills it after a Run)"),
+        )
+    };
+    vec![ends, gone]
+}
+
+/// A tool outside `allowedTools` under `dontAsk` lands in `permission_denials`.
+fn denied(command: &Path) -> Vec<Check> {
+    const NAME: &str = "a tool denied under dontAsk lands in permission_denials";
+    let replies = vec![
+        Reply::tool(
+            "Write",
+            json!({"file_path": "/tmp/owl-conformance-denied.txt", "content": "no"}),
+        ),
+        Reply::text("I could not write it."),
+    ];
+    let mut s = match scene("denied", command, replies, tools(&["Read"]), true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    s.session.send(&ClaudeCode.prompt_input("Write a file."));
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    let check = match result.as_ref().and_then(result_of) {
+        Some(r) if r.permission_denials.iter().any(|d| d.tool_name == "Write") => {
+            Check::new(NAME, true, "Write denied")
+        }
+        Some(r) => Check::failed(NAME, format!("denials: {:?}", r.permission_denials)),
+        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
+    };
+    s.session.finish(Duration::from_secs(10));
+    vec![check]
+}
+
+/// An API 500 surfaces as an error result with its status.
+fn api_error(command: &Path) -> Vec<Check> {
+    const NAME: &str = "an API 500 surfaces as is_error with api_error_status";
+    let replies = vec![Reply::error(500), Reply::error(500), Reply::error(500)];
+    let mut s = match scene("api500", command, replies, tools(&[]), true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    s.session.send(&ClaudeCode.prompt_input("Say hello."));
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    let check = match result.as_ref().and_then(result_of) {
+        Some(r) if r.is_error && r.api_error_status == Some(500) => {
+            let failure = ClaudeCode.failure(&r, None, false);
+            Check::new(
+                NAME,
+                failure == Some(AgentFailure::Unavailable),
+                format!("is_error, status 500, read as {failure:?}"),
+            )
+        }
+        Some(r) => Check::failed(
+            NAME,
+            format!("is_error {}, status {:?}", r.is_error, r.api_error_status),
+        ),
+        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
+    };
+    s.session.finish(Duration::from_secs(10));
+    vec![check]
+}
+
+/// `--max-budget-usd` stops the turn once a response costs more.
+fn budget(command: &Path) -> Vec<Check> {
+    const NAME: &str = "--max-budget-usd stops the turn";
+    let replies = vec![
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 0", "description": "Nothing"}),
+        ),
+        Reply::tool(
+            "Bash",
+            json!({"command": "sleep 0", "description": "Nothing"}),
+        ),
+        Reply::text("Done."),
+    ];
+    let request = |_: &Account| RunRequestOwned {
+        max_budget_usd: Some(0.0001),
+        allowed_tools: vec!["Bash(sleep:*)".into()],
+    };
+    let mut s = match scene("budget", command, replies, request, true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    s.session
+        .send(&ClaudeCode.prompt_input("Do nothing twice."));
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    let check = match result.as_ref().and_then(result_of) {
+        Some(r) if r.budget_exhausted => Check::new(NAME, true, format!("subtype {}", r.subtype)),
+        Some(r) => Check::failed(NAME, format!("subtype {}", r.subtype)),
+        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
+    };
+    s.session.finish(Duration::from_secs(10));
+    vec![check]
+}
+
+/// An empty credential store is reported the way owl's login detection reads it.
+fn no_login(command: &Path) -> Vec<Check> {
+    const NAME: &str = "an empty credential store reads as not logged in";
+    let mut s = match scene("nologin", command, Vec::new(), tools(&[]), false) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    s.session.send(&ClaudeCode.prompt_input("Say hello."));
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    let agent_error = s.session.seen.iter().rev().find_map(|l| {
+        match ClaudeCode.parse_line(l.to_string().as_bytes()) {
+            Ok(AgentEvent::Assistant { error, .. }) => error,
+            _ => None,
+        }
+    });
+    let check = match result.as_ref().and_then(result_of) {
+        Some(r) => {
+            let failure = ClaudeCode.failure(&r, agent_error.as_deref(), false);
+            Check::new(
+                NAME,
+                failure == Some(AgentFailure::NotLoggedIn),
+                format!(
+                    "{}, read as {failure:?}",
+                    crate::text::truncate(r.text.as_deref().unwrap_or(""), 80)
+                ),
+            )
+        }
+        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
+    };
+    s.session.finish(Duration::from_secs(10));
+    vec![check]
+}

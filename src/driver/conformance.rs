@@ -1,0 +1,160 @@
+//! The conformance check: an agent CLI run against owl's own loopback mock of its API, each protocol fact owl relies on a named check with what was seen.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Invocation;
+
+/// One protocol fact, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// What was seen: the evidence for `ok`, or what was there instead.
+    pub seen: String,
+}
+
+impl Check {
+    pub fn new(name: &'static str, ok: bool, seen: impl Into<String>) -> Check {
+        Check {
+            name,
+            ok,
+            seen: seen.into(),
+        }
+    }
+
+    /// A check that could not be made because `why`.
+    pub fn failed(name: &'static str, why: impl Into<String>) -> Check {
+        Check::new(name, false, why)
+    }
+}
+
+/// An agent CLI process in stream-json mode: stdin written line by line, stdout read on a
+/// thread, every line kept.
+pub struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Vec<u8>>,
+    /// Every stdout line so far, parsed (a line that is not JSON is kept as a string).
+    pub seen: Vec<Value>,
+    pid: i32,
+}
+
+impl Session {
+    /// Starts `inv` in `cwd`, in its own process group, with stderr discarded.
+    pub fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = inv.command();
+        cmd.current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        let mut child = cmd.spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).split(b'\n') {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id() as i32;
+        Ok(Session {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+            pid,
+        })
+    }
+
+    /// Writes bytes to the agent's stdin (a line the Driver built).
+    pub fn send(&mut self, bytes: &[u8]) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = stdin.write_all(bytes).and_then(|()| stdin.flush());
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The first line from now on for which `wanted` holds, within `limit`; `None` when the
+    /// time ran out or stdout closed first.
+    pub fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(bytes) => {
+                    let value = serde_json::from_slice(&bytes)
+                        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+                    self.seen.push(value.clone());
+                    if wanted(&value) {
+                        return Some(value);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// Closes stdin and waits (bounded) for the agent to exit; kills its group after that.
+    pub fn finish(mut self, limit: Duration) {
+        self.close_stdin();
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = crate::sys::signal_group(self.pid, crate::sys::Sig::KILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// A line's `type` (and `subtype`) is `kind` (and `sub`).
+pub fn is(line: &Value, kind: &str, sub: Option<&str>) -> bool {
+    line["type"] == kind && sub.is_none_or(|s| line["subtype"] == s)
+}
+
+/// The control response to `request_id`.
+pub fn control_response_to(line: &Value, request_id: &str) -> bool {
+    line["type"] == "control_response" && line["response"]["request_id"] == request_id
+}
+
+/// A throwaway directory for one check run, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(label: &str) -> std::io::Result<Scratch> {
+        let dir = std::env::temp_dir().join(format!(
+            "owl-conformance-{label}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos())
+        ));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
