@@ -216,22 +216,22 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let version =
-        match agent_version(store, &account, driver.as_ref(), &command, account_cfg, now)? {
-            Ok(v) => {
-                if store.account_note(&account)?.agent_problem.is_some() {
-                    store.set_agent_problem(&account, None, now)?;
-                }
-                v
+    let version = match agent_version(ctx, store, &account, driver.as_ref(), &command, now)? {
+        Ok(v) => {
+            if store.account_note(&account)?.agent_problem.is_some() {
+                store.set_agent_problem(&account, None, now)?;
             }
-            Err(why) => {
-                // The Job stays queued: a CLI we have not tested must not spend the night.
-                store.set_agent_problem(&account, Some(&why.to_string()), now)?;
-                let why = crate::error::Error::from(why);
-                return Err(anyhow::Error::new(why)
-                    .context(format!("not starting job {job_id} on {account}")));
-            }
-        };
+            v
+        }
+        Err(why) => {
+            // The Job stays queued: a CLI we have not tested must not spend the night.
+            store.set_agent_problem(&account, Some(&why.to_string()), now)?;
+            let why = crate::error::Error::from(why);
+            return Err(
+                anyhow::Error::new(why).context(format!("not starting job {job_id} on {account}"))
+            );
+        }
+    };
 
     let job = ctx.job(store, &job_id)?;
     let workspace = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
@@ -373,13 +373,14 @@ const AGENT_CHECK_MAX_AGE: chrono::Duration = chrono::Duration::hours(1);
 /// passed for the very same file within [`AGENT_CHECK_MAX_AGE`] (with the real CLI, a
 /// node start of a second or so, before every Run).
 fn agent_version(
+    ctx: &Ctx,
     store: &mut Store,
     account: &str,
     driver: &dyn Driver,
     command: &std::path::Path,
-    account_cfg: &crate::config::Account,
     now: DateTime<Utc>,
 ) -> Result<Result<String, driver::AgentCliError>> {
+    let account_cfg = &ctx.config.accounts[account];
     let identity = driver::identity(command);
     let note = store.account_note(account)?;
     let cached = note
@@ -394,11 +395,73 @@ fn agent_version(
     if let Some((_, version)) = cached {
         return Ok(Ok(version.to_string()));
     }
-    let checked = driver::check_agent(driver, command, account_cfg);
+    let checked = match driver::check_agent(driver, command, account_cfg) {
+        Err(driver::AgentCliError::Untested { agent, version, .. }) => verified(
+            ctx,
+            store,
+            driver,
+            command,
+            identity.as_deref(),
+            agent,
+            version,
+            now,
+        )?,
+        other => other,
+    };
     if let (Ok(version), Some(identity)) = (&checked, &identity) {
         store.set_agent_checked(account, identity, version, now)?;
     }
     Ok(checked)
+}
+
+/// A version outside the tested range runs only when this very binary passed the
+/// conformance check: recorded by `owl doctor --conformance`, or (with
+/// `agentVerification: auto`) run here, once per binary.
+#[allow(clippy::too_many_arguments)]
+fn verified(
+    ctx: &Ctx,
+    store: &mut Store,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    identity: Option<&str>,
+    agent: &'static str,
+    version: String,
+    now: DateTime<Utc>,
+) -> Result<Result<String, driver::AgentCliError>> {
+    use driver::AgentCliError::{FailedConformance, Unverified};
+    let Some(identity) = identity else {
+        return Ok(Err(Unverified { agent, version }));
+    };
+    let known = store.verdict(identity)?.filter(|v| v.version == version);
+    let verdict = match (known, ctx.config.agent_verification) {
+        (Some(v), _) => v,
+        (None, crate::config::AgentVerification::Off) => {
+            return Ok(Err(Unverified { agent, version }))
+        }
+        (None, crate::config::AgentVerification::Auto) => {
+            tracing::info!(
+                "{agent} {version} is outside the tested range: checking its conformance"
+            );
+            let checks = driver.conformance(command);
+            let verdict = crate::store::Verdict {
+                version: version.clone(),
+                passed: checks.iter().all(|c| c.ok),
+                failed: super::conformance::failed_names(&checks),
+                checked_at: now,
+            };
+            store.set_verdict(identity, &verdict)?;
+            verdict
+        }
+    };
+    Ok(if verdict.passed {
+        Ok(version)
+    } else {
+        Err(FailedConformance {
+            agent,
+            version,
+            failed: verdict.failed.join("; "),
+        })
+    })
 }
 
 /// How long a write from the supervision loop waits for another process's write lock.

@@ -57,6 +57,8 @@ pub struct Config {
     /// How long utilization Snapshots are kept; older ones are pruned by the tick.
     #[serde(serialize_with = "ser_duration")]
     pub snapshot_retention: Duration,
+    /// What owl does with an agent CLI outside its tested range.
+    pub agent_verification: AgentVerification,
     pub commit_author: String,
     pub defaults: JobDefaults,
     pub schedule: Schedule,
@@ -70,6 +72,18 @@ impl Config {
         let line = line.map(|n| format!("line {n}: ")).unwrap_or_default();
         Error::bad_input(format!("reading config {}: {line}{msg}", self.source))
     }
+}
+
+/// What owl does with an agent CLI whose version is outside the tested range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentVerification {
+    /// The first tick that meets a new binary runs the conformance check on it (once, no
+    /// tokens) and runs it only if it passes.
+    #[default]
+    Auto,
+    /// Only the tested range, and binaries that passed `owl doctor --conformance`.
+    Off,
 }
 
 /// What every Job gets unless `owl add` overrides it.

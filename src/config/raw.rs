@@ -25,6 +25,7 @@ pub(super) struct RawConfig {
     pub(super) min_free_space: Option<u64>,
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) snapshot_retention: Option<Duration>,
+    pub(super) agent_verification: Option<super::AgentVerification>,
     pub(super) commit_author: Option<String>,
     pub(super) defaults: Option<RawDefaults>,
     pub(super) schedule: Option<RawSchedule>,

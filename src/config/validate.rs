@@ -188,6 +188,7 @@ pub(super) fn validate(
         snapshot_retention: raw
             .snapshot_retention
             .unwrap_or(Duration::from_secs(35 * 86_400)),
+        agent_verification: raw.agent_verification.unwrap_or_default(),
         commit_author: raw
             .commit_author
             .unwrap_or_else(|| "owl <owl@localhost>".into()),

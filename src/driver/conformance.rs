@@ -91,9 +91,14 @@ impl Session {
         self.stdin = None;
     }
 
-    /// The first line from now on for which `wanted` holds, within `limit`; `None` when the
-    /// time ran out or stdout closed first.
+    /// The first line of the whole stream for which `wanted` holds: one already read, or
+    /// one read within `limit`; `None` when the time ran out or stdout closed first. Lines
+    /// read while waiting for something else are kept, so no answer is lost to the order
+    /// in which a scenario asks.
     pub fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
+        if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
+            return Some(line.clone());
+        }
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -318,6 +318,20 @@ pub enum AgentCliError {
     NoAnswer(PathBuf),
     #[error("'{output}' is not a {agent} version")]
     Unrecognised { output: String, agent: &'static str },
+    #[error("{agent} {version} is not verified: run `owl doctor --conformance`")]
+    Unverified {
+        agent: &'static str,
+        version: String,
+    },
+    #[error(
+        "{agent} {version} failed the conformance check ({failed}); owl does not run it \
+         (see `owl doctor --conformance`)"
+    )]
+    FailedConformance {
+        agent: &'static str,
+        version: String,
+        failed: String,
+    },
     #[error("{agent} {version} is outside the tested range {range} (tested on {tested})")]
     Untested {
         agent: &'static str,

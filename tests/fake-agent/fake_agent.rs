@@ -91,6 +91,11 @@ impl Shared {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(real) = std::env::var_os("FAKE_AGENT_RELAY") {
+        if !args.iter().any(|a| a == "--version") {
+            relay(Path::new(&real), &args[1..]);
+        }
+    }
     if args.iter().any(|a| a == "--version") {
         if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
             fs::create_dir_all(&dir).unwrap();
@@ -296,6 +301,48 @@ fn wait_for_file(path: &Path) {
     while !path.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A CLI that is the real one with a fault put between it and owl (`FAKE_AGENT_RELAY`: the
+/// real binary). Every stdin line goes through to it, except a line holding
+/// `FAKE_AGENT_RELAY_DROP`, which is dropped, and a line holding the text before the colon
+/// of `FAKE_AGENT_RELAY_DELAY` (`text:ms`), which goes through that much later. Its stdout
+/// and stderr are the real CLI's own. Only `--version` is answered here, with
+/// `FAKE_AGENT_VERSION`.
+fn relay(real: &Path, args: &[String]) -> ! {
+    let mut child = Command::new(real)
+        .args(args)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let drop_text = std::env::var("FAKE_AGENT_RELAY_DROP").ok();
+    let delay = std::env::var("FAKE_AGENT_RELAY_DELAY").ok().and_then(|d| {
+        let (text, ms) = d.rsplit_once(':')?;
+        Some((text.to_string(), Duration::from_millis(ms.parse().ok()?)))
+    });
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().split(b'\n') {
+            let Ok(mut line) = line else { break };
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if drop_text.as_deref().is_some_and(|d| text.contains(d)) {
+                continue;
+            }
+            if let Some((_, wait)) = delay.as_ref().filter(|(d, _)| text.contains(d.as_str())) {
+                std::thread::sleep(*wait);
+            }
+            line.push(b'\n');
+            if to_child
+                .write_all(&line)
+                .and_then(|()| to_child.flush())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let status = child.wait().unwrap();
+    std::process::exit(status.code().unwrap_or(1));
 }
 
 /// The variables of [`RECORDED_ENV`] this process has.

@@ -16,7 +16,7 @@ use owl::driver::mock_api::{MockApi, Reply};
 /// `#[ignore]`d in a plain `cargo test`, since it needs the CLI: `.ci/run` installs it and
 /// runs them with `--include-ignored`, so a test that did not run is counted as ignored,
 /// never as passed.
-fn real_claude() -> PathBuf {
+pub fn real_claude() -> PathBuf {
     match std::env::var_os("OWL_E2E_CLAUDE").map(PathBuf::from) {
         Some(path) if path.is_file() => path,
         other => panic!(

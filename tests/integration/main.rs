@@ -5,6 +5,7 @@ mod architecture;
 mod bad_input;
 mod ceilings;
 mod commands;
+mod conformance;
 mod continuity;
 mod e2e;
 mod faults;

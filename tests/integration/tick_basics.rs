@@ -347,7 +347,8 @@ fn an_exit_without_a_result_line_is_failed_with_the_stderr_tail() {
 
 #[test]
 fn a_version_outside_the_tested_range_leaves_the_job_queued_and_says_why() {
-    let mut env = TestEnv::new();
+    // With verification off, only a binary that passed `owl doctor --conformance` runs.
+    let mut env = TestEnv::with_config("agentVerification: off\n");
     env.extra_env
         .push(("FAKE_AGENT_VERSION".into(), "2.2.0 (Claude Code)".into()));
     env.script(&done_script("success.jsonl", 0));
@@ -357,7 +358,7 @@ fn a_version_outside_the_tested_range_leaves_the_job_queued_and_says_why() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
-            "Claude Code 2.2.0 is outside the tested range 2.1.x",
+            "Claude Code 2.2.0 is not verified: run `owl doctor --conformance`",
         ));
     assert_eq!(env.show(&id)["state"], "queued");
     assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
