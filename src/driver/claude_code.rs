@@ -29,6 +29,20 @@ pub const AUTOUPDATER_SWITCH: (&str, &str) = ("DISABLE_AUTOUPDATER", "1");
 /// The versions owl is tested against: 2.1.x (recorded on 2.1.197).
 const TESTED_MAJOR_MINOR: (u64, u64) = (2, 1);
 
+/// The versions CI runs the end-to-end tests and the conformance check against, from the
+/// one file that lists them (`claude-code-versions.txt`).
+const TESTED_VERSIONS: &str = include_str!("../../claude-code-versions.txt");
+
+/// The tested versions, "2.1.197 and 2.1.332".
+fn tested_versions() -> String {
+    let versions: Vec<&str> = TESTED_VERSIONS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    versions.join(" and ")
+}
+
 impl ClaudeCode {
     /// What Claude Code can do for owl.
     pub const CAPABILITIES: Capabilities = Capabilities {
@@ -66,7 +80,7 @@ impl Driver for ClaudeCode {
                 agent: "Claude Code",
                 version: version.to_string(),
                 range: format!("{}.{}.x", TESTED_MAJOR_MINOR.0, TESTED_MAJOR_MINOR.1),
-                tested: "2.1.197",
+                tested: tested_versions(),
             });
         }
         Ok(version.to_string())
@@ -728,7 +742,7 @@ mod tests {
         );
         assert_eq!(
             untested.to_string(),
-            "Claude Code 2.2.0 is outside the tested range 2.1.x (tested on 2.1.197)"
+            "Claude Code 2.2.0 is outside the tested range 2.1.x (tested on 2.1.197 and 2.1.332)"
         );
         assert!(matches!(
             d.check_version("3.1.197 (Claude Code)"),

@@ -337,7 +337,7 @@ pub enum AgentCliError {
         agent: &'static str,
         version: String,
         range: String,
-        tested: &'static str,
+        tested: String,
     },
 }
 

@@ -164,3 +164,110 @@ fn e2e_auto_verification_checks_a_new_binary_once_and_then_runs_it() {
         .unwrap();
     assert_eq!((version.as_str(), passed), ("2.2.0", true));
 }
+
+/// What `claude doctor` says of its updater, run on the real binary under a terminal
+/// (`script` gives it one) with `env` set, in a throwaway home.
+fn updater_state(env: &[(String, String)]) -> String {
+    use std::io::Read;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("script")
+        .args([
+            "-qc",
+            &format!("{} doctor", real_claude().display()),
+            "/dev/null",
+        ])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("HOME", home.path())
+        .env("CLAUDE_CONFIG_DIR", home.path().join("claude"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs the CLI under a terminal");
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    // The screen, without escape sequences and spaces, until the updater's line is whole.
+    let mut screen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let line = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(bytes) = rx.recv_timeout(left) else {
+            break None;
+        };
+        screen.push_str(&String::from_utf8_lossy(&bytes));
+        let plain = strip_terminal(&screen);
+        if let Some(at) = plain.find("Auto-updates:") {
+            if let Some(end) = plain[at..].find("Auto-updatechannel") {
+                // Without the tree drawing of the next line.
+                let line = plain[at..at + end].trim_end_matches(['├', '└', '│', '─']);
+                break Some(line.to_string());
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    line.unwrap_or_else(|| panic!("claude doctor never told its updater: {screen}"))
+}
+
+/// Text without ANSI escape sequences and whitespace.
+fn strip_terminal(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ params final-byte
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() || c == '~' {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        if !c.is_whitespace() && !c.is_control() {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_the_cli_runs_with_its_self_updater_off() {
+    use owl::driver::{ClaudeCode, Driver, RunRequest};
+    let account = owl::config::Account {
+        driver: owl::config::DriverKind::ClaudeCode,
+        credential_store: None,
+        env: Default::default(),
+        limits: None,
+        limits_line: None,
+    };
+    let claude = real_claude();
+    let run = ClaudeCode.invocation(&RunRequest {
+        command: &claude,
+        account: &account,
+        permission_mode: "dontAsk",
+        max_budget_usd: None,
+        allowed_tools: &[],
+        disallowed_tools: &[],
+        model: None,
+        standing_instructions: "",
+    });
+    // The switch is what the real binary honours: with owl's environment it says so, and
+    // without it (the same binary, the same home) its updater is on.
+    assert_eq!(
+        updater_state(&run.env_set),
+        "Auto-updates:disabled(setbyenv:DISABLE_AUTOUPDATER)"
+    );
+    assert_eq!(updater_state(&[]), "Auto-updates:enabled");
+}

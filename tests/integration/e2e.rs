@@ -21,8 +21,8 @@ pub fn real_claude() -> PathBuf {
         Some(path) if path.is_file() => path,
         other => panic!(
             "OWL_E2E_CLAUDE ({other:?}) names no file: install the CLI with \
-             `npm install --prefix target/claude-code @anthropic-ai/claude-code@2.1.197` and set \
-             OWL_E2E_CLAUDE=$PWD/target/claude-code/node_modules/.bin/claude (`bash .ci/run` does both)"
+             `npm install --prefix target/claude-code-2.1.197 @anthropic-ai/claude-code@2.1.197` and set \
+             OWL_E2E_CLAUDE=$PWD/target/claude-code-2.1.197/node_modules/.bin/claude (`bash .ci/run` does both)"
         ),
     }
 }
@@ -54,7 +54,7 @@ drivers:
   claude-code:
     command: {claude}
 defaults:
-  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sleep:*)"]
+  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sleep:*)", "Bash(tail:*)"]
 accounts:
   work:
     credentialStore: {creds}
@@ -154,9 +154,11 @@ fn e2e_utilization_climbing_past_the_ceiling_stops_the_run() {
             .with_five_hour("allowed", 0.40, reset),
         Reply::tool("Read", json!({"file_path": wt.join("README.md")}))
             .with_five_hour("allowed", 0.55, reset),
+        // A tool that runs until it is stopped. Not a standalone `sleep`: 2.1.332 refuses
+        // one longer than a few seconds ("Blocked: standalone sleep 30").
         Reply::tool(
             "Bash",
-            json!({"command": "sleep 30", "description": "Wait"}),
+            json!({"command": "tail -s 30 -f README.md", "description": "Wait"}),
         )
         .with_five_hour("allowed", 0.70, reset),
     ]);
@@ -164,7 +166,7 @@ fn e2e_utilization_climbing_past_the_ceiling_stops_the_run() {
     let tick = env.tick();
     assert!(
         started.elapsed() < Duration::from_secs(25),
-        "owl let the 30 s tool call run: {:?}",
+        "owl let the endless tool call run: {:?}",
         started.elapsed()
     );
     assert_eq!(tick["outcome"], "interrupted", "{tick}");
@@ -254,9 +256,10 @@ fn marked_processes(env: &TestEnv) -> Vec<(i32, String)> {
 fn e2e_sigterm_while_the_bash_tool_sleeps_leaves_nothing_behind() {
     let E2e { env, mock } = e2e("");
     let id = env.add("Wait a long time.");
+    // Runs until it is killed (2.1.332 refuses a standalone `sleep 600`).
     mock.script(vec![Reply::tool(
         "Bash",
-        json!({"command": "sleep 600", "description": "Wait"}),
+        json!({"command": "tail -s 600 -f README.md", "description": "Wait"}),
     )]);
     let owl = env
         .owl_std()
@@ -267,7 +270,7 @@ fn e2e_sigterm_while_the_bash_tool_sleeps_leaves_nothing_behind() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !marked_processes(&env)
         .iter()
-        .any(|(_, cmd)| cmd.starts_with("sleep 600"))
+        .any(|(_, cmd)| cmd.starts_with("tail -s 600"))
     {
         assert!(
             Instant::now() < deadline,
