@@ -107,6 +107,10 @@ pub enum Command {
         /// With --conformance: the checks as JSON.
         #[arg(long, requires = "conformance")]
         json: bool,
+        /// With --conformance: keep what the CLI wrote in each scenario in this directory,
+        /// as fixtures (`conformance-<scenario>.jsonl`; see scripts/record-fixtures).
+        #[arg(long, requires = "conformance", value_name = "DIR")]
+        record: Option<std::path::PathBuf>,
     },
     /// Ask each Account's agent for its utilization and login now (no prompt, no tokens),
     /// record the figures and print them. Exits 1 when an Account is not logged in.

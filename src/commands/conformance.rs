@@ -1,5 +1,7 @@
 //! `owl doctor --conformance`: proves each Account's agent CLI keeps the protocol owl relies on, and records the verdict for that binary.
 
+use std::path::Path;
+
 use anyhow::Result;
 use serde::Serialize;
 
@@ -16,7 +18,7 @@ struct ConformanceJson {
     checks: Vec<Check>,
 }
 
-pub fn run(ctx: &Ctx, only: Option<&str>, json: bool) -> Result<u8> {
+pub fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> Result<u8> {
     let names: Vec<String> = match only {
         Some(name) if ctx.config.accounts.contains_key(name) => vec![name.to_string()],
         Some(name) => {
@@ -38,7 +40,7 @@ pub fn run(ctx: &Ctx, only: Option<&str>, json: bool) -> Result<u8> {
         let command = &ctx.config.drivers.get(account.driver).command;
         let version = tested_or_not(d.as_ref(), command, account);
         let checks = match &version {
-            Ok(_) => d.conformance(command),
+            Ok(_) => d.conformance(command, record),
             Err(why) => vec![Check::failed("the agent CLI runs", why.to_string())],
         };
         let passed = checks.iter().all(|c| c.ok);

@@ -54,7 +54,8 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
             conformance: true,
             account,
             json,
-        } => conformance::run(&ctx, account.as_deref(), json),
+            record,
+        } => conformance::run(&ctx, account.as_deref(), json, record.as_deref()),
         Command::Probe { account, json } => probe::run(&ctx, account.as_deref(), json),
     }
 }

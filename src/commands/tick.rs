@@ -442,7 +442,7 @@ fn verified(
             tracing::info!(
                 "{agent} {version} is outside the tested range: checking its conformance"
             );
-            let checks = driver.conformance(command);
+            let checks = driver.conformance(command, None);
             let verdict = crate::store::Verdict {
                 version: version.clone(),
                 passed: checks.iter().all(|c| c.ok),

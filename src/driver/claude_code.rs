@@ -163,8 +163,12 @@ impl Driver for ClaudeCode {
         }
     }
 
-    fn conformance(&self, command: &std::path::Path) -> Vec<super::conformance::Check> {
-        conformance::run(command)
+    fn conformance(
+        &self,
+        command: &std::path::Path,
+        record: Option<&std::path::Path>,
+    ) -> Vec<super::conformance::Check> {
+        conformance::run(command, record)
     }
 
     fn uses_api_key(&self, account: &Account) -> bool {

@@ -116,19 +116,43 @@ impl Session {
         }
     }
 
-    /// Closes stdin and waits (bounded) for the agent to exit; kills its group after that.
-    pub fn finish(mut self, limit: Duration) {
+    /// Closes stdin and waits (bounded) for the agent to exit, killing its group after
+    /// that; returns every stdout line it wrote.
+    pub fn finish(mut self, limit: Duration) -> Vec<Value> {
         self.close_stdin();
         let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
+        let mut exited = false;
+        while !exited && Instant::now() < deadline {
+            exited = matches!(self.child.try_wait(), Ok(Some(_)));
+            if !exited {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = crate::sys::signal_group(self.pid, crate::sys::Sig::KILL);
-        let _ = self.child.wait();
+        if !exited {
+            let _ = crate::sys::signal_group(self.pid, crate::sys::Sig::KILL);
+            let _ = self.child.wait();
+        }
+        while let Ok(bytes) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(
+                serde_json::from_slice(&bytes)
+                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
+            );
+        }
+        self.seen
     }
+}
+
+/// Writes a scenario's stdout lines to `dir/conformance-<label>.jsonl`, the scratch dir's
+/// path in them replaced by `<cwd>`: a fixture recorded from the CLI, for comparing the
+/// shapes of two versions' lines.
+pub fn record(dir: &Path, label: &str, scratch: &Path, lines: &[Value]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let scratch = scratch.display().to_string();
+    let text: String = lines
+        .iter()
+        .map(|l| format!("{}\n", l.to_string().replace(&scratch, "<cwd>")))
+        .collect();
+    std::fs::write(dir.join(format!("conformance-{label}.jsonl")), text)
 }
 
 /// A line's `type` (and `subtype`) is `kind` (and `sub`).

@@ -277,8 +277,13 @@ pub trait Driver: Send + Sync {
 
     /// Runs the conformance check: every protocol fact owl relies on in this agent, against
     /// a loopback mock under a throwaway login (no real credential, no token). A Driver
-    /// declares its own checks; one without any says so as a failed check.
-    fn conformance(&self, command: &std::path::Path) -> Vec<conformance::Check>;
+    /// declares its own checks. With `record`, what the CLI wrote in each scenario is kept
+    /// there as a fixture (`conformance-<scenario>.jsonl`).
+    fn conformance(
+        &self,
+        command: &std::path::Path,
+        record: Option<&std::path::Path>,
+    ) -> Vec<conformance::Check>;
 
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;

@@ -9,6 +9,7 @@ mod conformance;
 mod continuity;
 mod e2e;
 mod faults;
+mod fixture_shapes;
 mod fresh_home;
 mod night;
 mod output;

@@ -20,15 +20,18 @@ const START: Duration = Duration::from_secs(15);
 const TURN: Duration = Duration::from_secs(20);
 
 /// Every check, the scenarios run side by side (each its own CLI, mock and config dir).
-pub fn run(command: &Path) -> Vec<Check> {
-    let scenarios: Vec<fn(&Path) -> Vec<Check>> = vec![
+/// With `record`, what the CLI wrote in each scenario is kept there.
+pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
+    let scenarios: Vec<Scenario> = vec![
         version, turn, interrupt, denied, api_error, budget, no_login,
     ];
     let handles: Vec<_> = scenarios
         .into_iter()
         .map(|scenario| {
             let command = command.to_path_buf();
-            std::thread::spawn(move || scenario(&command))
+            let record = record.map(Path::to_path_buf);
+            std::thread::spawn(move || scenario(&command, record.as_deref()))
         })
         .collect();
     handles
@@ -74,13 +77,28 @@ fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
 
 /// A scenario's CLI: its own mock, scratch dir and session, with owl's Run argv.
 struct Scene {
+    label: &'static str,
     mock: MockApi,
     session: Session,
     scratch: Scratch,
 }
 
+impl Scene {
+    /// Ends the CLI; with `record`, keeps what it wrote as a fixture.
+    fn end(self, record: Option<&Path>) {
+        let lines = self.session.finish(Duration::from_secs(10));
+        if let Some(dir) = record {
+            if let Err(e) =
+                crate::driver::conformance::record(dir, self.label, &self.scratch.0, &lines)
+            {
+                tracing::warn!("recording the {} scenario: {e}", self.label);
+            }
+        }
+    }
+}
+
 fn scene(
-    label: &str,
+    label: &'static str,
     command: &Path,
     replies: Vec<Reply>,
     request: impl FnOnce(&Account) -> RunRequestOwned,
@@ -104,6 +122,7 @@ fn scene(
     let session = Session::start(&inv, &scratch.0)
         .map_err(|e| format!("starting '{}': {e}", command.display()))?;
     Ok(Scene {
+        label,
         mock,
         session,
         scratch,
@@ -136,7 +155,7 @@ fn short(line: &Value) -> String {
     crate::text::truncate(&line.to_string(), 160)
 }
 
-fn version(command: &Path) -> Vec<Check> {
+fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "--version parses";
     let out = std::process::Command::new(command)
         .arg("--version")
@@ -161,7 +180,7 @@ fn version(command: &Path) -> Vec<Check> {
 
 /// A turn with a tool: get_usage before the prompt and mid-turn, a rate-limit warning, the
 /// init and result lines, and the system prompt in the request.
-fn turn(command: &Path) -> Vec<Check> {
+fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
     let reset = chrono::Utc::now().timestamp() + 3 * 3600;
     let replies = vec![
         Reply::tool(
@@ -356,12 +375,12 @@ fn turn(command: &Path) -> Vec<Check> {
             "no request reached the mock",
         ),
     });
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     checks
 }
 
 /// An interrupt while a tool runs ends the turn with a result in time, and the tool is gone.
-fn interrupt(command: &Path) -> Vec<Check> {
+fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const ENDS: &str = "an interrupt ends the turn with a result in time";
     const GONE: &str = "the interrupted turn's tool process is gone afterwards";
     // A tool that runs until it is killed, found again by its argument. Not a standalone
@@ -428,7 +447,7 @@ fn interrupt(command: &Path) -> Vec<Check> {
             ),
         ),
     };
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut left: Vec<i32> = crate::sys::all_pids().into_iter().filter(tool).collect();
     while !left.is_empty() && Instant::now() < deadline {
@@ -450,7 +469,7 @@ fn interrupt(command: &Path) -> Vec<Check> {
 }
 
 /// A tool outside `allowedTools` under `dontAsk` lands in `permission_denials`.
-fn denied(command: &Path) -> Vec<Check> {
+fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "a tool denied under dontAsk lands in permission_denials";
     let replies = vec![
         Reply::tool(
@@ -472,12 +491,12 @@ fn denied(command: &Path) -> Vec<Check> {
         Some(r) => Check::failed(NAME, format!("denials: {:?}", r.permission_denials)),
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
     };
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     vec![check]
 }
 
 /// An API 500 surfaces as an error result with its status.
-fn api_error(command: &Path) -> Vec<Check> {
+fn api_error(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an API 500 surfaces as is_error with api_error_status";
     let replies = vec![Reply::error(500), Reply::error(500), Reply::error(500)];
     let mut s = match scene("api500", command, replies, tools(&[]), true) {
@@ -501,12 +520,12 @@ fn api_error(command: &Path) -> Vec<Check> {
         ),
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
     };
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     vec![check]
 }
 
 /// `--max-budget-usd` stops the turn once a response costs more.
-fn budget(command: &Path) -> Vec<Check> {
+fn budget(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "--max-budget-usd stops the turn";
     let replies = vec![
         Reply::tool(
@@ -535,12 +554,12 @@ fn budget(command: &Path) -> Vec<Check> {
         Some(r) => Check::failed(NAME, format!("subtype {}", r.subtype)),
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
     };
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     vec![check]
 }
 
 /// An empty credential store is reported the way owl's login detection reads it.
-fn no_login(command: &Path) -> Vec<Check> {
+fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an empty credential store reads as not logged in";
     let mut s = match scene("nologin", command, Vec::new(), tools(&[]), false) {
         Ok(s) => s,
@@ -568,6 +587,6 @@ fn no_login(command: &Path) -> Vec<Check> {
         }
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
     };
-    s.session.finish(Duration::from_secs(10));
+    s.end(record);
     vec![check]
 }
