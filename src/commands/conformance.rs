@@ -19,18 +19,7 @@ struct ConformanceJson {
 }
 
 pub fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> Result<u8> {
-    let names: Vec<String> = match only {
-        Some(name) if ctx.config.accounts.contains_key(name) => vec![name.to_string()],
-        Some(name) => {
-            let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
-            crate::bad_input!(
-                "no account '{name}' in {}{}",
-                ctx.config.source,
-                crate::config::did_you_mean(name, &known)
-            );
-        }
-        None => ctx.config.accounts.keys().cloned().collect(),
-    };
+    let names = ctx.accounts_named(only)?;
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     let mut out = Vec::new();

@@ -120,6 +120,24 @@ impl Ctx {
         Store::open_existing(&self.db_path())
     }
 
+    /// The Account named `only`, or every Account; a name not configured is bad input.
+    fn accounts_named(&self, only: Option<&str>) -> Result<Vec<String>> {
+        let accounts = &self.config.accounts;
+        match only {
+            Some(name) if accounts.contains_key(name) => Ok(vec![name.to_string()]),
+            Some(name) => {
+                let known: Vec<&str> = accounts.keys().map(String::as_str).collect();
+                crate::bad_input!(
+                    "no account '{name}' in {} (accounts: {}){}",
+                    self.config.source,
+                    known.join(", "),
+                    crate::config::did_you_mean(name, &known)
+                )
+            }
+            None => Ok(accounts.keys().cloned().collect()),
+        }
+    }
+
     /// Looks a Job up, or fails with a usage error naming it.
     fn job(&self, store: &Store, id: &str) -> Result<Job> {
         store.job(id)?.ok_or_else(|| {

@@ -29,18 +29,7 @@ struct WindowJson {
 }
 
 pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
-    let names: Vec<String> = match account {
-        Some(name) if ctx.config.accounts.contains_key(name) => vec![name.to_string()],
-        Some(name) => {
-            let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
-            crate::bad_input!(
-                "no account '{name}' in {} (accounts: {})",
-                ctx.config.source,
-                known.join(", ")
-            )
-        }
-        None => ctx.config.accounts.keys().cloned().collect(),
-    };
+    let names = ctx.accounts_named(account)?;
     super::ensure_private_dir(&ctx.config.state_dir)?;
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;

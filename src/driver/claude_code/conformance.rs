@@ -468,6 +468,34 @@ fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
     vec![ends, gone]
 }
 
+/// One prompt's turn in a fresh scene, its result judged by `judge` (with the lines the
+/// CLI wrote); a missing result fails the check.
+#[allow(clippy::too_many_arguments)]
+fn one_turn(
+    name: &'static str,
+    label: &'static str,
+    command: &Path,
+    record: Option<&Path>,
+    replies: Vec<Reply>,
+    request: impl FnOnce(&Account) -> RunRequestOwned,
+    logged_in: bool,
+    judge: impl FnOnce(&crate::driver::AgentResult, &[Value]) -> Check,
+) -> Vec<Check> {
+    let mut s = match scene(label, command, replies, request, logged_in) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(name, why)],
+    };
+    s.session
+        .send(&ClaudeCode.prompt_input("Do what the replies say."));
+    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
+    let check = match result.as_ref().and_then(result_of) {
+        Some(r) => judge(&r, &s.session.seen),
+        None => Check::failed(name, format!("no result within {}s", TURN.as_secs())),
+    };
+    s.end(record);
+    vec![check]
+}
+
 /// A tool outside `allowedTools` under `dontAsk` lands in `permission_denials`.
 fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "a tool denied under dontAsk lands in permission_denials";
@@ -478,50 +506,47 @@ fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
         ),
         Reply::text("I could not write it."),
     ];
-    let mut s = match scene("denied", command, replies, tools(&["Read"]), true) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(NAME, why)],
-    };
-    s.session.send(&ClaudeCode.prompt_input("Write a file."));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let check = match result.as_ref().and_then(result_of) {
-        Some(r) if r.permission_denials.iter().any(|d| d.tool_name == "Write") => {
-            Check::new(NAME, true, "Write denied")
-        }
-        Some(r) => Check::failed(NAME, format!("denials: {:?}", r.permission_denials)),
-        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
-    };
-    s.end(record);
-    vec![check]
+    one_turn(
+        NAME,
+        "denied",
+        command,
+        record,
+        replies,
+        tools(&["Read"]),
+        true,
+        |r, _| {
+            let denied = r.permission_denials.iter().any(|d| d.tool_name == "Write");
+            Check::new(NAME, denied, format!("denials: {:?}", r.permission_denials))
+        },
+    )
 }
 
 /// An API 500 surfaces as an error result with its status.
 fn api_error(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an API 500 surfaces as is_error with api_error_status";
     let replies = vec![Reply::error(500), Reply::error(500), Reply::error(500)];
-    let mut s = match scene("api500", command, replies, tools(&[]), true) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(NAME, why)],
-    };
-    s.session.send(&ClaudeCode.prompt_input("Say hello."));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let check = match result.as_ref().and_then(result_of) {
-        Some(r) if r.is_error && r.api_error_status == Some(500) => {
-            let failure = ClaudeCode.failure(&r, None, false);
+    one_turn(
+        NAME,
+        "api500",
+        command,
+        record,
+        replies,
+        tools(&[]),
+        true,
+        |r, _| {
+            let failure = ClaudeCode.failure(r, None, false);
             Check::new(
                 NAME,
-                failure == Some(AgentFailure::Unavailable),
-                format!("is_error, status 500, read as {failure:?}"),
+                r.is_error
+                    && r.api_error_status == Some(500)
+                    && failure == Some(AgentFailure::Unavailable),
+                format!(
+                    "is_error {}, status {:?}, read as {failure:?}",
+                    r.is_error, r.api_error_status
+                ),
             )
-        }
-        Some(r) => Check::failed(
-            NAME,
-            format!("is_error {}, status {:?}", r.is_error, r.api_error_status),
-        ),
-        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
-    };
-    s.end(record);
-    vec![check]
+        },
+    )
 }
 
 /// `--max-budget-usd` stops the turn once a response costs more.
@@ -542,40 +567,37 @@ fn budget(command: &Path, record: Option<&Path>) -> Vec<Check> {
         max_budget_usd: Some(0.0001),
         allowed_tools: vec!["Bash(sleep:*)".into()],
     };
-    let mut s = match scene("budget", command, replies, request, true) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(NAME, why)],
-    };
-    s.session
-        .send(&ClaudeCode.prompt_input("Do nothing twice."));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let check = match result.as_ref().and_then(result_of) {
-        Some(r) if r.budget_exhausted => Check::new(NAME, true, format!("subtype {}", r.subtype)),
-        Some(r) => Check::failed(NAME, format!("subtype {}", r.subtype)),
-        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
-    };
-    s.end(record);
-    vec![check]
+    one_turn(
+        NAME,
+        "budget",
+        command,
+        record,
+        replies,
+        request,
+        true,
+        |r, _| Check::new(NAME, r.budget_exhausted, format!("subtype {}", r.subtype)),
+    )
 }
 
 /// An empty credential store is reported the way owl's login detection reads it.
 fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an empty credential store reads as not logged in";
-    let mut s = match scene("nologin", command, Vec::new(), tools(&[]), false) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(NAME, why)],
-    };
-    s.session.send(&ClaudeCode.prompt_input("Say hello."));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let agent_error = s.session.seen.iter().rev().find_map(|l| {
-        match ClaudeCode.parse_line(l.to_string().as_bytes()) {
-            Ok(AgentEvent::Assistant { error, .. }) => error,
-            _ => None,
-        }
-    });
-    let check = match result.as_ref().and_then(result_of) {
-        Some(r) => {
-            let failure = ClaudeCode.failure(&r, agent_error.as_deref(), false);
+    one_turn(
+        NAME,
+        "nologin",
+        command,
+        record,
+        Vec::new(),
+        tools(&[]),
+        false,
+        |r, seen| {
+            let agent_error = seen.iter().rev().find_map(|l| {
+                match ClaudeCode.parse_line(l.to_string().as_bytes()) {
+                    Ok(AgentEvent::Assistant { error, .. }) => error,
+                    _ => None,
+                }
+            });
+            let failure = ClaudeCode.failure(r, agent_error.as_deref(), false);
             Check::new(
                 NAME,
                 failure == Some(AgentFailure::NotLoggedIn),
@@ -584,9 +606,6 @@ fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
                     crate::text::truncate(r.text.as_deref().unwrap_or(""), 80)
                 ),
             )
-        }
-        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
-    };
-    s.end(record);
-    vec![check]
+        },
+    )
 }
