@@ -25,6 +25,20 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             Ok(v) => {
                 let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
                 check(true, format!("account {name}: {what}"));
+                let (has, lacks): (Vec<_>, Vec<_>) = d
+                    .capabilities()
+                    .named()
+                    .into_iter()
+                    .partition(|(_, on)| *on);
+                let names = |caps: Vec<(&str, bool)>| -> String {
+                    let names: Vec<&str> = caps.into_iter().map(|(n, _)| n).collect();
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                };
+                outln!("     capabilities: {}; lacks: {}", names(has), names(lacks));
                 true
             }
             Err(why) => {

@@ -328,7 +328,11 @@ mod tests {
         .unwrap();
         let blind = |_| Capabilities {
             usage_reporting: false,
-            interrupt: false,
+            usage_probe: false,
+            budget_cap: false,
+            tool_policy: false,
+            graceful_interrupt: false,
+            session_id: false,
         };
         let e = check_capabilities_with(&config, blind).unwrap_err();
         assert_eq!(e.kind, crate::error::ErrorKind::BadInput);

@@ -47,7 +47,11 @@ impl ClaudeCode {
     /// What Claude Code can do for owl.
     pub const CAPABILITIES: Capabilities = Capabilities {
         usage_reporting: true,
-        interrupt: true,
+        usage_probe: true,
+        budget_cap: true,
+        tool_policy: true,
+        graceful_interrupt: true,
+        session_id: true,
     };
 }
 

@@ -16,8 +16,30 @@ pub use claude_code::ClaudeCode;
 pub struct Capabilities {
     /// The agent reports the Account's utilization, so a Ceiling can be kept.
     pub usage_reporting: bool,
-    /// The agent can be asked on stdin to abort its turn and still report how it ended.
-    pub interrupt: bool,
+    /// An Account's utilization can be read without spending a token (the preflight probe).
+    pub usage_probe: bool,
+    /// A Run can be capped in money (`--max-budget-usd`).
+    pub budget_cap: bool,
+    /// `allowedTools`/`disallowedTools` can be expressed to the CLI.
+    pub tool_policy: bool,
+    /// The agent can be asked to abort its turn and still report how it ended.
+    pub graceful_interrupt: bool,
+    /// The agent names its session, so a Run can be looked at (and resumed by hand) later.
+    pub session_id: bool,
+}
+
+impl Capabilities {
+    /// Each capability with its name as `owl doctor` prints it.
+    pub fn named(&self) -> [(&'static str, bool); 6] {
+        [
+            ("usage_reporting", self.usage_reporting),
+            ("usage_probe", self.usage_probe),
+            ("budget_cap", self.budget_cap),
+            ("tool_policy", self.tool_policy),
+            ("graceful_interrupt", self.graceful_interrupt),
+            ("session_id", self.session_id),
+        ]
+    }
 }
 
 /// The capabilities of a Driver, known without building one (config validation needs them).

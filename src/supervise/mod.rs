@@ -150,7 +150,7 @@ pub fn supervise(
     send(&stdin, spec.driver.prompt_input(spec.prompt));
     let caps = spec.driver.capabilities();
     let interrupt = caps
-        .interrupt
+        .graceful_interrupt
         .then(|| spec.driver.interrupt_input("owl-interrupt"))
         .flatten();
     let limits = Limits {

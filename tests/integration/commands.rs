@@ -258,6 +258,10 @@ fn doctor_checks_the_agent_and_the_database() {
         .assert()
         .success()
         .stdout(predicate::str::contains("claude-code 2.1.197"))
+        .stdout(predicate::str::contains(
+            "capabilities: usage_reporting, usage_probe, budget_cap, tool_policy, \
+             graceful_interrupt, session_id; lacks: none",
+        ))
         .stdout(predicate::str::contains("integrity ok"));
 }
 
