@@ -335,6 +335,8 @@ fn execute(
         disallowed_tools: &job.disallowed_tools,
         model: job.model.as_deref(),
         standing_instructions: crate::prompt::STANDING_INSTRUCTIONS,
+        prompt: &prompt,
+        files_dir: &ctx.logs_dir(&job.id).join(format!("{run_id}.files")),
     });
     ensure_private_dir(&ctx.logs_dir(&job.id))?;
     let spec = RunSpec {
@@ -544,7 +546,10 @@ fn record(
         num_turns: r.and_then(|r| r.num_turns),
         input_tokens: r.and_then(|r| r.input_tokens),
         output_tokens: r.and_then(|r| r.output_tokens),
-        permission_denials: r.map(|r| r.permission_denials.clone()).unwrap_or_default(),
+        permission_denials: r
+            .map(|r| r.permission_denials.clone())
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| report.denials.clone()),
         api_retries: report.api_retries,
         last_event: report.last_event.as_deref().map(|e| env.scrub(e)),
         survivors_killed: Some(report.survivors_killed as i64),

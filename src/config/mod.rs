@@ -196,6 +196,8 @@ pub struct Limits {
 pub enum DriverKind {
     #[serde(rename = "claude-code")]
     ClaudeCode,
+    #[serde(rename = "gemini")]
+    Gemini,
 }
 
 impl DriverKind {
@@ -203,6 +205,7 @@ impl DriverKind {
     pub fn name(self) -> &'static str {
         match self {
             DriverKind::ClaudeCode => "claude-code",
+            DriverKind::Gemini => "gemini",
         }
     }
 }
@@ -212,6 +215,7 @@ impl DriverKind {
 pub struct Drivers {
     #[serde(rename = "claude-code")]
     pub claude_code: DriverSettings,
+    pub gemini: DriverSettings,
 }
 
 impl Drivers {
@@ -219,6 +223,7 @@ impl Drivers {
     pub fn get(&self, kind: DriverKind) -> &DriverSettings {
         match kind {
             DriverKind::ClaudeCode => &self.claude_code,
+            DriverKind::Gemini => &self.gemini,
         }
     }
 }

@@ -79,6 +79,7 @@ pub(super) struct RawAccount {
 pub(super) struct RawDrivers {
     #[serde(rename = "claude-code")]
     pub(super) claude_code: Option<RawDriverSettings>,
+    pub(super) gemini: Option<RawDriverSettings>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -150,20 +150,23 @@ pub(super) fn validate(
     };
 
     let drivers = raw.drivers.unwrap_or_default();
-    let claude_command = match drivers.claude_code.and_then(|d| d.command) {
-        // A bare name is looked up on PATH; anything else is a path and must be one.
-        Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => {
-            path_at("drivers.claude-code.command", &c)?
-        }
-        Some(c) if c.is_empty() => {
-            return Err(at(
-                "drivers.claude-code.command",
-                "drivers.claude-code.command is empty".into(),
-            ))
-        }
-        Some(c) => PathBuf::from(c),
-        None => PathBuf::from("claude"),
+    // A bare name is looked up on PATH; anything else is a path and must be one.
+    let command = |key: &str, value: Option<String>, default: &str| match value {
+        Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => path_at(key, &c),
+        Some(c) if c.is_empty() => Err(at(key, format!("{key} is empty"))),
+        Some(c) => Ok(PathBuf::from(c)),
+        None => Ok(PathBuf::from(default)),
     };
+    let claude_command = command(
+        "drivers.claude-code.command",
+        drivers.claude_code.and_then(|d| d.command),
+        "claude",
+    )?;
+    let gemini_command = command(
+        "drivers.gemini.command",
+        drivers.gemini.and_then(|d| d.command),
+        "gemini",
+    )?;
 
     let state_dir = match raw.state_dir.as_deref() {
         Some(dir) => path_at("stateDir", dir)?,
@@ -200,6 +203,9 @@ pub(super) fn validate(
         drivers: Drivers {
             claude_code: DriverSettings {
                 command: claude_command,
+            },
+            gemini: DriverSettings {
+                command: gemini_command,
             },
         },
     })

@@ -231,6 +231,7 @@ fn account_invocation(
         args,
         env_set,
         env_remove,
+        files: Vec::new(),
     }
 }
 
@@ -313,6 +314,8 @@ fn parse_fast(text: &str) -> Option<AgentEvent> {
                 .content
                 .iter()
                 .any(|b| b.kind == "tool_result" && b.is_error == Some(true)),
+            // Claude Code lists its denials on the result line.
+            denied: None,
         }),
         _ => None,
     }
@@ -355,6 +358,7 @@ fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
                 b.get("type").and_then(Value::as_str) == Some("tool_result")
                     && b.get("is_error").and_then(Value::as_bool) == Some(true)
             }),
+            denied: None,
         },
         ("rate_limit_event", _) => AgentEvent::RateLimit(parse_rate_limit(&v)),
         ("control_response", _) => {
@@ -786,6 +790,8 @@ mod tests {
             disallowed_tools: &[],
             model: Some("claude-sonnet-4-5"),
             standing_instructions: "be good",
+            prompt: "on stdin, not in argv",
+            files_dir: Path::new("/unused"),
         });
         assert_eq!(
             inv.args,

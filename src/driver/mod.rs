@@ -2,6 +2,7 @@
 
 mod claude_code;
 pub mod conformance;
+pub mod gemini;
 pub mod mock_api;
 
 use std::path::PathBuf;
@@ -46,6 +47,7 @@ impl Capabilities {
 pub fn capabilities(kind: DriverKind) -> Capabilities {
     match kind {
         DriverKind::ClaudeCode => ClaudeCode::CAPABILITIES,
+        DriverKind::Gemini => gemini::GeminiCli::CAPABILITIES,
     }
 }
 
@@ -53,6 +55,7 @@ pub fn capabilities(kind: DriverKind) -> Capabilities {
 pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
     match kind {
         DriverKind::ClaudeCode => Box::new(ClaudeCode),
+        DriverKind::Gemini => Box::new(gemini::GeminiCli),
     }
 }
 
@@ -65,6 +68,9 @@ pub struct Invocation {
     pub env_set: Vec<(String, String)>,
     /// Inherited variables removed from the child's environment.
     pub env_remove: Vec<String>,
+    /// Files the command reads, with their contents: written (readable by the user alone)
+    /// before it starts.
+    pub files: Vec<(PathBuf, String)>,
 }
 
 impl Invocation {
@@ -108,6 +114,10 @@ pub struct RunRequest<'a> {
     pub model: Option<&'a str>,
     /// owl's standing instructions, appended to the agent's system prompt.
     pub standing_instructions: &'a str,
+    /// The Run's prompt, for a CLI that takes it in argv (the others get it on stdin).
+    pub prompt: &'a str,
+    /// A private directory for the files the command reads (a policy file, say).
+    pub files_dir: &'a std::path::Path,
 }
 
 /// One line of the agent's output, understood.
@@ -128,7 +138,11 @@ pub enum AgentEvent {
         error: Option<String>,
     },
     /// A tool ran (or was refused) and its result went back to the model.
-    ToolResult { is_error: bool },
+    ToolResult {
+        is_error: bool,
+        /// A tool the CLI's policy refused, when only this line says so (Gemini).
+        denied: Option<PermissionDenial>,
+    },
     /// The agent is retrying a failing API call.
     ApiRetry {
         attempt: i64,
@@ -157,8 +171,10 @@ impl AgentEvent {
                 format!("init ({})", model.as_deref().unwrap_or("unknown model"))
             }
             AgentEvent::Assistant { summary, .. } => format!("assistant: {summary}"),
-            AgentEvent::ToolResult { is_error: false } => "tool result".into(),
-            AgentEvent::ToolResult { is_error: true } => "tool result (error)".into(),
+            AgentEvent::ToolResult {
+                is_error: false, ..
+            } => "tool result".into(),
+            AgentEvent::ToolResult { is_error: true, .. } => "tool result (error)".into(),
             AgentEvent::ApiRetry {
                 attempt,
                 max_retries,

@@ -57,6 +57,8 @@ impl OwlSignal {
 /// threads of a Run, taken by the machine as it is.
 #[derive(Debug)]
 pub enum Happened {
+    /// owl closed the agent's stdin before the Run began (its prompt is in argv).
+    StdinClosed,
     StdoutClosed,
     /// stderr reached end of file; carries its tail.
     StderrClosed(String),
@@ -216,6 +218,7 @@ impl Machine {
                 self.report.lines += 1;
                 self.report.skipped_lines += 1;
             }
+            Input::Happened(Happened::StdinClosed) => self.stdin_open = false,
             Input::Happened(Happened::StdoutClosed) => {
                 self.stdout_open = false;
                 // The conversation is over even if the process lingers.
@@ -338,6 +341,10 @@ impl Machine {
                 }
             }
             AgentEvent::ApiRetry { .. } => self.report.api_retries += 1,
+            AgentEvent::ToolResult {
+                denied: Some(denial),
+                ..
+            } => self.report.denials.push(denial.clone()),
             AgentEvent::RateLimit(info) if info.status == "rejected" => {
                 self.report.rate_limit_reset = info.resets_at;
             }

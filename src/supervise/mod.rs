@@ -92,6 +92,9 @@ pub struct RunReport {
     pub late_stop: Option<StopCause>,
     /// The agent outlived SIGKILL for a grace window: owl gave up waiting for it.
     pub unkillable: Option<String>,
+    /// Tools the CLI's policy refused, seen on their own lines (a CLI whose result line
+    /// does not list them).
+    pub denials: Vec<crate::model::PermissionDenial>,
 }
 
 /// Runs the agent to its end and returns what happened. An error means it never started.
@@ -147,7 +150,11 @@ pub fn supervise(
     spawn_thread("owl-waiter", move || wait_for(child, tx));
     let stdin = Some(spawn_stdin_writer(stdin));
 
-    send(&stdin, spec.driver.prompt_input(spec.prompt));
+    let prompt = spec.driver.prompt_input(spec.prompt);
+    // A CLI that takes its prompt in argv gets an empty stdin, closed at once: it would
+    // read a pipe left open as more prompt, and wait for it.
+    let stdin = stdin.filter(|_| !prompt.is_empty());
+    send(&stdin, prompt);
     let caps = spec.driver.capabilities();
     let interrupt = caps
         .graceful_interrupt
@@ -158,9 +165,12 @@ pub fn supervise(
         stall_timeout: spec.stall_timeout,
         grace: spec.grace_window,
         usage_poll_interval: spec.usage_poll_interval,
-        interrupt: interrupt.is_some(),
+        interrupt: interrupt.is_some() && stdin.is_some(),
     };
     let mut machine = Machine::new(limits, pid, Instant::now());
+    if stdin.is_none() {
+        machine.on_event(Input::Happened(Happened::StdinClosed), Instant::now());
+    }
     let mut plumbing = Plumbing {
         driver: spec.driver.as_ref(),
         executor,

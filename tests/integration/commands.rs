@@ -411,3 +411,19 @@ fn a_credential_the_agent_echoes_on_stderr_is_stored_nowhere() {
     let out = env.owl().args(["show", &id]).output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("SECRET-VALUE"));
 }
+
+#[test]
+fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() {
+    let env = TestEnv::new();
+    env.write_config("accounts:\n  flash:\n    driver: gemini\n    limits: {fiveHourMax: 60}\n");
+    env.owl()
+        .arg("status")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "line 9: account 'flash' sets limits, but the gemini driver cannot report utilization",
+        ));
+    // Without limits the same Account is fine, and doctor tells what it lacks.
+    env.write_config("accounts:\n  flash:\n    driver: gemini\n");
+    env.owl().arg("status").assert().success();
+}

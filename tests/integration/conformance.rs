@@ -262,6 +262,8 @@ fn e2e_the_cli_runs_with_its_self_updater_off() {
         disallowed_tools: &[],
         model: None,
         standing_instructions: "",
+        prompt: "",
+        files_dir: std::path::Path::new("/nonexistent"),
     });
     // The switch is what the real binary honours: with owl's environment it says so, and
     // without it (the same binary, the same home) its updater is on.

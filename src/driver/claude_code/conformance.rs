@@ -118,6 +118,8 @@ fn scene(
         disallowed_tools: &[],
         model: None,
         standing_instructions: MARKER,
+        prompt: "",
+        files_dir: &scratch.0,
     });
     let session = Session::start(&inv, &scratch.0)
         .map_err(|e| format!("starting '{}': {e}", command.display()))?;
