@@ -653,6 +653,9 @@ pub struct AccountNote {
     /// version), and when.
     pub agent_checked: Option<String>,
     pub agent_checked_at: Option<DateTime<Utc>>,
+    /// A reactive Account (its Driver reports no utilization) waits after a rate limit
+    /// until this time.
+    pub rate_limited_until: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

@@ -217,6 +217,21 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
     }
 }
 
+/// Until when a reactive Account (its Driver reports no utilization) waits after this Run:
+/// after a rate limit, the reset the agent named, or `backoff` from now.
+pub fn reactive_wait(
+    classified: &Classified,
+    named_reset: Option<DateTime<Utc>>,
+    backoff: std::time::Duration,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    if classified.cause != Cause::RateLimited {
+        return None;
+    }
+    let backoff = Duration::from_std(backoff).unwrap_or(Duration::hours(1));
+    Some(named_reset.filter(|t| *t > now).unwrap_or(now + backoff))
+}
+
 /// What a Run changes of its Account's note; `None` leaves that part as it is.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AccountChange {
@@ -634,5 +649,32 @@ mod tests {
         assert_eq!(answered.backoff, Some((None, 0)));
         let quiet = account_after_run(&classified(Cause::Job, None), true, &none, now);
         assert_eq!(quiet, AccountChange::default());
+    }
+
+    #[test]
+    fn a_reactive_account_waits_for_the_named_reset_or_its_backoff() {
+        let now = crate::clock::parse("2026-12-01T03:00:00Z").unwrap();
+        let limited = Classified {
+            outcome: RunOutcome::RateLimited,
+            stop_reason: None,
+            cause: Cause::RateLimited,
+        };
+        let hour = std::time::Duration::from_secs(3600);
+        let named = now + Duration::seconds(2);
+        assert_eq!(reactive_wait(&limited, Some(named), hour, now), Some(named));
+        assert_eq!(
+            reactive_wait(&limited, None, hour, now),
+            Some(now + Duration::hours(1))
+        );
+        // A reset already past says nothing: the backoff holds.
+        assert_eq!(
+            reactive_wait(&limited, Some(now - Duration::seconds(1)), hour, now),
+            Some(now + Duration::hours(1))
+        );
+        let job = Classified {
+            cause: Cause::Job,
+            ..limited
+        };
+        assert_eq!(reactive_wait(&job, Some(named), hour, now), None);
     }
 }

@@ -65,6 +65,10 @@ pub enum Standing {
         outages: u32,
         until: DateTime<Utc>,
     },
+    /// A reactive Account (no utilization reported) was rate limited: it waits until `until`.
+    RateLimited {
+        until: DateTime<Utc>,
+    },
     /// A Window's figure is at or over its Ceiling.
     OverCeiling {
         window: String,
@@ -90,7 +94,7 @@ impl Standing {
     /// When the Account becomes schedulable again by itself, if a time says.
     pub fn until(&self) -> Option<DateTime<Utc>> {
         match self {
-            Standing::BackingOff { until, .. } => Some(*until),
+            Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
             Standing::OverCeiling { resets_at, .. } => *resets_at,
             _ => None,
         }
@@ -104,6 +108,11 @@ impl Standing {
                 "the API was unavailable for {outages} Run{} in a row — backing off, \
                  not scheduled until {} (in {})",
                 if *outages == 1 { "" } else { "s" },
+                local_hm(*until),
+                human(*until - now)
+            ),
+            Standing::RateLimited { until } => format!(
+                "reactive: no utilization reported; waiting after a rate limit until {} (in {})",
                 local_hm(*until),
                 human(*until - now)
             ),
@@ -216,6 +225,8 @@ pub fn account_views(
                     why: why.clone(),
                     login,
                 }
+            } else if let Some(until) = note.rate_limited_until.filter(|t| *t > now) {
+                Standing::RateLimited { until }
             } else if let Some(until) = backoff {
                 Standing::BackingOff {
                     outages: note.outages,

@@ -521,12 +521,22 @@ fn record(
     let budget_usd = store.run(run_id)?.and_then(|run| run.budget_usd);
     // Without a result line the Run may have spent up to its cap.
     let this_cost = r.and_then(|r| r.cost_usd).or(budget_usd).unwrap_or(0.0);
+    let account_cfg = &ctx.config.accounts[account];
+    let driver = driver::for_kind(account_cfg.driver);
+    // When the limit resets: the agent's rate-limit event, or the words of its error.
+    let named_reset = report
+        .rate_limit_reset
+        .and_then(|s| DateTime::from_timestamp(s, 0))
+        .or_else(|| r.and_then(|r| driver.named_reset(r, now)));
+    // A reactive Account (no utilization to watch) waits as a whole after a rate limit:
+    // until the reset it was told, or its `backoff`.
+    let reactive_wait = (!driver.capabilities().usage_reporting)
+        .then(|| outcome::reactive_wait(&classified, named_reset, account_cfg.backoff, now))
+        .flatten();
     let transition = outcome::next_job_state(&AfterRun {
         outcome: &classified,
         stop: report.stop.as_ref(),
-        rate_limit_reset: report
-            .rate_limit_reset
-            .and_then(|s| DateTime::from_timestamp(s, 0)),
+        rate_limit_reset: reactive_wait.or(named_reset),
         handoff,
         runs,
         max_runs: job.max_runs,
@@ -572,6 +582,10 @@ fn record(
         now,
     )?;
     note_account(store, account, run_id, &classified, report, now)?;
+    let note = store.account_note(account)?;
+    if reactive_wait.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
+        store.set_rate_limited_until(account, reactive_wait, now)?;
+    }
     let state = store.job_state(&job.id)?.unwrap_or(transition.state);
     Ok((classified, state))
 }

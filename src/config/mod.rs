@@ -119,6 +119,10 @@ pub struct Account {
     /// Extra environment for the agent. Never logged, stored or printed: only the keys are shown.
     pub env: Env,
     pub limits: Option<Limits>,
+    /// How long a reactive Account (its Driver reports no utilization) waits after a rate
+    /// limit whose reset the agent did not name.
+    #[serde(serialize_with = "ser_duration")]
+    pub backoff: Duration,
     /// The line of its `limits:` key, for an error a layer above finds in it.
     #[serde(skip)]
     pub limits_line: Option<usize>,

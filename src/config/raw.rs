@@ -72,6 +72,8 @@ pub(super) struct RawAccount {
     #[serde(default)]
     pub(super) env: Env,
     pub(super) limits: Option<Limits>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) backoff: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -85,6 +85,7 @@ pub(super) fn validate(
                 credential_store,
                 env: default_env.merged_with(acc.env),
                 limits: acc.limits,
+                backoff: acc.backoff.unwrap_or(Duration::from_secs(3600)),
                 limits_line,
             },
         );

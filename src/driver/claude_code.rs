@@ -778,6 +778,7 @@ mod tests {
             credential_store: Some("/creds/work".into()),
             env: crate::config::Env(env),
             limits: None,
+            backoff: std::time::Duration::from_secs(3600),
             limits_line: None,
         };
         let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];

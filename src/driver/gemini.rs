@@ -149,6 +149,23 @@ impl Driver for GeminiCli {
         }
     }
 
+    fn named_reset(
+        &self,
+        r: &AgentResult,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        // "… Please retry in 2s." (a per-minute quota); a daily quota names no time.
+        let text = r.text.as_deref()?;
+        let at = text.find("retry in ")? + "retry in ".len();
+        let digits: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let secs: f64 = digits.parse().ok()?;
+        text[at + digits.len()..].starts_with('s').then_some(())?;
+        Some(now + chrono::Duration::milliseconds((secs * 1000.0).ceil() as i64))
+    }
+
     fn interactive_command(&self, account: &Account) -> String {
         match &account.credential_store {
             Some(dir) => format!("GEMINI_CLI_HOME={} gemini", dir.display()),
@@ -370,6 +387,18 @@ mod tests {
             None,
             "the Job's own doing"
         );
+    }
+
+    #[test]
+    fn a_per_minute_quota_names_its_reset_and_a_daily_one_does_not() {
+        let now = crate::clock::parse("2026-12-01T03:00:00Z").unwrap();
+        let rpm = result("rate-limit-429-rpm-max-attempts-2.jsonl");
+        assert_eq!(
+            GeminiCli.named_reset(&rpm, now),
+            Some(now + chrono::Duration::seconds(2))
+        );
+        let daily = result("rate-limit-429-daily.jsonl");
+        assert_eq!(GeminiCli.named_reset(&daily, now), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod claude_code;
 pub mod conformance;
 pub mod gemini;
 pub mod mock_api;
+pub mod mock_gemini;
 
 use std::path::PathBuf;
 
@@ -309,6 +310,16 @@ pub trait Driver: Send + Sync {
         agent_error: Option<&str>,
         reached_model: bool,
     ) -> Option<AgentFailure>;
+
+    /// When a rate limit resets, as the words of the agent's error result name it
+    /// (`None` when they do not, or when the agent tells it another way).
+    fn named_reset(
+        &self,
+        _result: &AgentResult,
+        _now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        None
+    }
 
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;

@@ -188,6 +188,10 @@ const MIGRATIONS: &[&str] = &[
         checked_at TEXT NOT NULL
     );
     "#,
+    // 13: a reactive Account's wait after a rate limit (its Driver reports no utilization).
+    r#"
+    ALTER TABLE account_notes ADD COLUMN rate_limited_until TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

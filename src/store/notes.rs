@@ -15,7 +15,7 @@ impl Store {
             .conn
             .query_row(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
-                 backoff_until, outages, agent_checked, agent_checked_at \
+                 backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until \
                  FROM account_notes WHERE account = ?1",
                 [account],
                 |r| {
@@ -29,6 +29,7 @@ impl Store {
                         outages: r.get(6)?,
                         agent_checked: r.get(7)?,
                         agent_checked_at: time_col(r.get(8)?),
+                        rate_limited_until: time_col(r.get(9)?),
                     })
                 },
             )
@@ -73,6 +74,17 @@ impl Store {
             )?;
             Ok(())
         })
+    }
+
+    /// Sets or clears a reactive Account's wait after a rate limit.
+    pub fn set_rate_limited_until(
+        &mut self,
+        account: &str,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let until = until.map(rfc3339);
+        self.upsert_note(account, "rate_limited_until", until.as_deref(), now)
     }
 
     /// Records the agent CLI file that passed the version check, and its version.

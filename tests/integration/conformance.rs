@@ -250,6 +250,7 @@ fn e2e_the_cli_runs_with_its_self_updater_off() {
         credential_store: None,
         env: Default::default(),
         limits: None,
+        backoff: std::time::Duration::from_secs(3600),
         limits_line: None,
     };
     let claude = real_claude();

@@ -234,7 +234,7 @@ fn e2e_a_tool_outside_allowed_tools_is_denied_and_shown() {
 }
 
 /// Live processes carrying this state dir's Run marker.
-fn marked_processes(env: &TestEnv) -> Vec<(i32, String)> {
+pub fn marked_processes(env: &TestEnv) -> Vec<(i32, String)> {
     let needle = format!("OWL_STATE_DIR={}", env.state.display());
     std::fs::read_dir("/proc")
         .unwrap()

@@ -11,6 +11,7 @@ mod e2e;
 mod faults;
 mod fixture_shapes;
 mod fresh_home;
+mod gemini;
 mod night;
 mod output;
 mod snapshots;

@@ -71,6 +71,7 @@ fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
         credential_store: Some(dir.join("claude-config")),
         env: Env(env),
         limits: None,
+        backoff: std::time::Duration::from_secs(3600),
         limits_line: None,
     }
 }
