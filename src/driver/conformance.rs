@@ -50,6 +50,7 @@ impl Session {
     /// Starts `inv` in `cwd`, in its own process group, with stderr discarded.
     pub fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
         use std::os::unix::process::CommandExt;
+        inv.write_files()?;
         let mut cmd = inv.command();
         cmd.current_dir(cwd)
             .stdin(Stdio::piped())

@@ -9,6 +9,8 @@ use super::{
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
+mod conformance;
+
 pub struct GeminiCli;
 
 /// The versions owl is tested against: 0.61.x (recorded on 0.61.0).
@@ -110,13 +112,10 @@ impl Driver for GeminiCli {
 
     fn conformance(
         &self,
-        _command: &std::path::Path,
-        _record: Option<&std::path::Path>,
+        command: &std::path::Path,
+        record: Option<&std::path::Path>,
     ) -> Vec<super::conformance::Check> {
-        vec![super::conformance::Check::failed(
-            "the Gemini CLI's conformance checks",
-            "not written yet: a version outside 0.61.x is not run",
-        )]
+        conformance::run(command, record)
     }
 
     fn failure(

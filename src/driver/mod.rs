@@ -75,6 +75,28 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// Writes the files the command reads, readable by the user alone (a policy may name
+    /// the commands a Run may use; nobody else needs to read it).
+    pub fn write_files(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        for (path, content) in &self.files {
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(path)?;
+            std::io::Write::write_all(&mut file, content.as_bytes())?;
+        }
+        Ok(())
+    }
+
     /// The command: program, argv and environment changes, no shell. The caller sets
     /// its stdio and the rest.
     pub fn command(&self) -> std::process::Command {

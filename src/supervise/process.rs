@@ -186,7 +186,7 @@ impl Executor for LocalExecutor {
 /// Starts a command as owl's direct child, in its own process group, with piped stdio
 /// and the Run's marker in its environment.
 pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Child> {
-    write_files(inv)?;
+    inv.write_files()?;
     // The Run's marker goes on after the Invocation's environment: no `env:` hides it.
     let mut cmd = inv.command();
     cmd.current_dir(cwd)
@@ -200,28 +200,6 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Chi
         .process_group(0);
     sys::die_with_parent(&mut cmd);
     cmd.spawn()
-}
-
-/// Writes the files the command reads, readable by the user alone (a policy may name the
-/// commands a Run may use; nobody else needs to read it).
-fn write_files(inv: &Invocation) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    for (path, content) in &inv.files {
-        if let Some(dir) = path.parent() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)?;
-        std::io::Write::write_all(&mut file, content.as_bytes())?;
-    }
-    Ok(())
 }
 
 /// Kills every process below owl and reaps it; returns how many there were.

@@ -169,3 +169,29 @@ fn e2e_gemini_sigterm_mid_run_leaves_nothing_alive() {
     assert!(left.is_empty(), "processes outlived the Run: {left:?}");
     assert_eq!(env.show(&id)["state"], "queued");
 }
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_conformance_passes_on_the_real_cli() {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\ndrivers:\n  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n",
+            env.state.display(),
+            real_gemini().display()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .args(["doctor", "--conformance", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = json[0]["checks"].as_array().unwrap();
+    let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["ok"] == false).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(checks.len() >= 6, "{checks:#?}");
+    assert_eq!(out.status.code(), Some(0));
+}

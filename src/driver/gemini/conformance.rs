@@ -1,0 +1,204 @@
+//! The protocol facts owl relies on in the Gemini CLI, each checked against the loopback mock of the Gemini API under a fake API key in a throwaway `GEMINI_CLI_HOME`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::GeminiCli;
+use crate::config::{Account, Env};
+use crate::driver::conformance::{is, Check, Scratch, Session};
+use crate::driver::mock_gemini::{MockGemini, Step};
+use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest};
+
+/// What owl puts before the prompt here, to find it in the request.
+const MARKER: &str = "owl-conformance-marker: find me in the prompt";
+/// How long a turn against the mock may take (the CLI starts in about 2 s).
+const TURN: Duration = Duration::from_secs(25);
+
+/// Every check, the scenarios run side by side.
+pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
+    let scenarios: Vec<Scenario> = vec![version, turn, denied, quota];
+    let handles: Vec<_> = scenarios
+        .into_iter()
+        .map(|scenario| {
+            let command = command.to_path_buf();
+            let record = record.map(Path::to_path_buf);
+            std::thread::spawn(move || scenario(&command, record.as_deref()))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| {
+            h.join()
+                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
+        })
+        .collect()
+}
+
+fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str = "--version parses";
+    let out = std::process::Command::new(command)
+        .arg("--version")
+        .env("GEMINI_CLI_NO_RELAUNCH", "true")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    vec![match out {
+        Ok(out) => match GeminiCli.check_version(&String::from_utf8_lossy(&out.stdout)) {
+            Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
+            Err(crate::driver::AgentCliError::Untested { version, .. }) => {
+                Check::new(NAME, true, format!("{version}, outside the tested range"))
+            }
+            Err(e) => Check::failed(NAME, e.to_string()),
+        },
+        Err(e) => Check::failed(NAME, format!("running it: {e}")),
+    }]
+}
+
+/// One turn: the lines the CLI wrote, and the requests the mock saw.
+fn one_turn(
+    label: &'static str,
+    command: &Path,
+    record: Option<&Path>,
+    steps: Vec<Step>,
+    allowed: &[&str],
+) -> Result<(Vec<Value>, Vec<Value>), String> {
+    let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
+    let mock = MockGemini::start().map_err(|e| format!("starting the mock API: {e}"))?;
+    mock.script(steps);
+    let home = scratch.0.join("gemini-home");
+    let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false, "maxAttempts": 1},
+        "privacy": {"usageStatisticsEnabled": false}});
+    std::fs::create_dir_all(home.join(".gemini"))
+        .and_then(|()| std::fs::write(home.join(".gemini/settings.json"), settings.to_string()))
+        .map_err(|e| format!("writing the throwaway settings: {e}"))?;
+    let mut env = BTreeMap::new();
+    env.insert(
+        "GEMINI_API_KEY".to_string(),
+        "AIza-FAKE-owl-conformance".to_string(),
+    );
+    env.insert("GOOGLE_GEMINI_BASE_URL".to_string(), mock.base_url());
+    let account = Account {
+        driver: crate::config::DriverKind::Gemini,
+        credential_store: Some(home),
+        env: Env(env),
+        limits: None,
+        backoff: Duration::from_secs(3600),
+        limits_line: None,
+    };
+    let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+    let inv = GeminiCli.invocation(&RunRequest {
+        command,
+        account: &account,
+        permission_mode: "default",
+        max_budget_usd: None,
+        allowed_tools: &allowed,
+        disallowed_tools: &[],
+        model: None,
+        standing_instructions: MARKER,
+        prompt: "Do what the replies say.",
+        files_dir: &scratch.0.join("files"),
+    });
+    let mut session = Session::start(&inv, &scratch.0)
+        .map_err(|e| format!("starting '{}': {e}", command.display()))?;
+    session.close_stdin();
+    let _ = session.wait_for(TURN, |l| is(l, "result", None));
+    let lines = session.finish(Duration::from_secs(10));
+    if let Some(dir) = record {
+        if let Err(e) = crate::driver::conformance::record(dir, label, &scratch.0, &lines) {
+            tracing::warn!("recording the {label} scenario: {e}");
+        }
+    }
+    let requests = mock.requests.lock().map(|r| r.clone()).unwrap_or_default();
+    Ok((lines, requests))
+}
+
+fn parse(line: &Value) -> Option<AgentEvent> {
+    GeminiCli.parse_line(line.to_string().as_bytes()).ok()
+}
+
+/// A turn with a text answer: init with a session id first, a result the Driver reads, and
+/// owl's words in the prompt the model got.
+fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const INIT: &str = "the stream starts with init and a session id";
+    const RESULT: &str = "the result line says success with its token counts";
+    const PROMPT: &str = "owl's standing instructions reach the request";
+    let (lines, requests) = match one_turn("turn", command, record, vec![Step::text("Hello.")], &[])
+    {
+        Ok(t) => t,
+        Err(why) => return vec![Check::failed(INIT, why)],
+    };
+    let init = match lines.first() {
+        Some(l) if is(l, "init", None) && l["session_id"].is_string() => {
+            Check::new(INIT, true, format!("session {}", l["session_id"]))
+        }
+        Some(l) => Check::failed(INIT, crate::text::truncate(&l.to_string(), 160)),
+        None => Check::failed(INIT, "no output"),
+    };
+    let result = match lines.iter().rev().find_map(|l| match parse(l) {
+        Some(AgentEvent::Result(r)) => Some(r),
+        _ => None,
+    }) {
+        Some(r) => Check::new(
+            RESULT,
+            !r.is_error && r.input_tokens.is_some() && r.output_tokens.is_some(),
+            format!(
+                "status {}, tokens {:?}/{:?}",
+                r.subtype, r.input_tokens, r.output_tokens
+            ),
+        ),
+        None => Check::failed(RESULT, format!("no result within {}s", TURN.as_secs())),
+    };
+    let prompt = Check::new(
+        PROMPT,
+        requests.iter().any(|r| r.to_string().contains(MARKER)),
+        format!("{} request(s) to the model", requests.len()),
+    );
+    vec![init, result, prompt]
+}
+
+/// A command outside the allow-list is refused by the policy, and the line says so.
+fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str = "a command outside the policy is denied on its tool_result line";
+    let steps = vec![
+        Step::shell("rm -f owl-conformance.txt"),
+        Step::text("Tried."),
+    ];
+    let lines = match one_turn("denied", command, record, steps, &["Bash(git status:*)"]) {
+        Ok((lines, _)) => lines,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    let denied = lines.iter().find_map(super::denial);
+    vec![match denied {
+        Some(d) => Check::new(NAME, true, format!("{} denied", d.tool_name)),
+        None => Check::failed(NAME, "no tool_result with a policy_violation"),
+    }]
+}
+
+/// A quota 429 is an error result whose words the Driver reads as a rate limit.
+fn quota(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str = "a quota 429 reads as a rate limit";
+    let lines = match one_turn("quota", command, record, vec![Step::daily_quota()], &[]) {
+        Ok((lines, _)) => lines,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    let result = lines.iter().rev().find_map(|l| match parse(l) {
+        Some(AgentEvent::Result(r)) => Some(r),
+        _ => None,
+    });
+    vec![match result {
+        Some(r) => {
+            let failure = GeminiCli.failure(&r, None, false);
+            Check::new(
+                NAME,
+                failure == Some(AgentFailure::RateLimited),
+                format!("status {}, read as {failure:?}", r.subtype),
+            )
+        }
+        None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
+    }]
+}
