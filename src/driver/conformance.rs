@@ -166,6 +166,29 @@ pub fn control_response_to(line: &Value, request_id: &str) -> bool {
     line["type"] == "control_response" && line["response"]["request_id"] == request_id
 }
 
+/// A scenario of a Driver's conformance check: the CLI, and where to record what it wrote.
+pub type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
+
+/// Runs `scenarios` side by side (each its own CLI, mock and directory) and gathers their
+/// checks in order.
+pub fn run_scenarios(command: &Path, record: Option<&Path>, scenarios: &[Scenario]) -> Vec<Check> {
+    let handles: Vec<_> = scenarios
+        .iter()
+        .map(|scenario| {
+            let (scenario, command) = (*scenario, command.to_path_buf());
+            let record = record.map(Path::to_path_buf);
+            std::thread::spawn(move || scenario(&command, record.as_deref()))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| {
+            h.join()
+                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
+        })
+        .collect()
+}
+
 /// A throwaway directory for one check run, removed when dropped.
 pub struct Scratch(pub PathBuf);
 

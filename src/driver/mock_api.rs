@@ -1,12 +1,11 @@
 //! A loopback mock of the Anthropic Messages API, for driving the real Claude Code CLI (the conformance check and the end-to-end tests): HTTP/1.1 on 127.0.0.1 and an ephemeral port, std only, `POST /v1/messages` answered as SSE from a script of replies, each with its own status, rate-limit headers and content blocks. Nothing leaves the machine.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
 
 use serde_json::{json, Value};
+
+use super::mock_http;
 
 /// One content block of a scripted reply.
 #[derive(Debug, Clone)]
@@ -104,18 +103,10 @@ pub struct MockApi {
 impl MockApi {
     /// Listens on 127.0.0.1 and a port the kernel picks.
     pub fn start() -> std::io::Result<MockApi> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
         let script = Arc::new(Mutex::new(Vec::new()));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (s, r) = (script.clone(), requests.clone());
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (s, r) = (s.clone(), r.clone());
-                thread::spawn(move || serve(stream, &s, &r));
-            }
-        });
+        let port = mock_http::serve(true, move |req| answer(req, &s, &r))?;
         Ok(MockApi {
             port,
             script,
@@ -143,86 +134,34 @@ impl MockApi {
     }
 }
 
-fn serve(stream: TcpStream, script: &Mutex<Vec<Reply>>, requests: &Mutex<Vec<Value>>) {
-    let Ok(read_half) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(read_half);
-    let mut out = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut content_length = 0usize;
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    content_length = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0u8; content_length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let path = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("")
-            .to_string();
-        let response = if path.starts_with("/v1/messages") && !path.contains("count_tokens") {
-            requests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-            let reply = script
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .pop()
-                .unwrap_or_else(|| Reply::text("Done."));
-            render(&reply)
-        } else {
-            http(
-                404,
-                &[],
-                "application/json",
-                br#"{"type":"error","error":{"type":"not_found_error","message":"mock"}}"#,
-            )
-        };
-        if out.write_all(&response).and_then(|()| out.flush()).is_err() {
-            return;
-        }
+fn answer(
+    req: &mock_http::Request,
+    script: &Mutex<Vec<Reply>>,
+    requests: &Mutex<Vec<Value>>,
+) -> Vec<u8> {
+    if req.path.starts_with("/v1/messages") && !req.path.contains("count_tokens") {
+        requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(serde_json::from_slice(&req.body).unwrap_or(Value::Null));
+        let reply = script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_else(|| Reply::text("Done."));
+        render(&reply)
+    } else {
+        http(
+            404,
+            &[],
+            "application/json",
+            br#"{"type":"error","error":{"type":"not_found_error","message":"mock"}}"#,
+        )
     }
 }
 
 fn http(status: u16, headers: &[(String, String)], content_type: &str, body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        200 => "OK",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        404 => "Not Found",
-        _ => "Status",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nrequest-id: req_mock\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut bytes = head.into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
+    mock_http::response(status, headers, content_type, body)
 }
 
 /// Tool-use ids must be unique within a conversation.

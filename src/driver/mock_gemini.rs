@@ -1,11 +1,10 @@
 //! A loopback mock of the Gemini API (generativelanguage v1beta), for driving the real Gemini CLI: std only, 127.0.0.1, a port the kernel picks; `streamGenerateContent` answered as SSE from a script of steps, the router's `generateContent` with a fixed classification. Ported from the recording's `mock_gemini.py`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::thread;
 
 use serde_json::{json, Value};
+
+use super::mock_http;
 
 /// One scripted answer to one `streamGenerateContent`.
 #[derive(Debug, Clone)]
@@ -63,18 +62,10 @@ pub struct MockGemini {
 
 impl MockGemini {
     pub fn start() -> std::io::Result<MockGemini> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
         let script = Arc::new(Mutex::new(Vec::new()));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (s, r) = (script.clone(), requests.clone());
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let (s, r) = (s.clone(), r.clone());
-                thread::spawn(move || serve(stream, &s, &r));
-            }
-        });
+        let port = mock_http::serve(false, move |req| answer(req, &s, &r))?;
         Ok(MockGemini {
             port,
             script,
@@ -100,43 +91,17 @@ impl MockGemini {
     }
 }
 
-fn serve(stream: TcpStream, script: &Mutex<Vec<Step>>, requests: &Mutex<Vec<Value>>) {
-    let Ok(read_half) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(read_half);
-    let mut out = stream;
-    let mut request_line = String::new();
-    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-        return;
-    }
-    let mut content_length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                content_length = v.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; content_length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    let path = request_line.split_whitespace().nth(1).unwrap_or("");
-    let path = path.split('?').next().unwrap_or("");
-    let response = if path.ends_with(":streamGenerateContent") {
+fn answer(
+    req: &mock_http::Request,
+    script: &Mutex<Vec<Step>>,
+    requests: &Mutex<Vec<Value>>,
+) -> Vec<u8> {
+    let path = req.path.as_str();
+    if path.ends_with(":streamGenerateContent") {
         requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            .push(serde_json::from_slice(&req.body).unwrap_or(Value::Null));
         let step = {
             let mut steps = script.lock().unwrap_or_else(|p| p.into_inner());
             if steps.len() > 1 {
@@ -163,24 +128,12 @@ fn serve(stream: TcpStream, script: &Mutex<Vec<Step>>, requests: &Mutex<Vec<Valu
             "application/json",
             br#"{"error":{"code":404,"message":"mock: no route","status":"NOT_FOUND"}}"#,
         )
-    };
-    let _ = out.write_all(&response).and_then(|()| out.flush());
+    }
 }
 
 fn http(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        _ => "Status",
-    };
-    let mut bytes = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    bytes.extend_from_slice(body);
-    bytes
+    let close = [("connection".to_string(), "close".to_string())];
+    mock_http::response(status, &close, content_type, body)
 }
 
 fn render(step: &Step) -> Vec<u8> {

@@ -5,6 +5,7 @@ pub mod conformance;
 pub mod gemini;
 pub mod mock_api;
 pub mod mock_gemini;
+mod mock_http;
 
 use std::path::PathBuf;
 

@@ -234,6 +234,22 @@ fn e2e_a_tool_outside_allowed_tools_is_denied_and_shown() {
 }
 
 /// Live processes carrying this state dir's Run marker.
+/// Waits (bounded) until a process of the Run runs a command line holding `needle`.
+pub fn wait_for_marked(env: &TestEnv, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marked_processes(env)
+        .iter()
+        .any(|(_, cmd)| cmd.contains(needle))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the tool never started: {:?}",
+            marked_processes(env)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn marked_processes(env: &TestEnv) -> Vec<(i32, String)> {
     let needle = format!("OWL_STATE_DIR={}", env.state.display());
     std::fs::read_dir("/proc")
@@ -267,18 +283,7 @@ fn e2e_sigterm_while_the_bash_tool_sleeps_leaves_nothing_behind() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !marked_processes(&env)
-        .iter()
-        .any(|(_, cmd)| cmd.starts_with("tail -s 600"))
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the Bash tool never started: {:?}",
-            marked_processes(&env)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for_marked(&env, "tail -s 600");
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
     let out = owl.wait_with_output().unwrap();
     let tick: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -141,7 +141,6 @@ fn e2e_gemini_a_429_is_rate_limited_and_never_the_jobs_failure() {
 #[test]
 #[ignore = "needs the real Gemini CLI"]
 fn e2e_gemini_sigterm_mid_run_leaves_nothing_alive() {
-    use std::time::{Duration, Instant};
     let (env, mock) = gemini_env("");
     let id = env.add("Wait a long time.");
     // Runs until it is killed; the CLI's tool shell sits in a session of its own.
@@ -152,14 +151,7 @@ fn e2e_gemini_sigterm_mid_run_leaves_nothing_alive() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !crate::e2e::marked_processes(&env)
-        .iter()
-        .any(|(_, cmd)| cmd.contains("tail -s 600"))
-    {
-        assert!(Instant::now() < deadline, "the shell tool never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::e2e::wait_for_marked(&env, "tail -s 600");
     unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
     let out = owl.wait_with_output().unwrap();
     let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

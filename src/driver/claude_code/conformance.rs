@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::ClaudeCode;
 use crate::config::{Account, Env};
-use crate::driver::conformance::{control_response_to, is, Check, Scratch, Session};
+use crate::driver::conformance::{control_response_to, is, run_scenarios, Check, Scratch, Session};
 use crate::driver::mock_api::{MockApi, Reply};
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
 
@@ -22,25 +22,13 @@ const TURN: Duration = Duration::from_secs(20);
 /// Every check, the scenarios run side by side (each its own CLI, mock and config dir).
 /// With `record`, what the CLI wrote in each scenario is kept there.
 pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
-    type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
-    let scenarios: Vec<Scenario> = vec![
-        version, turn, interrupt, denied, api_error, budget, no_login,
-    ];
-    let handles: Vec<_> = scenarios
-        .into_iter()
-        .map(|scenario| {
-            let command = command.to_path_buf();
-            let record = record.map(Path::to_path_buf);
-            std::thread::spawn(move || scenario(&command, record.as_deref()))
-        })
-        .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| {
-            h.join()
-                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
-        })
-        .collect()
+    run_scenarios(
+        command,
+        record,
+        &[
+            version, turn, interrupt, denied, api_error, budget, no_login,
+        ],
+    )
 }
 
 /// An Account on a fake plan login at the mock, its credential store in `dir`.

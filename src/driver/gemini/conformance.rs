@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::GeminiCli;
 use crate::config::{Account, Env};
-use crate::driver::conformance::{is, Check, Scratch, Session};
+use crate::driver::conformance::{is, run_scenarios, Check, Scratch, Session};
 use crate::driver::mock_gemini::{MockGemini, Step};
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest};
 
@@ -19,23 +19,7 @@ const TURN: Duration = Duration::from_secs(25);
 
 /// Every check, the scenarios run side by side.
 pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
-    type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
-    let scenarios: Vec<Scenario> = vec![version, turn, denied, quota];
-    let handles: Vec<_> = scenarios
-        .into_iter()
-        .map(|scenario| {
-            let command = command.to_path_buf();
-            let record = record.map(Path::to_path_buf);
-            std::thread::spawn(move || scenario(&command, record.as_deref()))
-        })
-        .collect();
-    handles
-        .into_iter()
-        .flat_map(|h| {
-            h.join()
-                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
-        })
-        .collect()
+    run_scenarios(command, record, &[version, turn, denied, quota])
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {

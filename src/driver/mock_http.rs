@@ -1,0 +1,107 @@
+//! The plumbing both loopback mocks share: a listener on 127.0.0.1 (a port the kernel picks), each connection served on its own thread, requests read and responses written as HTTP/1.1 with a content length.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread;
+
+/// One request, as the mocks need it.
+pub struct Request {
+    /// The path without its query.
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+/// Serves `answer` on 127.0.0.1 until the process ends; returns the port. With
+/// `keep_alive`, a connection may carry many requests; without, one.
+pub fn serve(
+    keep_alive: bool,
+    answer: impl Fn(&Request) -> Vec<u8> + Send + Sync + 'static,
+) -> std::io::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let answer = Arc::new(answer);
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let answer = answer.clone();
+            thread::spawn(move || connection(stream, keep_alive, answer.as_ref()));
+        }
+    });
+    Ok(port)
+}
+
+fn connection(stream: TcpStream, keep_alive: bool, answer: &dyn Fn(&Request) -> Vec<u8>) {
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(read_half);
+    let mut out = stream;
+    while let Some(request) = read_request(&mut reader) {
+        if out
+            .write_all(&answer(&request))
+            .and_then(|()| out.flush())
+            .is_err()
+            || !keep_alive
+        {
+            return;
+        }
+    }
+}
+
+fn read_request(reader: &mut impl BufRead) -> Option<Request> {
+    let mut request_line = String::new();
+    if reader.read_line(&mut request_line).ok()? == 0 {
+        return None;
+    }
+    let mut content_length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                content_length = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; content_length];
+    reader.read_exact(&mut body).ok()?;
+    let target = request_line.split_whitespace().nth(1).unwrap_or("");
+    Some(Request {
+        path: target.split('?').next().unwrap_or("").to_string(),
+        body,
+    })
+}
+
+/// A response with these headers and body.
+pub fn response(
+    status: u16,
+    headers: &[(String, String)],
+    content_type: &str,
+    body: &[u8],
+) -> Vec<u8> {
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        _ => "Status",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nrequest-id: req_mock\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
