@@ -253,7 +253,14 @@ fn run_job(
         .prepare()
         .context("readying owl to supervise the Run")?;
     let supervisor = executor.supervisor();
-    let budget_usd = crate::budget::run_budget(&job, store.job_cost(&job.id)?);
+    // A cap the Driver cannot hand the CLI is no cap: the Run gets none, and none is
+    // counted as spent when it ends without a cost.
+    let spent = store.job_cost(&job.id)?;
+    let budget_usd = driver
+        .capabilities()
+        .budget_cap
+        .then(|| crate::budget::run_budget(&job, spent))
+        .flatten();
     let started = store.start_run(&RunStart {
         job_id: job.id.clone(),
         account: account.clone(),

@@ -92,6 +92,9 @@ fn e2e_gemini_a_run_commits_through_its_shell_tool() {
     );
     let run = &env.show(&id)["runs"][0];
     assert_eq!(run["agent_version"], "0.61.0");
+    // A per-Run cap the Gemini CLI cannot take is not pretended: none is recorded (so none
+    // is counted as spent), and the Job's budget is not charged a phantom cost.
+    assert!(run["budget_usd"].is_null(), "{run}");
     assert_eq!(run["session_id"].as_str().unwrap().len(), 36, "{run}");
     // The allow-list reached the CLI as its policy: the commit was allowed.
     assert!(mock.calls() >= 4, "{}", mock.calls());
