@@ -1,6 +1,7 @@
 //! The Driver seam (ADR-0018): what owl needs from an agent CLI, and the events it turns output into.
 
 mod claude_code;
+pub mod codex_protocol;
 pub mod conformance;
 pub mod gemini;
 pub mod mock_api;
