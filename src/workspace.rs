@@ -72,6 +72,18 @@ impl Workspace {
         &self.path
     }
 
+    /// The git directories a commit in the worktree writes: the repository's own (objects,
+    /// refs), which the worktree shares.
+    pub fn git_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.repo.commondir().to_path_buf()];
+        // The worktree's own git directory (its index, HEAD) lies inside the common one,
+        // but a sandbox that protects what a `.git` file points to needs it named.
+        if self.repo.path() != self.repo.commondir() {
+            dirs.push(self.repo.path().to_path_buf());
+        }
+        dirs
+    }
+
     /// The commit the worktree's HEAD (the Job's branch) points at.
     pub fn head(&self) -> Option<String> {
         let head = self.repo.head().ok()?.peel_to_commit().ok()?;

@@ -344,6 +344,8 @@ fn execute(
         standing_instructions: crate::prompt::STANDING_INSTRUCTIONS,
         prompt: &prompt,
         files_dir: &ctx.logs_dir(&job.id).join(format!("{run_id}.files")),
+        cwd: workspace.path(),
+        writable_dirs: &workspace.git_dirs(),
     });
     ensure_private_dir(&ctx.logs_dir(&job.id))?;
     let spec = RunSpec {

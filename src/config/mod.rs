@@ -202,6 +202,8 @@ pub enum DriverKind {
     ClaudeCode,
     #[serde(rename = "gemini")]
     Gemini,
+    #[serde(rename = "codex")]
+    Codex,
 }
 
 impl DriverKind {
@@ -210,6 +212,7 @@ impl DriverKind {
         match self {
             DriverKind::ClaudeCode => "claude-code",
             DriverKind::Gemini => "gemini",
+            DriverKind::Codex => "codex",
         }
     }
 }
@@ -220,6 +223,7 @@ pub struct Drivers {
     #[serde(rename = "claude-code")]
     pub claude_code: DriverSettings,
     pub gemini: DriverSettings,
+    pub codex: DriverSettings,
 }
 
 impl Drivers {
@@ -228,6 +232,7 @@ impl Drivers {
         match kind {
             DriverKind::ClaudeCode => &self.claude_code,
             DriverKind::Gemini => &self.gemini,
+            DriverKind::Codex => &self.codex,
         }
     }
 }

@@ -82,6 +82,7 @@ pub(super) struct RawDrivers {
     #[serde(rename = "claude-code")]
     pub(super) claude_code: Option<RawDriverSettings>,
     pub(super) gemini: Option<RawDriverSettings>,
+    pub(super) codex: Option<RawDriverSettings>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -168,6 +168,11 @@ pub(super) fn validate(
         drivers.gemini.and_then(|d| d.command),
         "gemini",
     )?;
+    let codex_command = command(
+        "drivers.codex.command",
+        drivers.codex.and_then(|d| d.command),
+        "codex",
+    )?;
 
     let state_dir = match raw.state_dir.as_deref() {
         Some(dir) => path_at("stateDir", dir)?,
@@ -207,6 +212,9 @@ pub(super) fn validate(
             },
             gemini: DriverSettings {
                 command: gemini_command,
+            },
+            codex: DriverSettings {
+                command: codex_command,
             },
         },
     })

@@ -793,6 +793,8 @@ mod tests {
             standing_instructions: "be good",
             prompt: "on stdin, not in argv",
             files_dir: Path::new("/unused"),
+            cwd: Path::new("/unused"),
+            writable_dirs: &[],
         });
         assert_eq!(
             inv.args,

@@ -1,12 +1,14 @@
 //! The Driver seam (ADR-0018): what owl needs from an agent CLI, and the events it turns output into.
 
 mod claude_code;
+pub mod codex;
 pub mod codex_protocol;
 pub mod conformance;
 pub mod gemini;
 pub mod mock_api;
 pub mod mock_gemini;
 mod mock_http;
+pub mod mock_openai;
 
 use std::path::PathBuf;
 
@@ -51,6 +53,7 @@ pub fn capabilities(kind: DriverKind) -> Capabilities {
     match kind {
         DriverKind::ClaudeCode => ClaudeCode::CAPABILITIES,
         DriverKind::Gemini => gemini::GeminiCli::CAPABILITIES,
+        DriverKind::Codex => codex::Codex::CAPABILITIES,
     }
 }
 
@@ -59,6 +62,7 @@ pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
     match kind {
         DriverKind::ClaudeCode => Box::new(ClaudeCode),
         DriverKind::Gemini => Box::new(gemini::GeminiCli),
+        DriverKind::Codex => Box::new(codex::Codex),
     }
 }
 
@@ -143,6 +147,11 @@ pub struct RunRequest<'a> {
     pub prompt: &'a str,
     /// A private directory for the files the command reads (a policy file, say).
     pub files_dir: &'a std::path::Path,
+    /// Where the Run works (the Job's worktree).
+    pub cwd: &'a std::path::Path,
+    /// Directories beyond `cwd` the Run must write: the repository's git directory, which
+    /// a commit in a worktree writes.
+    pub writable_dirs: &'a [PathBuf],
 }
 
 /// One line of the agent's output, understood.

@@ -265,6 +265,8 @@ fn e2e_the_cli_runs_with_its_self_updater_off() {
         standing_instructions: "",
         prompt: "",
         files_dir: std::path::Path::new("/nonexistent"),
+        cwd: std::path::Path::new("/nonexistent"),
+        writable_dirs: &[],
     });
     // The switch is what the real binary honours: with owl's environment it says so, and
     // without it (the same binary, the same home) its updater is on.

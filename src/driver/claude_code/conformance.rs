@@ -109,6 +109,8 @@ fn scene(
         standing_instructions: MARKER,
         prompt: "",
         files_dir: &scratch.0,
+        cwd: &scratch.0,
+        writable_dirs: &[],
     });
     let session = Session::start(&inv, &scratch.0)
         .map_err(|e| format!("starting '{}': {e}", command.display()))?;

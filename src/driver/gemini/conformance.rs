@@ -86,6 +86,8 @@ fn one_turn(
         standing_instructions: MARKER,
         prompt: "Do what the replies say.",
         files_dir: &scratch.0.join("files"),
+        cwd: &scratch.0,
+        writable_dirs: &[],
     });
     let mut session = Session::start(&inv, &scratch.0)
         .map_err(|e| format!("starting '{}': {e}", command.display()))?;
