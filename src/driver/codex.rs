@@ -59,7 +59,9 @@ impl Driver for Codex {
 
     fn invocation(&self, req: &RunRequest) -> Invocation {
         // The strictest sandbox that still lets a commit land: the worktree and the git
-        // directory writable, nothing else (PROTOCOL.md §4); `exec` never asks for approval.
+        // directories writable, nothing else (PROTOCOL.md §4); `exec` never asks for
+        // approval. The prompt goes in argv: with a stdin left open the CLI waits for it to
+        // close, so owl closes it at once (the default, empty `prompt_input`).
         let mut args = vec![
             "exec".to_string(),
             "--json".into(),
@@ -81,23 +83,6 @@ impl Driver for Codex {
             req.standing_instructions, req.prompt
         ));
         account_invocation(req.command, req.account, args)
-    }
-
-    fn prompt_input(&self, _prompt: &str) -> Vec<u8> {
-        // In argv; with a stdin left open the CLI waits for it to close.
-        Vec::new()
-    }
-
-    fn interrupt_input(&self, _request_id: &str) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn usage_request_input(&self, _request_id: &str) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
-        self.version_invocation(command, account)
     }
 
     fn conformance(

@@ -72,7 +72,9 @@ impl Driver for GeminiCli {
 
     fn invocation(&self, req: &RunRequest) -> Invocation {
         let policy = req.files_dir.join(POLICY_FILE);
-        // No system prompt of its own to append to: owl's standing instructions lead.
+        // No system prompt of its own to append to: owl's standing instructions lead. The
+        // prompt goes in argv, and owl closes stdin at once (the default, empty
+        // `prompt_input`): the CLI reads a piped stdin as more prompt.
         let prompt = format!("{}\n\n---\n\n{}", req.standing_instructions, req.prompt);
         let mut args = vec![
             "-p".to_string(),
@@ -89,25 +91,6 @@ impl Driver for GeminiCli {
         let mut inv = account_invocation(req.command, req.account, args);
         inv.files.push((policy, policy_toml(req.allowed_tools)));
         inv
-    }
-
-    fn prompt_input(&self, _prompt: &str) -> Vec<u8> {
-        // The prompt is in argv; stdin is closed at once (the CLI reads a piped stdin as
-        // more prompt).
-        Vec::new()
-    }
-
-    fn interrupt_input(&self, _request_id: &str) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn usage_request_input(&self, _request_id: &str) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
-        // Never used: the Driver declares no usage probe.
-        self.version_invocation(command, account)
     }
 
     fn conformance(

@@ -317,16 +317,26 @@ pub trait Driver: Send + Sync {
     fn invocation(&self, req: &RunRequest) -> Invocation;
 
     /// The bytes that hand the prompt to the agent on stdin.
-    fn prompt_input(&self, prompt: &str) -> Vec<u8>;
+    /// Empty for a CLI that takes its prompt in argv: owl then closes its stdin at once.
+    fn prompt_input(&self, _prompt: &str) -> Vec<u8> {
+        Vec::new()
+    }
 
     /// The bytes that ask the agent to abort its turn, when it can be asked.
-    fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>>;
+    fn interrupt_input(&self, _request_id: &str) -> Option<Vec<u8>> {
+        None
+    }
 
     /// The bytes that ask the agent for the Account's utilization, when it can be asked.
-    fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>>;
+    fn usage_request_input(&self, _request_id: &str) -> Option<Vec<u8>> {
+        None
+    }
 
     /// The command that starts the agent only to ask it for utilization: no prompt, no tokens.
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
+    /// Only called for a Driver that declares `usage_probe`.
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
+        self.version_invocation(command, account)
+    }
 
     /// The command a person types to use the CLI as this Account (`CLAUDE_CONFIG_DIR=… claude`).
     fn interactive_command(&self, account: &Account) -> String;
