@@ -209,30 +209,18 @@ fn account_invocation(
     account: &Account,
     args: Vec<String>,
 ) -> Invocation {
-    let mut env_set = Vec::new();
-    if let Some(store) = &account.credential_store {
-        env_set.push(("CLAUDE_CONFIG_DIR".to_string(), store.display().to_string()));
-    }
-    env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     // The version owl checked is the version that runs: the CLI must not update itself in
     // the middle of a night (`claude doctor` then says "Auto-updates: disabled (set by env:
     // DISABLE_AUTOUPDATER)"; proven against the real binary in the end-to-end tests).
-    env_set.push((
-        AUTOUPDATER_SWITCH.0.to_string(),
-        AUTOUPDATER_SWITCH.1.to_string(),
-    ));
-    let env_remove = INHERITED_CREDENTIALS
-        .iter()
-        .filter(|k| !account.env.contains_key(**k))
-        .map(|k| k.to_string())
-        .collect();
-    Invocation {
-        program: command.to_path_buf(),
+    super::account_command(
+        command,
+        account,
         args,
-        env_set,
-        env_remove,
-        files: Vec::new(),
-    }
+        "CLAUDE_CONFIG_DIR",
+        &[],
+        &[AUTOUPDATER_SWITCH],
+        &INHERITED_CREDENTIALS,
+    )
 }
 
 fn control_request(request_id: &str, subtype: &str) -> Vec<u8> {

@@ -138,21 +138,13 @@ fn account_invocation(
     account: &Account,
     args: Vec<String>,
 ) -> Invocation {
-    let mut env_set = Vec::new();
-    if let Some(store) = &account.credential_store {
-        env_set.push(("CODEX_HOME".to_string(), store.display().to_string()));
-    }
-    env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let env_remove = ["OPENAI_API_KEY"]
-        .iter()
-        .filter(|k| !account.env.contains_key(**k))
-        .map(|k| k.to_string())
-        .collect();
-    Invocation {
-        program: command.to_path_buf(),
+    super::account_command(
+        command,
+        account,
         args,
-        env_set,
-        env_remove,
-        files: Vec::new(),
-    }
+        "CODEX_HOME",
+        &[],
+        &[],
+        &["OPENAI_API_KEY"],
+    )
 }

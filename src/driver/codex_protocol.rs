@@ -111,13 +111,8 @@ mod tests {
     use super::*;
 
     fn recorded(name: &str) -> Vec<Value> {
-        let path = format!(
-            "{}/tests/fixtures/codex-0.171.0/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
+        crate::driver::recorded_lines("codex-0.171.0", name)
+            .iter()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }

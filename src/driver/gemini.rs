@@ -278,28 +278,20 @@ fn account_invocation(
     account: &Account,
     args: Vec<String>,
 ) -> Invocation {
-    let mut env_set = vec![
-        // One process, so that a signal reaches the CLI itself (its launcher ignores them).
-        ("GEMINI_CLI_NO_RELAUNCH".to_string(), "true".to_string()),
-        // owl runs it in the Job's own worktree.
-        ("GEMINI_CLI_TRUST_WORKSPACE".to_string(), "true".to_string()),
-    ];
-    if let Some(store) = &account.credential_store {
-        env_set.push(("GEMINI_CLI_HOME".to_string(), store.display().to_string()));
-    }
-    env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let env_remove = ["GEMINI_API_KEY", "GOOGLE_API_KEY"]
-        .iter()
-        .filter(|k| !account.env.contains_key(**k))
-        .map(|k| k.to_string())
-        .collect();
-    Invocation {
-        program: command.to_path_buf(),
+    super::account_command(
+        command,
+        account,
         args,
-        env_set,
-        env_remove,
-        files: Vec::new(),
-    }
+        "GEMINI_CLI_HOME",
+        // One process, so that a signal reaches the CLI itself (its launcher ignores them);
+        // owl runs it in the Job's own worktree, which it trusts.
+        &[
+            ("GEMINI_CLI_NO_RELAUNCH", "true"),
+            ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
+        ],
+        &[],
+        &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    )
 }
 
 #[cfg(test)]
@@ -307,13 +299,8 @@ mod tests {
     use super::*;
 
     fn recorded(name: &str) -> Vec<Value> {
-        let path = format!(
-            "{}/tests/fixtures/gemini-cli-0.61.0/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
+        crate::driver::recorded_lines("gemini-cli-0.61.0", name)
+            .iter()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }

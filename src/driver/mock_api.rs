@@ -95,7 +95,7 @@ impl Reply {
 /// the test process ends soon after).
 pub struct MockApi {
     pub port: u16,
-    script: Arc<Mutex<Vec<Reply>>>,
+    script: mock_http::Script<Reply>,
     /// Every request body received, in order.
     pub requests: Arc<Mutex<Vec<Value>>>,
 }
@@ -103,22 +103,19 @@ pub struct MockApi {
 impl MockApi {
     /// Listens on 127.0.0.1 and a port the kernel picks.
     pub fn start() -> std::io::Result<MockApi> {
-        let script = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (script.clone(), requests.clone());
-        let port = mock_http::serve(true, move |req| answer(req, &s, &r))?;
+        let script = mock_http::Script::new();
+        let serving = script.clone();
+        let port = mock_http::serve(true, move |req| answer(req, &serving))?;
         Ok(MockApi {
             port,
+            requests: script.requests.clone(),
             script,
-            requests,
         })
     }
 
     /// Sets the replies for the next calls, in order; after them, a final text reply.
     pub fn script(&self, replies: Vec<Reply>) {
-        let mut s = self.script.lock().unwrap_or_else(|p| p.into_inner());
-        *s = replies;
-        s.reverse();
+        self.script.set(replies);
     }
 
     pub fn base_url(&self) -> String {
@@ -127,29 +124,13 @@ impl MockApi {
 
     /// How many Messages API calls were made.
     pub fn calls(&self) -> usize {
-        self.requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.script.calls()
     }
 }
 
-fn answer(
-    req: &mock_http::Request,
-    script: &Mutex<Vec<Reply>>,
-    requests: &Mutex<Vec<Value>>,
-) -> Vec<u8> {
+fn answer(req: &mock_http::Request, script: &mock_http::Script<Reply>) -> Vec<u8> {
     if req.path.starts_with("/v1/messages") && !req.path.contains("count_tokens") {
-        requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(serde_json::from_slice(&req.body).unwrap_or(Value::Null));
-        let reply = script
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_else(|| Reply::text("Done."));
-        render(&reply)
+        render(&script.answer(&req.body, false, Reply::text("Done.")))
     } else {
         http(
             404,

@@ -55,27 +55,26 @@ impl Step {
 /// The running mock; it serves until the process ends.
 pub struct MockGemini {
     pub port: u16,
-    script: Arc<Mutex<Vec<Step>>>,
+    script: mock_http::Script<Step>,
     /// Every `streamGenerateContent` body received, in order.
     pub requests: Arc<Mutex<Vec<Value>>>,
 }
 
 impl MockGemini {
     pub fn start() -> std::io::Result<MockGemini> {
-        let script = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (script.clone(), requests.clone());
-        let port = mock_http::serve(false, move |req| answer(req, &s, &r))?;
+        let script = mock_http::Script::new();
+        let serving = script.clone();
+        let port = mock_http::serve(false, move |req| answer(req, &serving))?;
         Ok(MockGemini {
             port,
+            requests: script.requests.clone(),
             script,
-            requests,
         })
     }
 
     /// The steps for the next calls, in order; the last one repeats.
     pub fn script(&self, steps: Vec<Step>) {
-        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = steps;
+        self.script.set(steps);
     }
 
     pub fn base_url(&self) -> String {
@@ -84,36 +83,14 @@ impl MockGemini {
 
     /// How many `streamGenerateContent` calls were made.
     pub fn calls(&self) -> usize {
-        self.requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.script.calls()
     }
 }
 
-fn answer(
-    req: &mock_http::Request,
-    script: &Mutex<Vec<Step>>,
-    requests: &Mutex<Vec<Value>>,
-) -> Vec<u8> {
+fn answer(req: &mock_http::Request, script: &mock_http::Script<Step>) -> Vec<u8> {
     let path = req.path.as_str();
     if path.ends_with(":streamGenerateContent") {
-        requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(serde_json::from_slice(&req.body).unwrap_or(Value::Null));
-        let step = {
-            let mut steps = script.lock().unwrap_or_else(|p| p.into_inner());
-            if steps.len() > 1 {
-                steps.remove(0)
-            } else {
-                steps
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| Step::text("Done."))
-            }
-        };
-        render(&step)
+        render(&script.answer(&req.body, true, Step::text("Done.")))
     } else if path.ends_with(":generateContent") {
         // The CLI's model router asks how hard the prompt is.
         let verdict = json!({"complexity_reasoning": "mock", "complexity_score": 10, "reasoning": "mock", "model_choice": "flash"});

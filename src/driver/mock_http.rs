@@ -2,7 +2,9 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
 use std::thread;
 
 /// One request, as the mocks need it.
@@ -104,4 +106,57 @@ pub fn response(
     let mut bytes = head.into_bytes();
     bytes.extend_from_slice(body);
     bytes
+}
+
+/// A mock's script of answers and the bodies it was sent, shared by its serving threads.
+pub struct Script<S> {
+    steps: Arc<Mutex<Vec<S>>>,
+    /// Every scripted request's body, in order.
+    pub requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl<S> Clone for Script<S> {
+    fn clone(&self) -> Self {
+        Script {
+            steps: self.steps.clone(),
+            requests: self.requests.clone(),
+        }
+    }
+}
+
+impl<S: Clone> Script<S> {
+    pub fn new() -> Script<S> {
+        Script {
+            steps: Arc::new(Mutex::new(Vec::new())),
+            requests: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The answers to the next requests, in order.
+    pub fn set(&self, steps: Vec<S>) {
+        *self.steps.lock().unwrap_or_else(|p| p.into_inner()) = steps;
+    }
+
+    /// How many scripted requests came.
+    pub fn calls(&self) -> usize {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// Records a request's body and gives its answer: the next step; after the last one,
+    /// the last again (`repeat_last`, so one error step is a lasting error) or `fallback`.
+    pub fn answer(&self, body: &[u8], repeat_last: bool, fallback: S) -> S {
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(serde_json::from_slice(body).unwrap_or(Value::Null));
+        let mut steps = self.steps.lock().unwrap_or_else(|p| p.into_inner());
+        match steps.len() {
+            0 => fallback,
+            1 if repeat_last => steps[0].clone(),
+            _ => steps.remove(0),
+        }
+    }
 }

@@ -21,25 +21,25 @@ pub enum Step {
 /// The running mock; it serves until the process ends.
 pub struct MockOpenAi {
     pub port: u16,
-    script: Arc<Mutex<Vec<Step>>>,
+    script: mock_http::Script<Step>,
     pub requests: Arc<Mutex<Vec<Value>>>,
 }
 
 impl MockOpenAi {
     pub fn start() -> std::io::Result<MockOpenAi> {
-        let script = Arc::new(Mutex::new(Vec::new()));
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let (s, r) = (script.clone(), requests.clone());
-        let port = mock_http::serve(false, move |req| answer(req, &s, &r))?;
+        let script = mock_http::Script::new();
+        let serving = script.clone();
+        let port = mock_http::serve(false, move |req| answer(req, &serving))?;
         Ok(MockOpenAi {
             port,
+            requests: script.requests.clone(),
             script,
-            requests,
         })
     }
 
+    /// The steps for the next calls, in order; the last one repeats.
     pub fn script(&self, steps: Vec<Step>) {
-        *self.script.lock().unwrap_or_else(|p| p.into_inner()) = steps;
+        self.script.set(steps);
     }
 
     pub fn base_url(&self) -> String {
@@ -47,11 +47,7 @@ impl MockOpenAi {
     }
 }
 
-fn answer(
-    req: &mock_http::Request,
-    script: &Mutex<Vec<Step>>,
-    requests: &Mutex<Vec<Value>>,
-) -> Vec<u8> {
+fn answer(req: &mock_http::Request, script: &mock_http::Script<Step>) -> Vec<u8> {
     let close = [("connection".to_string(), "close".to_string())];
     if req.path.ends_with("/models") {
         return mock_http::response(200, &close, "application/json", br#"{"models":[]}"#);
@@ -64,18 +60,7 @@ fn answer(
             br#"{"error":{"message":"mock: no route"}}"#,
         );
     }
-    requests
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(serde_json::from_slice(&req.body).unwrap_or(Value::Null));
-    let step = {
-        let mut steps = script.lock().unwrap_or_else(|p| p.into_inner());
-        if steps.len() > 1 {
-            steps.remove(0)
-        } else {
-            steps.first().cloned().unwrap_or(Step::Text("Done.".into()))
-        }
-    };
+    let step = script.answer(&req.body, true, Step::Text("Done.".into()));
     let now = chrono::Utc::now().timestamp();
     let item = match step {
         Step::UsageLimit { secs } => {

@@ -444,6 +444,52 @@ impl From<AgentCliError> for crate::error::Error {
     }
 }
 
+/// The command for an Account, as every Driver builds it: `first` (what the Driver sets
+/// and an Account may change), the credential store under `store_var`, the Account's
+/// `env:`, then `last` (what the Driver insists on); `inherited` credentials are removed
+/// unless the Account sets them.
+pub(crate) fn account_command(
+    command: &std::path::Path,
+    account: &Account,
+    args: Vec<String>,
+    store_var: &str,
+    first: &[(&str, &str)],
+    last: &[(&str, &str)],
+    inherited: &[&str],
+) -> Invocation {
+    let pair = |(k, v): &(&str, &str)| (k.to_string(), v.to_string());
+    let mut env_set: Vec<(String, String)> = first.iter().map(pair).collect();
+    if let Some(store) = &account.credential_store {
+        env_set.push((store_var.to_string(), store.display().to_string()));
+    }
+    env_set.extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env_set.extend(last.iter().map(pair));
+    let env_remove = inherited
+        .iter()
+        .filter(|k| !account.env.contains_key(**k))
+        .map(|k| k.to_string())
+        .collect();
+    Invocation {
+        program: command.to_path_buf(),
+        args,
+        env_set,
+        env_remove,
+        files: Vec::new(),
+    }
+}
+
+/// The lines of a transcript recorded from a real CLI (`tests/fixtures/<cli>/<name>`), for
+/// unit tests that replay them.
+#[cfg(test)]
+pub(crate) fn recorded_lines(cli: &str, name: &str) -> Vec<String> {
+    let path = format!("{}/tests/fixtures/{cli}/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
 /// Finds the agent CLI without running it: a path must be an executable file, a bare name
 /// must be one on `PATH` (as the tick's environment has it).
 pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, AgentCliError> {

@@ -452,13 +452,8 @@ mod tests {
 
     /// The lines of a transcript recorded from the real CLI, as the Driver reads them.
     fn recorded(name: &str) -> Vec<AgentEvent> {
-        let path = format!(
-            "{}/tests/fixtures/claude-code-2.1.197/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
+        crate::driver::recorded_lines("claude-code-2.1.197", name)
+            .iter()
             .map(|l| ClaudeCode.parse_line(l.as_bytes()).unwrap())
             .collect()
     }
