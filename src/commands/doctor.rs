@@ -51,31 +51,39 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         let cwd = Some(ctx.config.state_dir.clone())
             .filter(|d| d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
-        let probe = if cli_ok {
-            crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
+        if !d.capabilities().usage_probe {
+            // Nothing to ask without spending a token: the first Run tells.
+            outln!(
+                "     account {name}: login not checked: the {} driver has no zero-token probe",
+                account.driver.name()
+            );
         } else {
-            crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
-        };
-        match probe.logged_in(d.uses_api_key(account)) {
-            Some(true) => check(
-                true,
-                format!("account {name}: logged in (probe: {})", probe.describe()),
-            ),
-            Some(false) => check(
-                false,
-                format!(
-                    "account {name}: not logged in (probe: {}); {}",
-                    probe.describe(),
-                    d.login_hint(account)
+            let probe = if cli_ok {
+                crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
+            } else {
+                crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
+            };
+            match probe.logged_in(d.uses_api_key(account)) {
+                Some(true) => check(
+                    true,
+                    format!("account {name}: logged in (probe: {})", probe.describe()),
                 ),
-            ),
-            None => check(
-                false,
-                format!(
-                    "account {name}: could not check the login: {}",
-                    probe.describe()
+                Some(false) => check(
+                    false,
+                    format!(
+                        "account {name}: not logged in (probe: {}); {}",
+                        probe.describe(),
+                        d.login_hint(account)
+                    ),
                 ),
-            ),
+                None => check(
+                    false,
+                    format!(
+                        "account {name}: could not check the login: {}",
+                        probe.describe()
+                    ),
+                ),
+            }
         }
         match &account.credential_store {
             Some(dir) if dir.is_dir() => check(
@@ -85,10 +93,9 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             Some(dir) => check(
                 false,
                 format!(
-                    "account {name}: credential store {} does not exist; log in once with \
-                     CLAUDE_CONFIG_DIR={} claude",
+                    "account {name}: credential store {} does not exist; {}",
                     dir.display(),
-                    dir.display()
+                    d.login_hint(account)
                 ),
             ),
             None => check(

@@ -423,7 +423,25 @@ fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() 
         .stderr(predicate::str::contains(
             "line 9: account 'flash' sets limits, but the gemini driver cannot report utilization",
         ));
-    // Without limits the same Account is fine, and doctor tells what it lacks.
-    env.write_config("accounts:\n  flash:\n    driver: gemini\n");
+    // Without limits the same Account is fine, and doctor tells what it lacks without
+    // failing on the login probe it does not have.
+    let gemini = env.dir.path().join("gemini");
+    std::fs::write(&gemini, "#!/bin/sh\necho 0.61.0\n").unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    env.write_config(&format!(
+        "  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n",
+        gemini.display()
+    ));
     env.owl().arg("status").assert().success();
+    env.owl()
+        .arg("doctor")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "lacks: usage_reporting, usage_probe, budget_cap, graceful_interrupt",
+        ))
+        .stdout(predicate::str::contains(
+            "login not checked: the gemini driver has no zero-token probe",
+        ));
 }
