@@ -427,8 +427,7 @@ fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() 
     // failing on the login probe it does not have.
     let gemini = env.dir.path().join("gemini");
     std::fs::write(&gemini, "#!/bin/sh\necho 0.61.0\n").unwrap();
-    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     env.write_config(&format!(
         "  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n",
         gemini.display()
