@@ -13,6 +13,8 @@ use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 pub const SOURCE_GET_USAGE: &str = "get_usage";
 pub const SOURCE_RATE_LIMIT_EVENT: &str = "rate_limit_event";
 pub const SOURCE_PROBE: &str = "probe";
+/// A line of the agent's own usage log (Codex's rollout file).
+pub const SOURCE_ROLLOUT: &str = "rollout";
 
 /// How long the preflight probe waits for the agent's answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -82,6 +84,7 @@ pub fn from_event(
             usage: Some(Usage::Windows(windows)),
             ..
         } => from_usage(windows, account, SOURCE_GET_USAGE, run_id, now),
+        AgentEvent::Usage { source, windows } => from_usage(windows, account, source, run_id, now),
         AgentEvent::RateLimit(info) => from_rate_limit(info, account, run_id, now)
             .into_iter()
             .collect(),

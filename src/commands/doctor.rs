@@ -26,7 +26,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
                 check(true, format!("account {name}: {what}"));
                 let (has, lacks): (Vec<_>, Vec<_>) = d
-                    .capabilities()
+                    .account_capabilities(account)
                     .named()
                     .into_iter()
                     .partition(|(_, on)| *on);
@@ -51,11 +51,16 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         let cwd = Some(ctx.config.state_dir.clone())
             .filter(|d| d.is_dir())
             .unwrap_or_else(std::env::temp_dir);
-        if !d.capabilities().usage_probe {
+        if !d.account_capabilities(account).usage_probe {
             // Nothing to ask without spending a token: the first Run tells.
             outln!(
-                "     account {name}: login not checked: the {} driver has no zero-token probe",
-                account.driver.name()
+                "     account {name}: login not checked: the {} driver has no zero-token probe{}",
+                account.driver.name(),
+                if d.capabilities().usage_probe {
+                    " for this login"
+                } else {
+                    ""
+                }
             );
         } else {
             let probe = if cli_ok {

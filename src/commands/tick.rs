@@ -151,7 +151,7 @@ fn choose(
     if !dry_run && in_window && !planned.1.queue.is_empty() {
         let parked = usage::parked_accounts(
             &planned.0,
-            |name| reports_usage(ctx, name),
+            |name| can_probe(ctx, name),
             ctx.config.probe_max_age,
             now,
         );
@@ -175,8 +175,7 @@ fn choose(
             .iter()
             .find(|a| &a.name == account)
             .is_some_and(|view| {
-                reports_usage(ctx, account)
-                    && usage::needs_probe(view, ctx.config.probe_max_age, now)
+                can_probe(ctx, account) && usage::needs_probe(view, ctx.config.probe_max_age, now)
             });
         if dry_run {
             if probe && !json {
@@ -350,6 +349,8 @@ fn execute(
     ensure_private_dir(&ctx.logs_dir(&job.id))?;
     let spec = RunSpec {
         driver: driver.clone(),
+        command,
+        account: account_cfg,
         invocation: &invocation,
         cwd: workspace.path(),
         run_id,
@@ -640,9 +641,13 @@ fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
     }
 }
 
-/// Whether the Account's Driver reports utilization (so a probe can learn it).
-fn reports_usage(ctx: &Ctx, account: &str) -> bool {
-    driver::capabilities(ctx.config.accounts[account].driver).usage_reporting
+/// Whether the Account's utilization can be probed without a token (its Driver and login
+/// allow it).
+fn can_probe(ctx: &Ctx, account: &str) -> bool {
+    let account = &ctx.config.accounts[account];
+    driver::for_kind(account.driver)
+        .account_capabilities(account)
+        .usage_probe
 }
 
 /// Asks the Account's agent for its utilization and login, and records what it says. A

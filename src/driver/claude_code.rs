@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use super::{
-    AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Invocation,
-    LineError, RateLimitInfo, RunRequest, Usage, WindowUsage,
+    AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
+    Invocation, LineError, RateLimitInfo, RunRequest, Usage, UsagePoll, WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -124,8 +124,12 @@ impl Driver for ClaudeCode {
         line_bytes(&msg)
     }
 
-    fn interrupt_input(&self, request_id: &str) -> Option<Vec<u8>> {
-        Some(control_request(request_id, "interrupt"))
+    fn interrupt(&self, request_id: &str) -> Option<Interrupt> {
+        Some(Interrupt::Stdin(control_request(request_id, "interrupt")))
+    }
+
+    fn usage_poll(&self) -> UsagePoll {
+        UsagePoll::Stdin
     }
 
     fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>> {

@@ -1,9 +1,11 @@
-//! The Codex CLI Driver (0.171.x): `codex exec --json` in the worktree's sandbox, the prompt in argv, the Account's `CODEX_HOME`. Reactive for now: following the rollout file for utilization is still to come (issue 14).
+//! The Codex CLI Driver (0.171.x): `codex exec --json` in the worktree's sandbox, the prompt in argv, the Account's `CODEX_HOME`; utilization from the thread's rollout file and `codex app-server`, SIGINT to abort a turn.
+
+use std::path::PathBuf;
 
 use super::codex_protocol;
 use super::{
-    AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Invocation,
-    LineError, RunRequest,
+    AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
+    Invocation, LineError, RunRequest, UsageLog, UsagePoll,
 };
 use crate::config::{Account, DriverKind};
 
@@ -13,14 +15,49 @@ pub struct Codex;
 const TESTED_MAJOR_MINOR: (u64, u64) = (0, 171);
 
 impl Codex {
+    /// With a ChatGPT login; an API key has no plan, so no probe (see `account_capabilities`).
     pub const CAPABILITIES: Capabilities = Capabilities {
-        usage_reporting: false,
-        usage_probe: false,
+        // The rollout file carries the plan's windows whatever the login (PROTOCOL.md §5.2).
+        usage_reporting: true,
+        usage_probe: true,
         budget_cap: false,
         tool_policy: false,
-        graceful_interrupt: false,
+        // SIGINT aborts the turn and kills its tools (§7).
+        graceful_interrupt: true,
         session_id: true,
     };
+}
+
+/// Where the Account's Codex keeps its login and sessions: `CODEX_HOME` as the Account's
+/// `env` or `credentialStore` sets it, else the CLI's default `~/.codex`.
+fn codex_home(account: &Account) -> Option<PathBuf> {
+    account
+        .env
+        .get("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| account.credential_store.clone())
+        .or_else(|| {
+            let home = account.env.get("HOME").map(PathBuf::from);
+            Some(
+                home.or_else(|| std::env::var_os("HOME").map(PathBuf::from))?
+                    .join(".codex"),
+            )
+        })
+}
+
+/// Whether the Account logs in to ChatGPT (a plan, whose utilization `codex app-server`
+/// reads without a turn), as its `auth.json` says; an API key in `env` wins, as in the CLI.
+fn chatgpt_login(account: &Account) -> bool {
+    if account.env.contains_key("OPENAI_API_KEY") {
+        return false;
+    }
+    let Some(auth) = codex_home(account)
+        .and_then(|home| std::fs::read(home.join("auth.json")).ok())
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+    else {
+        return false;
+    };
+    auth["auth_mode"] == "chatgpt" || (auth["auth_mode"].is_null() && auth["tokens"].is_object())
 }
 
 impl Driver for Codex {
@@ -30,6 +67,48 @@ impl Driver for Codex {
 
     fn capabilities(&self) -> Capabilities {
         Self::CAPABILITIES
+    }
+
+    fn account_capabilities(&self, account: &Account) -> Capabilities {
+        Capabilities {
+            usage_probe: chatgpt_login(account),
+            ..Self::CAPABILITIES
+        }
+    }
+
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
+        // JSON-RPC on stdio; no thread is started, so no token is spent.
+        account_invocation(command, account, vec!["app-server".into()])
+    }
+
+    fn usage_request_input(&self, _request_id: &str) -> Option<Vec<u8>> {
+        Some(codex_protocol::rate_limits_request())
+    }
+
+    fn usage_poll(&self) -> UsagePoll {
+        UsagePoll::Probe
+    }
+
+    fn usage_log(&self, account: &Account, session_id: &str) -> Option<UsageLog> {
+        // `sessions/YYYY/MM/DD/rollout-<local time>-<thread id>.jsonl`: the date is local,
+        // so the file is found by its thread id, not by a path computed here.
+        let safe = !session_id.is_empty()
+            && session_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if !safe {
+            return None;
+        }
+        Some(UsageLog {
+            root: codex_home(account)?.join("sessions"),
+            name_ends: format!("-{session_id}.jsonl"),
+            parse: codex_protocol::rollout_line_usage,
+            source: crate::usage::SOURCE_ROLLOUT,
+        })
+    }
+
+    fn interrupt(&self, _request_id: &str) -> Option<Interrupt> {
+        Some(Interrupt::Sigint)
     }
 
     fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {

@@ -1,13 +1,36 @@
-//! What the Codex CLI (0.171.x) says and owl reads: `codex exec --json` events, its rollout file's utilization, its usage-limit words. The first piece of a codex Driver (issue 14), unit-tested on the recorded transcripts; not yet wired to a Driver.
+//! What the Codex CLI (0.171.x) says and owl reads: `codex exec --json` events, the utilization in its rollout file and from `codex app-server`, its usage-limit words.
 
 use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::{AgentEvent, AgentFailure, AgentResult, LineError, WindowUsage};
+use super::{AgentEvent, AgentFailure, AgentResult, LineError, Usage, WindowUsage};
 
-/// One `codex exec --json` line as an event.
+/// The id of owl's `account/rateLimits/read` request to `codex app-server`.
+const RATE_LIMITS_READ: i64 = 2;
+
+/// What the probe writes to `codex app-server`'s stdin: the JSON-RPC handshake, then
+/// `account/rateLimits/read`, which a ChatGPT login answers from the backend without a
+/// model turn (PROTOCOL.md §5.4).
+pub fn rate_limits_request() -> Vec<u8> {
+    let lines = [
+        json!({"id": 1, "method": "initialize",
+            "params": {"clientInfo": {"name": "owl", "title": "owl", "version": env!("CARGO_PKG_VERSION")}}}),
+        json!({"method": "initialized"}),
+        json!({"id": RATE_LIMITS_READ, "method": "account/rateLimits/read"}),
+    ];
+    lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// One line of `codex exec --json`, or of `codex app-server` answering the probe, as an event.
 pub fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
     let v: Value = serde_json::from_slice(line).map_err(|e| LineError::NotJson(e.to_string()))?;
+    if v.get("type").is_none() && v.get("id").is_some() {
+        return Ok(rpc_answer(&v));
+    }
     let item = &v["item"];
     Ok(match v["type"].as_str().unwrap_or("") {
         "thread.started" => AgentEvent::Init {
@@ -42,6 +65,60 @@ pub fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
             kind: other.to_string(),
         },
     })
+}
+
+/// An answer of `codex app-server`: utilization for owl's rate-limits read, or its refusal
+/// of an Account without a ChatGPT login (-32600: an API key has no plan).
+fn rpc_answer(v: &Value) -> AgentEvent {
+    // Told apart by what they say, not by id: an answer to another request is no answer.
+    let request_id = v["id"].to_string();
+    let limits = &v["result"]["rateLimits"];
+    let error = &v["error"];
+    let refused = error["code"] == -32600
+        && error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("rate limits"));
+    if refused {
+        return AgentEvent::ControlResponse {
+            request_id,
+            ok: true,
+            usage: Some(Usage::NoPlan),
+        };
+    }
+    if !limits.is_object() {
+        return AgentEvent::Other {
+            kind: "rpc answer".into(),
+        };
+    }
+    let windows: Vec<WindowUsage> = [("primary", "five_hour"), ("secondary", "seven_day")]
+        .into_iter()
+        .filter_map(|(key, window)| {
+            let w = &limits[key];
+            Some(WindowUsage {
+                window: window.to_string(),
+                percent: w["usedPercent"].as_f64()?,
+                resets_at: w["resetsAt"]
+                    .as_i64()
+                    .and_then(|s| DateTime::from_timestamp(s, 0)),
+            })
+        })
+        .collect();
+    AgentEvent::ControlResponse {
+        request_id,
+        ok: true,
+        usage: Some(if windows.is_empty() {
+            Usage::Unknown
+        } else {
+            Usage::Windows(windows)
+        }),
+    }
+}
+
+/// The utilization in one raw rollout line (a usage log's parser).
+pub fn rollout_line_usage(line: &[u8]) -> Vec<WindowUsage> {
+    serde_json::from_slice(line)
+        .map(|v: Value| rollout_usage(&v))
+        .unwrap_or_default()
 }
 
 /// The utilization in one rollout line: a `token_count` event's `rate_limits`, `primary`
@@ -183,6 +260,71 @@ mod tests {
         );
         let last = usage.last().unwrap();
         assert_eq!(last[0].percent, 55.0);
+    }
+
+    /// The messages `codex app-server` sent in a recorded session.
+    fn app_server_answers(name: &str) -> Vec<AgentEvent> {
+        recorded(name)
+            .iter()
+            .filter(|l| l["dir"] == "recv")
+            .map(|l| parse_line(l["msg"].to_string().as_bytes()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn app_server_tells_a_chatgpt_logins_windows_and_an_api_key_has_no_plan() {
+        let chatgpt = app_server_answers("app-server-chatgpt.jsonrpc.jsonl");
+        let usage = chatgpt.iter().find_map(|e| match e {
+            AgentEvent::ControlResponse { usage: Some(u), .. } => Some(u.clone()),
+            _ => None,
+        });
+        let Some(Usage::Windows(w)) = usage else {
+            panic!("no windows in {chatgpt:?}")
+        };
+        assert_eq!((w[0].window.as_str(), w[0].percent), ("five_hour", 42.0));
+        assert_eq!(w[0].resets_at, DateTime::from_timestamp(1796098519, 0));
+        assert_eq!((w[1].window.as_str(), w[1].percent), ("seven_day", 13.0));
+        let apikey = app_server_answers("app-server-apikey.jsonrpc.jsonl");
+        assert!(apikey.contains(&AgentEvent::ControlResponse {
+            request_id: "3".into(),
+            ok: true,
+            usage: Some(Usage::NoPlan)
+        }));
+        let asked: Vec<Value> = String::from_utf8(rate_limits_request())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(asked[2]["method"], "account/rateLimits/read");
+        assert_eq!(asked[0]["method"], "initialize");
+    }
+
+    #[test]
+    fn a_slow_tool_holds_the_figures_back_until_it_finishes() {
+        // The rollout is what owl follows: the figures of the response that asked for the
+        // tool come only after it, so a poll must cover a long tool call.
+        let lines =
+            crate::driver::recorded_lines("codex-0.171.0", "rate-limits-slow-tool.rollout.jsonl");
+        let figures: Vec<f64> = lines
+            .iter()
+            .flat_map(|l| rollout_line_usage(l.as_bytes()))
+            .filter(|w| w.window == "five_hour")
+            .map(|w| w.percent)
+            .collect();
+        assert!(!figures.is_empty());
+        let output = lines
+            .iter()
+            .position(|l| l.contains("function_call_output"))
+            .unwrap();
+        let first_figure = lines
+            .iter()
+            .position(|l| !rollout_line_usage(l.as_bytes()).is_empty())
+            .unwrap();
+        assert!(
+            first_figure > output,
+            "the figure comes after the tool's output"
+        );
+        assert!(rollout_line_usage(b"not json").is_empty());
     }
 
     #[test]

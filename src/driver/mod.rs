@@ -185,6 +185,12 @@ pub enum AgentEvent {
     },
     /// The provider's view of the Account's rate limit.
     RateLimit(RateLimitInfo),
+    /// The Account's utilization, told outside stdout: a line of the agent's own usage log
+    /// (Codex's rollout file), or a probe run beside the agent. `source` names which.
+    Usage {
+        source: &'static str,
+        windows: Vec<WindowUsage>,
+    },
     /// The answer to a control request owl wrote on stdin; `usage` when it answered a usage request.
     ControlResponse {
         request_id: String,
@@ -222,6 +228,7 @@ impl AgentEvent {
                 info.status,
                 info.window.as_deref().unwrap_or("unknown window")
             ),
+            AgentEvent::Usage { source, .. } => format!("utilization ({source})"),
             AgentEvent::ControlResponse { request_id, .. } => {
                 format!("control response {request_id}")
             }
@@ -259,6 +266,46 @@ pub struct RateLimitInfo {
     pub window: Option<String>,
     /// A fraction 0–1; only present in warning states.
     pub utilization: Option<f64>,
+}
+
+/// A file the agent writes during a Run that tells the Account's utilization (Codex's
+/// rollout file): found under `root` by its name's end once the session is named, and
+/// followed line by line.
+#[derive(Debug, Clone)]
+pub struct UsageLog {
+    /// Where to look, at any depth up to [`UsageLog::DEPTH`].
+    pub root: PathBuf,
+    /// How the file's name ends (`-<thread id>.jsonl`).
+    pub name_ends: String,
+    /// The utilization in one line (empty when the line tells none).
+    pub parse: fn(&[u8]) -> Vec<WindowUsage>,
+    /// The Snapshots' source.
+    pub source: &'static str,
+}
+
+impl UsageLog {
+    /// How deep under `root` the file may be (Codex: `sessions/YYYY/MM/DD/`).
+    pub const DEPTH: usize = 3;
+}
+
+/// How a running agent is asked for the Account's utilization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsagePoll {
+    /// It cannot be asked.
+    None,
+    /// A request on the agent's stdin ([`Driver::usage_request_input`]).
+    Stdin,
+    /// The zero-token probe, run beside the agent ([`Driver::probe_invocation`]).
+    Probe,
+}
+
+/// How a running agent is asked to abort its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interrupt {
+    /// These bytes on its stdin.
+    Stdin(Vec<u8>),
+    /// SIGINT to its process group (the CLI aborts the turn and kills its tools).
+    Sigint,
 }
 
 /// The agent's own account of how its turn ended.
@@ -303,8 +350,13 @@ pub trait Driver: Send + Sync {
     /// The kind, as named in config.yaml.
     fn kind(&self) -> DriverKind;
 
-    /// What this agent can do.
+    /// What this agent can do, with any login.
     fn capabilities(&self) -> Capabilities;
+
+    /// What this agent can do with this Account's login (a probe may need a plan login).
+    fn account_capabilities(&self, _account: &Account) -> Capabilities {
+        self.capabilities()
+    }
 
     /// The command that makes the CLI print its version, in the Account's environment
     /// (scrubbed like every other process owl starts).
@@ -322,8 +374,19 @@ pub trait Driver: Send + Sync {
         Vec::new()
     }
 
-    /// The bytes that ask the agent to abort its turn, when it can be asked.
-    fn interrupt_input(&self, _request_id: &str) -> Option<Vec<u8>> {
+    /// How the agent is asked to abort its turn, when it can be asked.
+    fn interrupt(&self, _request_id: &str) -> Option<Interrupt> {
+        None
+    }
+
+    /// How the running agent is asked for utilization at `usagePollInterval`.
+    fn usage_poll(&self) -> UsagePoll {
+        UsagePoll::None
+    }
+
+    /// The file this agent writes the Account's utilization to while its session runs,
+    /// besides stdout; `None` when it writes none.
+    fn usage_log(&self, _account: &Account, _session_id: &str) -> Option<UsageLog> {
         None
     }
 

@@ -31,8 +31,20 @@ pub struct Limits {
     pub grace: Duration,
     /// How often to ask the agent for utilization; `None` when its Driver cannot answer.
     pub usage_poll_interval: Option<Duration>,
-    /// The Driver can ask the agent on stdin to abort its turn.
-    pub interrupt: bool,
+    /// The first poll is due one interval after the start: the answer comes from beside
+    /// the agent (a probe), so it needs no API response first.
+    pub poll_from_start: bool,
+    /// How the agent can be asked to abort its turn, if at all.
+    pub interrupt: Option<InterruptBy>,
+}
+
+/// How an interrupt reaches the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InterruptBy {
+    /// A request on its stdin, while stdin is open.
+    Stdin,
+    /// SIGINT to its group.
+    Signal,
 }
 
 /// The signals that tell owl itself to stop.
@@ -80,6 +92,9 @@ pub enum Input<'a> {
     Line(&'a AgentEvent),
     /// A stdout line logged but not understood.
     Skipped,
+    /// What was learned beside stdout (the agent's usage log, a probe): no output of the
+    /// agent's, so it moves no stall timer.
+    Side(&'a AgentEvent),
     Happened(Happened),
     /// The observer asks for a stop (a ceiling crossed, a cancel).
     Stop(StopCause),
@@ -88,7 +103,7 @@ pub enum Input<'a> {
 /// What the machine asks the plumbing around it to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Write the Driver's interrupt request to the agent's stdin.
+    /// Ask the agent to abort its turn, the Driver's way (stdin or SIGINT).
     Interrupt,
     /// Write the Driver's usage request number `n` to the agent's stdin.
     AskUsage(u64),
@@ -154,7 +169,10 @@ impl Machine {
             stdout_open: true,
             stderr_open: true,
             readers_deadline: None,
-            next_poll: None,
+            next_poll: limits
+                .usage_poll_interval
+                .filter(|_| limits.poll_from_start)
+                .map(|every| now + every),
             polls: 0,
             signals_seen: 0,
             pid,
@@ -213,6 +231,14 @@ impl Machine {
                     self.settled(now, &mut out);
                 }
             }
+            Input::Side(AgentEvent::Usage { .. }) => {
+                // Figures arrive without being asked: the next ask waits a full interval.
+                if let (Some(every), Stage::Running) = (self.limits.usage_poll_interval, self.stage)
+                {
+                    self.next_poll = Some(now + every);
+                }
+            }
+            Input::Side(_) => {}
             Input::Skipped => {
                 self.last_output = now;
                 self.report.lines += 1;
@@ -285,9 +311,7 @@ impl Machine {
                 self.next_poll = None;
             } else if now >= due {
                 self.polls += 1;
-                if self.stdin_open {
-                    out.push(Action::AskUsage(self.polls));
-                }
+                out.push(Action::AskUsage(self.polls));
                 self.next_poll = Some(now + every);
             }
         }
@@ -398,7 +422,12 @@ impl Machine {
         if self.stage != Stage::Running {
             return;
         }
-        if self.limits.interrupt && self.stdin_open {
+        let can_interrupt = match self.limits.interrupt {
+            Some(InterruptBy::Stdin) => self.stdin_open,
+            Some(InterruptBy::Signal) => true,
+            None => false,
+        };
+        if can_interrupt {
             out.push(Action::Interrupt);
             self.stage = Stage::Interrupting(now + INTERRUPT_WAIT);
         } else {
@@ -493,12 +522,25 @@ mod tests {
 
     impl Run {
         fn new(interrupt: bool) -> Run {
+            Run::with(false, interrupt.then_some(InterruptBy::Stdin))
+        }
+
+        /// A Run of a Driver that polls with a probe from the start and stops by SIGINT
+        /// (Codex), its stdin closed at once.
+        fn by_probe_and_signal() -> Run {
+            let mut run = Run::with(true, Some(InterruptBy::Signal));
+            run.event(Input::Happened(Happened::StdinClosed));
+            run
+        }
+
+        fn with(poll_from_start: bool, interrupt: Option<InterruptBy>) -> Run {
             let t0 = Instant::now();
             let limits = Limits {
                 max_run_time: MAX_RUN,
                 stall_timeout: STALL,
                 grace: GRACE,
                 usage_poll_interval: Some(POLL),
+                poll_from_start,
                 interrupt,
             };
             Run {
@@ -630,6 +672,53 @@ mod tests {
         // A second cause (a cancel a moment later) changes nothing.
         assert!(run.event(Input::Stop(StopCause::Cancelled)).is_empty());
         assert_eq!(run.m.report().stop, Some(ceiling()));
+    }
+
+    #[test]
+    fn a_signal_interrupt_needs_no_stdin_and_the_exit_ends_it() {
+        let mut run = Run::by_probe_and_signal();
+        assert_eq!(run.event(Input::Stop(ceiling())), vec![Action::Interrupt]);
+        // The recorded answer to SIGINT: exit 1 within 50 ms, no line on stdout.
+        let exited = run
+            .at(Duration::from_millis(50))
+            .event(Input::Happened(Happened::Exited(ExitInfo {
+                code: Some(1),
+                signal: None,
+            })));
+        assert_eq!(exited, vec![Action::KillLeftovers]);
+        assert_eq!(run.m.report().stop, Some(ceiling()));
+        // An agent that ignores it gets the usual backstop: SIGTERM, then SIGKILL.
+        let mut deaf = Run::by_probe_and_signal();
+        deaf.event(Input::Stop(ceiling()));
+        let seen = deaf.run_deadlines(|m| m.report().unkillable.is_some());
+        let signals: Vec<&Action> = seen
+            .iter()
+            .map(|(_, a)| a)
+            .filter(|a| matches!(a, Action::Signal(_)))
+            .collect();
+        assert_eq!(
+            signals,
+            [&Action::Signal(Sig::TERM), &Action::Signal(Sig::KILL)]
+        );
+    }
+
+    #[test]
+    fn a_probe_poll_is_due_from_the_start_and_figures_beside_stdout_defer_it() {
+        let mut run = Run::by_probe_and_signal();
+        assert_eq!(run.m.next_deadline(run.t), run.t0 + HEARTBEAT);
+        let first = run.run_deadlines(|m| m.polls == 1);
+        assert_eq!(first.last(), Some(&(POLL, Action::AskUsage(1))));
+        // A figure from the usage log: the next ask waits a full interval from it, and the
+        // stall timer (stdout's) does not move.
+        let usage = AgentEvent::Usage {
+            source: "rollout",
+            windows: Vec::new(),
+        };
+        let at = POLL + Duration::from_secs(30);
+        assert!(run.at(at).event(Input::Side(&usage)).is_empty());
+        assert_eq!(run.m.next_poll, Some(run.t0 + at + POLL));
+        assert_eq!(run.m.last_output, run.t0);
+        assert_eq!(run.m.report().lines, 0);
     }
 
     #[test]

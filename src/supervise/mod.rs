@@ -4,6 +4,7 @@ pub mod machine;
 pub mod probe;
 pub mod process;
 mod reader;
+mod side;
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -15,9 +16,12 @@ use std::time::{Duration, Instant};
 
 use signal_hook::iterator::Signals;
 
-use crate::driver::{AgentEvent, AgentResult, Driver, Invocation};
+use crate::sys::Sig;
+
+use crate::config::Account;
+use crate::driver::{AgentEvent, AgentResult, Driver, Interrupt, Invocation, UsagePoll};
 use crate::model::{ExitInfo, StopCause};
-use machine::{Action, Happened, Input, Limits, Machine, OwlSignal};
+use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
 pub use process::{Executor, LocalExecutor};
 pub use reader::LINE_CAP;
 
@@ -32,6 +36,8 @@ pub enum Event {
     Skipped(String),
     /// The `Line`s and `Skipped`s of one read from stdout, in order.
     Batch(Vec<Event>),
+    /// Learned beside stdout: a line of the agent's usage log, a probe's answer.
+    Side(Box<AgentEvent>),
     /// Everything else, as the machine takes it.
     Happened(Happened),
 }
@@ -39,6 +45,10 @@ pub enum Event {
 /// Everything needed to supervise one Run.
 pub struct RunSpec<'a> {
     pub driver: Arc<dyn Driver>,
+    /// The agent CLI and the Account, for what the Run learns beside it (its usage log, a
+    /// probe).
+    pub command: &'a Path,
+    pub account: &'a Account,
     pub invocation: &'a Invocation,
     pub cwd: &'a Path,
     pub run_id: i64,
@@ -147,6 +157,8 @@ pub fn supervise(
         let secrets = spec.secrets.clone();
         move || reader::read_stderr(stderr, spec.stderr_log, &secrets, tx)
     });
+    // What is learned beside stdout (a usage log, a probe) comes in on this sender.
+    let side_tx = tx.clone();
     spawn_thread("owl-waiter", move || wait_for(child, tx));
     let stdin = Some(spawn_stdin_writer(stdin));
 
@@ -155,17 +167,27 @@ pub fn supervise(
     // read a pipe left open as more prompt, and wait for it.
     let stdin = stdin.filter(|_| !prompt.is_empty());
     send(&stdin, prompt);
-    let caps = spec.driver.capabilities();
+    let caps = spec.driver.account_capabilities(spec.account);
     let interrupt = caps
         .graceful_interrupt
-        .then(|| spec.driver.interrupt_input("owl-interrupt"))
-        .flatten();
+        .then(|| spec.driver.interrupt("owl-interrupt"))
+        .flatten()
+        .filter(|how| stdin.is_some() || *how == Interrupt::Sigint);
+    let poll = match spec.driver.usage_poll() {
+        UsagePoll::Probe if caps.usage_probe => UsagePoll::Probe,
+        UsagePoll::Probe | UsagePoll::None => UsagePoll::None,
+        UsagePoll::Stdin => UsagePoll::Stdin,
+    };
     let limits = Limits {
         max_run_time: spec.max_run_time,
         stall_timeout: spec.stall_timeout,
         grace: spec.grace_window,
-        usage_poll_interval: spec.usage_poll_interval,
-        interrupt: interrupt.is_some() && stdin.is_some(),
+        usage_poll_interval: spec.usage_poll_interval.filter(|_| poll != UsagePoll::None),
+        poll_from_start: poll == UsagePoll::Probe,
+        interrupt: interrupt.as_ref().map(|how| match how {
+            Interrupt::Stdin(_) => InterruptBy::Stdin,
+            Interrupt::Sigint => InterruptBy::Signal,
+        }),
     };
     let mut machine = Machine::new(limits, pid, Instant::now());
     if stdin.is_none() {
@@ -177,7 +199,14 @@ pub fn supervise(
         pid,
         stdin,
         interrupt,
+        probe: (poll == UsagePoll::Probe).then(|| {
+            side::SideProbe::new(spec.driver.clone(), spec.command, spec.account, spec.cwd)
+        }),
+        tx: side_tx.clone(),
     };
+    // The agent's usage log is followed from the moment its session is named.
+    let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut following = false;
 
     // Lines of a batch not yet handled: the machine takes them one by one, as if each had
     // come alone.
@@ -198,7 +227,29 @@ pub fn supervise(
                 continue;
             }
             Ok(Event::Line(ev)) => {
+                if let AgentEvent::Init {
+                    session_id: Some(id),
+                    ..
+                } = ev.as_ref()
+                {
+                    if let Some(log) = spec
+                        .driver
+                        .usage_log(spec.account, id)
+                        .filter(|_| !following)
+                    {
+                        following = true;
+                        let (tx, stop) = (side_tx.clone(), follow_stop.clone());
+                        spawn_thread("owl-usage-log", move || side::follow(log, tx, stop));
+                    }
+                }
                 let mut actions = machine.on_event(Input::Line(&ev), now);
+                if let Some(cause) = observer.event(&ev, machine.report()) {
+                    actions.extend(machine.on_event(Input::Stop(cause), now));
+                }
+                actions
+            }
+            Ok(Event::Side(ev)) => {
+                let mut actions = machine.on_event(Input::Side(&ev), now);
                 if let Some(cause) = observer.event(&ev, machine.report()) {
                     actions.extend(machine.on_event(Input::Stop(cause), now));
                 }
@@ -217,6 +268,10 @@ pub fn supervise(
         plumbing.carry_out(due, &mut machine, observer);
     }
     signal_handle.close();
+    follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(probe) = plumbing.probe.as_mut() {
+        probe.cancel();
+    }
     Ok(machine.into_report())
 }
 
@@ -227,7 +282,11 @@ struct Plumbing<'a> {
     pid: i32,
     /// The agent's stdin; `None` once closed.
     stdin: Option<Sender<Vec<u8>>>,
-    interrupt: Option<Vec<u8>>,
+    interrupt: Option<Interrupt>,
+    /// The probe run beside the agent at each poll, when that is how it is asked.
+    probe: Option<side::SideProbe>,
+    /// Where the probe's answers go.
+    tx: SyncSender<Event>,
 }
 
 impl Plumbing<'_> {
@@ -240,20 +299,26 @@ impl Plumbing<'_> {
         let mut actions = std::collections::VecDeque::from(actions);
         while let Some(action) = actions.pop_front() {
             match action {
-                Action::Interrupt => {
-                    if let Some(bytes) = self.interrupt.clone() {
-                        send(&self.stdin, bytes);
+                Action::Interrupt => match &self.interrupt {
+                    Some(Interrupt::Stdin(bytes)) => send(&self.stdin, bytes.clone()),
+                    Some(Interrupt::Sigint) => self.executor.signal_group(self.pid, Sig::INT),
+                    None => {}
+                },
+                Action::AskUsage(n) => match self.probe.as_mut() {
+                    Some(probe) => probe.ask(&self.tx),
+                    None => {
+                        let id = format!("owl-usage-{n}");
+                        if let Some(bytes) = self.driver.usage_request_input(&id) {
+                            send(&self.stdin, bytes);
+                        }
                     }
-                }
-                Action::AskUsage(n) => {
-                    if let Some(bytes) = self.driver.usage_request_input(&format!("owl-usage-{n}"))
-                    {
-                        send(&self.stdin, bytes);
-                    }
-                }
+                },
                 Action::CloseStdin => self.stdin = None,
                 Action::Signal(sig) => self.executor.signal_group(self.pid, sig),
                 Action::KillLeftovers => {
+                    if let Some(probe) = self.probe.as_mut() {
+                        probe.cancel();
+                    }
                     machine.leftovers_killed(self.executor.kill_leftovers(self.pid));
                 }
                 Action::Heartbeat => {

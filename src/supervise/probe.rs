@@ -14,6 +14,17 @@ use crate::usage::{ProbeOutcome, PROBE_TIMEOUT};
 /// Starts the agent with the Account's environment, asks only for its utilization, and
 /// stops it. No prompt is written, so no tokens are spent.
 pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path) -> ProbeOutcome {
+    probe_reporting(driver, command, account, cwd, &|_| {})
+}
+
+/// [`probe`], telling `spawned` the probe's pid (the leader of its own group) once it runs.
+pub fn probe_reporting(
+    driver: &dyn Driver,
+    command: &Path,
+    account: &Account,
+    cwd: &Path,
+    spawned: &dyn Fn(i32),
+) -> ProbeOutcome {
     let Some(request) = driver.usage_request_input("owl-probe") else {
         return ProbeOutcome::Failed("the driver cannot report utilization".into());
     };
@@ -27,6 +38,7 @@ pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path)
         Err(e) => return ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())),
     };
     let pid = child.id() as i32;
+    spawned(pid);
     let mut stdin = child.stdin.take();
     if let Some(s) = stdin.as_mut() {
         use std::io::Write;

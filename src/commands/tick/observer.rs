@@ -94,7 +94,9 @@ impl TickObserver<'_> {
         // Most lines say nothing of utilization: they cost nothing here, not even a clock.
         if !matches!(
             event,
-            AgentEvent::RateLimit(_) | AgentEvent::ControlResponse { usage: Some(_), .. }
+            AgentEvent::RateLimit(_)
+                | AgentEvent::ControlResponse { usage: Some(_), .. }
+                | AgentEvent::Usage { .. }
         ) {
             return None;
         }

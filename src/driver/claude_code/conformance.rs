@@ -415,11 +415,9 @@ fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
         let _ = s.session.wait_for(Duration::from_millis(50), |_| false);
     }
     let asked = Instant::now();
-    s.session.send(
-        &ClaudeCode
-            .interrupt_input("owl-interrupt")
-            .unwrap_or_default(),
-    );
+    if let Some(crate::driver::Interrupt::Stdin(bytes)) = ClaudeCode.interrupt("owl-interrupt") {
+        s.session.send(&bytes);
+    }
     let result = s
         .session
         .wait_for(crate::driver::INTERRUPT_WAIT, |l| is(l, "result", None));

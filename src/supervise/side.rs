@@ -1,0 +1,257 @@
+//! What a Run learns beside the agent's stdout: the usage log the agent writes (followed as it grows) and the zero-token probe run next to it at the poll interval.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::Event;
+use crate::config::Account;
+use crate::driver::{AgentEvent, Driver, UsageLog};
+use crate::usage::{ProbeOutcome, SOURCE_PROBE};
+
+/// How often a usage log is looked for and read, like `tail -f`. The CLI writes a figure
+/// 10–20 ms after a model response; this keeps owl's reaction well under a second.
+const FOLLOW_EVERY: Duration = Duration::from_millis(50);
+
+/// The longest line of a usage log owl holds while waiting for its end; a longer one is
+/// skipped (a rollout line carries a whole request's instructions, never this much).
+const LINE_CAP: usize = 16 << 20;
+
+/// Follows a usage log on its own thread until `stop` is set or the loop is gone.
+pub(super) fn follow(log: UsageLog, tx: SyncSender<Event>, stop: Arc<AtomicBool>) {
+    let stopped = || stop.load(Ordering::Relaxed);
+    let file = loop {
+        if stopped() {
+            return;
+        }
+        // Written a moment after the session starts, under a date owl cannot know.
+        if let Some(file) =
+            find(&log.root, &log.name_ends, UsageLog::DEPTH).and_then(|path| File::open(path).ok())
+        {
+            break file;
+        }
+        std::thread::sleep(FOLLOW_EVERY);
+    };
+    let mut lines = Lines::new(file);
+    while !stopped() {
+        match lines.next_batch() {
+            Ok(batch) if !batch.is_empty() => {
+                for line in batch {
+                    let windows = (log.parse)(&line);
+                    if windows.is_empty() {
+                        continue;
+                    }
+                    let usage = AgentEvent::Usage {
+                        source: log.source,
+                        windows,
+                    };
+                    if tx.send(Event::Side(Box::new(usage))).is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(_) => std::thread::sleep(FOLLOW_EVERY),
+            Err(e) => {
+                tracing::warn!("reading the usage log: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// The file under `root`, at most `depth` directories down, whose name starts with
+/// `rollout-` and ends with `name_ends`; the newest directories are looked at first.
+fn find(root: &Path, name_ends: &str, depth: usize) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
+    entries.into_iter().find_map(|entry| {
+        let path = entry.path();
+        let kind = entry.file_type().ok()?;
+        if kind.is_dir() && depth > 0 {
+            find(&path, name_ends, depth - 1)
+        } else {
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            (kind.is_file() && name.starts_with("rollout-") && name.ends_with(name_ends))
+                .then_some(path)
+        }
+    })
+}
+
+/// Whole lines of a file that is still being written: a partial last line waits for its end.
+struct Lines {
+    file: File,
+    partial: Vec<u8>,
+    skipping: bool,
+}
+
+impl Lines {
+    fn new(file: File) -> Lines {
+        Lines {
+            file,
+            partial: Vec::new(),
+            skipping: false,
+        }
+    }
+
+    /// The lines completed since the last call (none when the file has not grown).
+    fn next_batch(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
+        let mut chunk = Vec::new();
+        self.file.read_to_end(&mut chunk)?;
+        let mut done = Vec::new();
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            let ends = piece.ends_with(b"\n");
+            if !self.skipping {
+                self.partial.extend_from_slice(piece);
+            }
+            if ends {
+                let line = std::mem::take(&mut self.partial);
+                if !self.skipping {
+                    done.push(line);
+                }
+                self.skipping = false;
+            } else if self.partial.len() > LINE_CAP {
+                self.partial.clear();
+                self.skipping = true;
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// The zero-token probe, run beside the agent when a poll is due: one at a time, its
+/// answer sent to the loop as a side event.
+pub(super) struct SideProbe {
+    driver: Arc<dyn Driver>,
+    command: PathBuf,
+    account: Account,
+    cwd: PathBuf,
+    in_flight: Option<(JoinHandle<()>, Arc<AtomicI32>)>,
+}
+
+impl SideProbe {
+    pub(super) fn new(
+        driver: Arc<dyn Driver>,
+        command: &Path,
+        account: &Account,
+        cwd: &Path,
+    ) -> SideProbe {
+        SideProbe {
+            driver,
+            command: command.to_path_buf(),
+            account: account.clone(),
+            cwd: cwd.to_path_buf(),
+            in_flight: None,
+        }
+    }
+
+    /// Starts a probe unless one is still out (a slow answer is not asked twice).
+    pub(super) fn ask(&mut self, tx: &SyncSender<Event>) {
+        if self
+            .in_flight
+            .as_ref()
+            .is_some_and(|(h, _)| !h.is_finished())
+        {
+            return;
+        }
+        let pid = Arc::new(AtomicI32::new(0));
+        let (driver, command, account, cwd) = (
+            self.driver.clone(),
+            self.command.clone(),
+            self.account.clone(),
+            self.cwd.clone(),
+        );
+        let (tx, spawned) = (tx.clone(), pid.clone());
+        let handle = std::thread::Builder::new()
+            .name("owl-usage-probe".into())
+            .spawn(move || {
+                let outcome = super::probe::probe_reporting(
+                    driver.as_ref(),
+                    &command,
+                    &account,
+                    &cwd,
+                    &|pid| spawned.store(pid, Ordering::Relaxed),
+                );
+                let event = match outcome {
+                    ProbeOutcome::Observed(windows) => AgentEvent::Usage {
+                        source: SOURCE_PROBE,
+                        windows,
+                    },
+                    other => {
+                        tracing::debug!("a probe during the Run: {}", other.describe());
+                        return;
+                    }
+                };
+                let _ = tx.send(Event::Side(Box::new(event)));
+            });
+        match handle {
+            Ok(handle) => self.in_flight = Some((handle, pid)),
+            Err(e) => tracing::warn!("starting a usage probe: {e}"),
+        }
+    }
+
+    /// Ends a probe still out, before owl counts what the agent left behind: the probe is
+    /// owl's, not a leftover of the Run.
+    pub(super) fn cancel(&mut self) {
+        if let Some((handle, pid)) = self.in_flight.take() {
+            let pid = pid.load(Ordering::Relaxed);
+            if pid > 0 && !handle.is_finished() {
+                let _ = crate::sys::signal_group(pid, crate::sys::Sig::KILL);
+            }
+            let _ = handle.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn the_log_is_found_by_its_name_under_any_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = dir.path().join("2026/11/30");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::create_dir_all(dir.path().join("2026/12/01")).unwrap();
+        let want = day.join("rollout-2026-11-30T19-11-28-0199-abc.jsonl");
+        std::fs::write(&want, "").unwrap();
+        std::fs::write(day.join("rollout-2026-11-30T19-11-28-0199-other.jsonl"), "").unwrap();
+        assert_eq!(find(dir.path(), "-0199-abc.jsonl", 3), Some(want));
+        assert_eq!(
+            find(dir.path(), "-0199-abc.jsonl", 2),
+            None,
+            "deeper than allowed"
+        );
+        assert_eq!(find(dir.path(), "-nope.jsonl", 3), None);
+        assert_eq!(
+            find(&dir.path().join("missing"), "-0199-abc.jsonl", 3),
+            None
+        );
+    }
+
+    #[test]
+    fn a_growing_file_gives_whole_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut writer = File::create(&path).unwrap();
+        let mut lines = Lines::new(File::open(&path).unwrap());
+        assert!(lines.next_batch().unwrap().is_empty());
+        writer.write_all(b"{\"a\":1}\n{\"b\"").unwrap();
+        assert_eq!(lines.next_batch().unwrap(), vec![b"{\"a\":1}\n".to_vec()]);
+        assert!(
+            lines.next_batch().unwrap().is_empty(),
+            "the half line waits"
+        );
+        writer.write_all(b":2}\n").unwrap();
+        assert_eq!(lines.next_batch().unwrap(), vec![b"{\"b\":2}\n".to_vec()]);
+    }
+}
