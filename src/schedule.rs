@@ -80,6 +80,11 @@ pub enum Standing {
         expires_at: DateTime<Utc>,
     },
     NoCeiling,
+    /// The Driver reports no utilization: the Account runs until a rate limit, then waits
+    /// for the reset it names or `backoff_secs`.
+    Reactive {
+        backoff_secs: u64,
+    },
     /// Every Window under its Ceiling; `observed`: on a current figure (not none yet).
     UnderCeilings {
         observed: bool,
@@ -88,7 +93,10 @@ pub enum Standing {
 
 impl Standing {
     pub fn schedulable(&self) -> bool {
-        matches!(self, Standing::NoCeiling | Standing::UnderCeilings { .. })
+        matches!(
+            self,
+            Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. }
+        )
     }
 
     /// When the Account becomes schedulable again by itself, if a time says.
@@ -149,6 +157,11 @@ impl Standing {
                 )
             }
             Standing::NoCeiling => "no ceiling".into(),
+            Standing::Reactive { backoff_secs } => format!(
+                "reactive: no utilization reported; runs until a rate limit, then waits \
+                 for the reset it names or {}",
+                human(chrono::Duration::seconds(*backoff_secs as i64))
+            ),
             Standing::UnderCeilings { observed: true } => "under its ceilings".into(),
             Standing::UnderCeilings { observed: false } => {
                 "under its ceilings (no current figure observed yet)".into()
@@ -240,6 +253,10 @@ pub fn account_views(
                     ceiling: w.ceiling.unwrap_or(0.0),
                     resets_at: w.resets_at,
                     expires_at: w.observed_at + window_length(&w.window),
+                }
+            } else if !crate::driver::capabilities(account.driver).usage_reporting {
+                Standing::Reactive {
+                    backoff_secs: account.backoff.as_secs(),
                 }
             } else if !has_ceiling {
                 Standing::NoCeiling

@@ -7,7 +7,7 @@ use owl::driver::mock_openai::{MockOpenAi, Step};
 
 use crate::support::{git, TestEnv};
 
-fn real_codex() -> PathBuf {
+pub fn real_codex() -> PathBuf {
     match std::env::var_os("OWL_E2E_CODEX").map(PathBuf::from) {
         Some(path) if path.is_file() => path,
         other => panic!(
@@ -18,26 +18,20 @@ fn real_codex() -> PathBuf {
     }
 }
 
-/// A test env whose Account `gpt` is the real Codex CLI on a fake API key at the mock.
-fn codex_env() -> (TestEnv, MockOpenAi) {
+/// A test env whose Account `gpt` is the real Codex CLI at the mock: on a fake API key, or
+/// with `chatgpt` on a fake ChatGPT login (whose plan `codex app-server` can read). `extra`
+/// goes under the Account (`limits:`, say).
+fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
     let mut env = TestEnv::new();
     // The CLI names resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mock = MockOpenAi::start().unwrap();
     let home = env.dir.path().join("codex-home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(
-        home.join("config.toml"),
-        format!(
-            "model = \"mock-model\"\nmodel_provider = \"mock\"\ncli_auth_credentials_store = \"file\"\n\n\
-             [model_providers.mock]\nname = \"mock\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
-             env_key = \"OWL_MOCK_OPENAI_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
-            mock.base_url()
-        ),
-    )
-    .unwrap();
+    mock.write_codex_home(&home, chatgpt, "OWL_MOCK_OPENAI_KEY")
+        .unwrap();
     let config = format!(
-        "stateDir: {state}\ngraceWindow: 2s\ndrivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n      GIT_AUTHOR_NAME: Codex\n      GIT_AUTHOR_EMAIL: codex@example.com\n      GIT_COMMITTER_NAME: Codex\n      GIT_COMMITTER_EMAIL: codex@example.com\n",
+        "stateDir: {state}\ngraceWindow: 2s\n{top}drivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n{extra}    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n{}",
+        GIT_IDENTITY,
         state = env.state.display(),
         codex = real_codex().display(),
         home = home.display(),
@@ -46,15 +40,47 @@ fn codex_env() -> (TestEnv, MockOpenAi) {
     (env, mock)
 }
 
+/// Who the agent commits as, under an Account's `env:`.
+const GIT_IDENTITY: &str = "      GIT_AUTHOR_NAME: Codex\n      GIT_AUTHOR_EMAIL: codex@example.com\n      GIT_COMMITTER_NAME: Codex\n      GIT_COMMITTER_EMAIL: codex@example.com\n";
+
+fn codex_env() -> (TestEnv, MockOpenAi) {
+    codex_env_with(false, "", "")
+}
+
+/// Every live process whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| crate::support::alive(*pid))
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|cmd| String::from_utf8_lossy(&cmd).replace('\0', " "))
+        .filter(|cmd| cmd.contains(needle))
+        .collect()
+}
+
+/// The Snapshots recorded for the Account, oldest first, as `status --json` cannot show
+/// them all: (window, percent, source).
+fn snapshots(env: &TestEnv) -> Vec<(String, f64, String)> {
+    let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let mut stmt = db
+        .prepare("SELECT window, percent, source FROM snapshots ORDER BY id")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+const COMMIT: &str = "mkdir -p .owl && printf 'status: continue\\n\\nAdded hello.txt.\\n' > .owl/handoff.md && echo hello > hello.txt && git add hello.txt .owl/handoff.md && git commit -m 'Add hello'";
+
 #[test]
 #[ignore = "needs the real Codex CLI"]
 fn e2e_codex_a_run_commits_through_its_shell_tool() {
     let (env, mock) = codex_env();
     let id = env.add("Add hello.txt, hand off, and commit.");
     mock.script(vec![
-        Step::Shell(
-            "mkdir -p .owl && printf 'status: done\\n\\nAdded hello.txt.\\n' > .owl/handoff.md && echo hello > hello.txt && git add hello.txt .owl/handoff.md && git commit -m 'Add hello'".into(),
-        ),
+        Step::Shell(COMMIT.replace("continue", "done")),
         Step::Text("Done: hello.txt is committed.".into()),
     ]);
     let tick = env.tick();
@@ -98,6 +124,131 @@ fn e2e_codex_a_usage_limit_is_rate_limited_until_the_reset_it_names() {
     let until = chrono::DateTime::parse_from_rfc3339(show["not_before"].as_str().unwrap()).unwrap();
     let ahead = until.timestamp() - chrono::Utc::now().timestamp();
     assert!((7000..=7300).contains(&ahead), "{show}");
+}
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_stops_at_the_ceiling_during_a_long_tool_and_waits_for_the_reset() {
+    // A ChatGPT login: the probe reads the plan before the Run and while a long tool call
+    // keeps the rollout silent.
+    let (env, mock) = codex_env_with(
+        true,
+        "usagePollInterval: 1s\n",
+        "    limits: {fiveHourMax: 60}\n",
+    );
+    let id = env.add("Commit, then wait a long time.");
+    mock.script(vec![
+        Step::Shell(COMMIT.into()).at(42.5, 13.0),
+        Step::Shell("sleep 6131".into()).at(70.0, 14.0),
+    ]);
+    let tick = env.tick();
+    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap_or_default();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}\n{log}");
+    let reason = tick["stop_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("five_hour") && reason.contains("60"),
+        "{reason}"
+    );
+    // Each figure recorded with where it came from: the probe before the Run (42, whole
+    // percents), the rollout after the commit (42.5), the probe during the sleep (70).
+    let five_hour: Vec<(f64, String)> = snapshots(&env)
+        .into_iter()
+        .filter(|(w, ..)| w == "five_hour")
+        .map(|(_, p, s)| (p, s))
+        .collect();
+    assert_eq!(
+        five_hour.first(),
+        Some(&(42.0, "probe".into())),
+        "{five_hour:?}"
+    );
+    assert!(
+        five_hour.contains(&(42.5, "rollout".into())),
+        "{five_hour:?}"
+    );
+    assert_eq!(
+        five_hour.last().map(|(p, _)| *p),
+        Some(70.0),
+        "{five_hour:?}"
+    );
+    // SIGINT aborted the turn and its tool; the commit made before it stays.
+    assert!(processes_with("sleep 6131").is_empty());
+    assert_eq!(
+        git(
+            &env.repo,
+            &["log", "-1", "--format=%s", &format!("owl/{id}")]
+        )
+        .trim(),
+        "Add hello"
+    );
+    // The Job waits for the five-hour window the mock named.
+    let show = env.show(&id);
+    assert_eq!(show["state"], "waiting", "{show}");
+    let until = chrono::DateTime::parse_from_rfc3339(show["not_before"].as_str().unwrap()).unwrap();
+    assert_eq!(until.timestamp(), mock.primary_reset(), "{show}");
+    let status = env.status();
+    let windows = status["accounts"][0]["windows"].to_string();
+    assert!(
+        windows.contains("five_hour") && windows.contains("70"),
+        "{status}"
+    );
+}
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_on_an_api_key_is_kept_under_the_ceiling_by_its_rollout_alone() {
+    let (env, mock) = codex_env_with(false, "", "    limits: {fiveHourMax: 60}\n");
+    let id = env.add("Commit, check, then think a long time.");
+    // The third request is held open: the 70% written after the second response's tool is
+    // the only thing that can stop the Run.
+    mock.script(vec![
+        Step::Shell(COMMIT.into()).at(42.5, 13.0),
+        Step::Shell("git status --short".into()).at(70.0, 14.0),
+        Step::Hold,
+    ]);
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    let recorded = snapshots(&env);
+    assert!(
+        recorded.iter().all(|(.., s)| s == "rollout"),
+        "no probe on an API key: {recorded:?}"
+    );
+    let five_hour: Vec<f64> = recorded
+        .iter()
+        .filter(|(w, ..)| w == "five_hour")
+        .map(|(_, p, _)| *p)
+        .collect();
+    assert_eq!(five_hour, [42.5, 70.0]);
+    assert_eq!(env.show(&id)["state"], "waiting");
+    // doctor says why there is no probe.
+    let doctor = env.owl().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("no zero-token probe for this login"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_sigterm_mid_run_leaves_nothing_alive() {
+    let (env, mock) = codex_env();
+    let id = env.add("Wait a long time.");
+    mock.script(vec![Step::Shell("sleep 6133".into())]);
+    let owl = env
+        .owl_std()
+        .args(["tick", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::e2e::wait_for_marked(&env, "sleep 6133");
+    unsafe { libc::kill(owl.id() as i32, libc::SIGTERM) };
+    let out = owl.wait_with_output().unwrap();
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(tick["stop_reason"], "owl received SIGTERM");
+    assert!(processes_with("sleep 6133").is_empty());
+    assert!(crate::e2e::marked_processes(&env).is_empty());
+    assert_eq!(env.show(&id)["state"], "queued");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {

@@ -90,7 +90,7 @@ accounts:
     E2e { env, mock }
 }
 
-fn worktree(env: &TestEnv, id: &str) -> PathBuf {
+pub fn worktree(env: &TestEnv, id: &str) -> PathBuf {
     env.state.join("worktrees").join(id)
 }
 

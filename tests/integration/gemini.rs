@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::support::{git, TestEnv};
 
-fn real_gemini() -> PathBuf {
+pub fn real_gemini() -> PathBuf {
     match std::env::var_os("OWL_E2E_GEMINI").map(PathBuf::from) {
         Some(path) if path.is_file() => path,
         other => panic!(

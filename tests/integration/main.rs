@@ -17,4 +17,5 @@ mod night;
 mod output;
 mod snapshots;
 mod support;
+mod three_drivers;
 mod tick_basics;
