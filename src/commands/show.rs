@@ -53,6 +53,9 @@ struct RunJson {
     ended_at: Option<String>,
     duration_secs: Option<i64>,
     permission_denials: Vec<PermissionDenial>,
+    /// What owl cannot see of a Run on this Account's Driver (what `permission_denials`
+    /// may miss); `null` when its output tells everything.
+    blind_spots: Option<&'static str>,
     /// Processes left alive after the agent exited, killed by owl.
     survivors_killed: Option<i64>,
     /// stdout lines logged but not understood.
@@ -200,8 +203,8 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
         // The session lives in the Account's credential store: the hint names it.
         match ctx.config.accounts.get(&r.account) {
             Some(account) => {
-                let cli = crate::driver::for_kind(account.driver).interactive_command(account);
-                outln!("  session: {s} (in the worktree: {cli} --resume {s})");
+                let resume = crate::driver::for_kind(account.driver).resume_command(account, s);
+                outln!("  session: {s} (in the worktree: {resume})");
             }
             None => outln!("  session: {s}"),
         }
@@ -225,12 +228,15 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     }
     if !r.permission_denials.is_empty() {
         outln!(
-            "  denied tools ({}): the permission mode refused these calls:",
+            "  denied tools ({}): the agent's permissions refused these calls:",
             r.permission_denials.len()
         );
         for d in &r.permission_denials {
             outln!("    - {} {}", d.tool_name, d.detail);
         }
+    }
+    if let Some(blind) = r.blind_spots {
+        outln!("  not seen: {blind}");
     }
     outln!("  log: {}", r.log);
 }
@@ -258,6 +264,11 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
         ended_at: opt_time(r.ended_at),
         duration_secs: r.ended_at.map(|e| (e - r.started_at).num_seconds().max(0)),
         permission_denials: r.permission_denials.clone(),
+        blind_spots: ctx
+            .config
+            .accounts
+            .get(&r.account)
+            .and_then(|a| crate::driver::for_kind(a.driver).blind_spots()),
         survivors_killed: r.survivors_killed,
         skipped_lines: r.skipped_lines,
         commits,

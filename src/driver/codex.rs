@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::codex_protocol;
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
-    Invocation, LineError, RunRequest, UsageLog, UsagePoll,
+    Invocation, LineError, RunRequest, SessionLog, UsagePoll,
 };
 use crate::config::{Account, DriverKind};
 
@@ -89,7 +89,7 @@ impl Driver for Codex {
         UsagePoll::Probe
     }
 
-    fn usage_log(&self, account: &Account, session_id: &str) -> Option<UsageLog> {
+    fn session_log(&self, account: &Account, session_id: &str) -> Option<SessionLog> {
         // `sessions/YYYY/MM/DD/rollout-<local time>-<thread id>.jsonl`: the date is local,
         // so the file is found by its thread id, not by a path computed here.
         let safe = !session_id.is_empty()
@@ -99,11 +99,10 @@ impl Driver for Codex {
         if !safe {
             return None;
         }
-        Some(UsageLog {
+        Some(SessionLog {
             root: codex_home(account)?.join("sessions"),
             name_ends: format!("-{session_id}.jsonl"),
-            parse: codex_protocol::rollout_line_usage,
-            source: crate::usage::SOURCE_ROLLOUT,
+            parse: codex_protocol::rollout_events,
         })
     }
 
@@ -201,6 +200,19 @@ impl Driver for Codex {
 
     fn login_hint(&self, account: &Account) -> String {
         format!("log in with `{} login`", self.interactive_command(account))
+    }
+
+    fn resume_command(&self, account: &Account, session_id: &str) -> String {
+        format!("{} resume {session_id}", self.interactive_command(account))
+    }
+
+    fn blind_spots(&self) -> Option<&'static str> {
+        // PROTOCOL.md §3: a command the sandbox blocks leaves no item on stdout.
+        Some(
+            "Codex writes no line for a command its sandbox blocks: owl lists a blocked \
+             write from its 'Read-only file system' output in the session's rollout file, \
+             but a command refused another way (a network call, say) is not listed",
+        )
     }
 
     fn uses_api_key(&self, account: &Account) -> bool {

@@ -4,6 +4,7 @@ use chrono::{DateTime, Local, NaiveDate, NaiveTime, TimeZone, Utc};
 use serde_json::{json, Value};
 
 use super::{AgentEvent, AgentFailure, AgentResult, LineError, Usage, WindowUsage};
+use crate::model::PermissionDenial;
 
 /// The id of owl's `account/rateLimits/read` request to `codex app-server`.
 const RATE_LIMITS_READ: i64 = 2;
@@ -114,11 +115,43 @@ fn rpc_answer(v: &Value) -> AgentEvent {
     }
 }
 
-/// The utilization in one raw rollout line (a usage log's parser).
-pub fn rollout_line_usage(line: &[u8]) -> Vec<WindowUsage> {
-    serde_json::from_slice(line)
-        .map(|v: Value| rollout_usage(&v))
-        .unwrap_or_default()
+/// What one raw rollout line tells that stdout does not: the Account's utilization, or a
+/// command the sandbox refused (which leaves no item on stdout, PROTOCOL.md §3).
+pub fn rollout_events(line: &[u8]) -> Vec<AgentEvent> {
+    let Ok(v) = serde_json::from_slice::<Value>(line) else {
+        return Vec::new();
+    };
+    let windows = rollout_usage(&v);
+    if !windows.is_empty() {
+        return vec![AgentEvent::Usage {
+            source: crate::usage::SOURCE_ROLLOUT,
+            windows,
+        }];
+    }
+    sandbox_denial(&v)
+        .map(|denied| AgentEvent::ToolResult {
+            is_error: true,
+            denied: Some(denied),
+        })
+        .into_iter()
+        .collect()
+}
+
+/// A tool's output that shows the sandbox refused it: a write the read-only mounts
+/// stopped. Its first such line is what `show` lists.
+fn sandbox_denial(line: &Value) -> Option<PermissionDenial> {
+    let payload = &line["payload"];
+    if line["type"] != "response_item" || payload["type"] != "function_call_output" {
+        return None;
+    }
+    let output = payload["output"].as_str()?;
+    let refused = output
+        .lines()
+        .find(|l| l.ends_with(": Read-only file system"))?;
+    Some(PermissionDenial {
+        tool_name: "exec_command (sandbox)".into(),
+        detail: crate::text::truncate(refused, 200),
+    })
 }
 
 /// The utilization in one rollout line: a `token_count` event's `rate_limits`, `primary`
@@ -305,26 +338,53 @@ mod tests {
         // tool come only after it, so a poll must cover a long tool call.
         let lines =
             crate::driver::recorded_lines("codex-0.171.0", "rate-limits-slow-tool.rollout.jsonl");
-        let figures: Vec<f64> = lines
-            .iter()
-            .flat_map(|l| rollout_line_usage(l.as_bytes()))
-            .filter(|w| w.window == "five_hour")
-            .map(|w| w.percent)
-            .collect();
-        assert!(!figures.is_empty());
+        let usage = |l: &String| {
+            rollout_events(l.as_bytes()).into_iter().any(|e| {
+                matches!(
+                    e,
+                    AgentEvent::Usage {
+                        source: "rollout",
+                        ..
+                    }
+                )
+            })
+        };
         let output = lines
             .iter()
             .position(|l| l.contains("function_call_output"))
             .unwrap();
-        let first_figure = lines
-            .iter()
-            .position(|l| !rollout_line_usage(l.as_bytes()).is_empty())
-            .unwrap();
+        let first_figure = lines.iter().position(usage).unwrap();
         assert!(
             first_figure > output,
             "the figure comes after the tool's output"
         );
-        assert!(rollout_line_usage(b"not json").is_empty());
+        assert!(rollout_events(b"not json").is_empty());
+    }
+
+    #[test]
+    fn a_write_the_sandbox_refused_is_a_denial_though_stdout_shows_nothing() {
+        let denied: Vec<PermissionDenial> = [
+            "shell-fail-visibility.rollout.jsonl",
+            "shell-commit-workspace-write.rollout.jsonl",
+        ]
+        .iter()
+        .flat_map(|name| crate::driver::recorded_lines("codex-0.171.0", name))
+        .flat_map(|l| rollout_events(l.as_bytes()))
+        .filter_map(|e| match e {
+            AgentEvent::ToolResult { denied, .. } => denied,
+            _ => None,
+        })
+        .collect();
+        let details: Vec<&str> = denied.iter().map(|d| d.detail.as_str()).collect();
+        // A command that merely failed (`false`, in the first recording) is no denial.
+        assert_eq!(
+            details,
+            [
+                "touch: cannot touch '/usr/owl-sandbox-probe': Read-only file system",
+                "touch: cannot touch '.git/owl-probe': Read-only file system",
+                "fatal: Unable to create '/home/dev/src/demo/.git/index.lock': Read-only file system",
+            ]
+        );
     }
 
     #[test]

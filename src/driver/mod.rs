@@ -268,22 +268,20 @@ pub struct RateLimitInfo {
     pub utilization: Option<f64>,
 }
 
-/// A file the agent writes during a Run that tells the Account's utilization (Codex's
-/// rollout file): found under `root` by its name's end once the session is named, and
-/// followed line by line.
+/// A file the agent writes during a Run that tells more than its stdout (Codex's rollout
+/// file: the Account's utilization, the commands its sandbox blocked): found under `root`
+/// by its name's end once the session is named, and followed line by line.
 #[derive(Debug, Clone)]
-pub struct UsageLog {
-    /// Where to look, at any depth up to [`UsageLog::DEPTH`].
+pub struct SessionLog {
+    /// Where to look, at any depth up to [`SessionLog::DEPTH`].
     pub root: PathBuf,
     /// How the file's name ends (`-<thread id>.jsonl`).
     pub name_ends: String,
-    /// The utilization in one line (empty when the line tells none).
-    pub parse: fn(&[u8]) -> Vec<WindowUsage>,
-    /// The Snapshots' source.
-    pub source: &'static str,
+    /// What one line tells owl: [`AgentEvent::Usage`], a denied [`AgentEvent::ToolResult`].
+    pub parse: fn(&[u8]) -> Vec<AgentEvent>,
 }
 
-impl UsageLog {
+impl SessionLog {
     /// How deep under `root` the file may be (Codex: `sessions/YYYY/MM/DD/`).
     pub const DEPTH: usize = 3;
 }
@@ -384,9 +382,9 @@ pub trait Driver: Send + Sync {
         UsagePoll::None
     }
 
-    /// The file this agent writes the Account's utilization to while its session runs,
-    /// besides stdout; `None` when it writes none.
-    fn usage_log(&self, _account: &Account, _session_id: &str) -> Option<UsageLog> {
+    /// The file this agent writes while its session runs that tells more than stdout (the
+    /// Account's utilization); `None` when it writes none.
+    fn session_log(&self, _account: &Account, _session_id: &str) -> Option<SessionLog> {
         None
     }
 
@@ -406,6 +404,20 @@ pub trait Driver: Send + Sync {
 
     /// How a person logs this Account in, in a few words with the command.
     fn login_hint(&self, account: &Account) -> String;
+
+    /// The command a person types in the worktree to take a Run's session up by hand.
+    fn resume_command(&self, account: &Account, session_id: &str) -> String {
+        format!(
+            "{} --resume {session_id}",
+            self.interactive_command(account)
+        )
+    }
+
+    /// What owl cannot see of this agent's Runs, said under each in `show`; `None` when
+    /// its output tells everything owl reports.
+    fn blind_spots(&self) -> Option<&'static str> {
+        None
+    }
 
     /// What an error `result` means beyond the Job (a missing login, a rate limit, an API
     /// that cannot be used), from the CLI's own signs: only its Driver can read them.

@@ -92,7 +92,7 @@ pub enum Input<'a> {
     Line(&'a AgentEvent),
     /// A stdout line logged but not understood.
     Skipped,
-    /// What was learned beside stdout (the agent's usage log, a probe): no output of the
+    /// What was learned beside stdout (the agent's session log, a probe): no output of the
     /// agent's, so it moves no stall timer.
     Side(&'a AgentEvent),
     Happened(Happened),
@@ -238,6 +238,10 @@ impl Machine {
                     self.next_poll = Some(now + every);
                 }
             }
+            Input::Side(AgentEvent::ToolResult {
+                denied: Some(denial),
+                ..
+            }) => self.report.denials.push(denial.clone()),
             Input::Side(_) => {}
             Input::Skipped => {
                 self.last_output = now;
@@ -708,7 +712,7 @@ mod tests {
         assert_eq!(run.m.next_deadline(run.t), run.t0 + HEARTBEAT);
         let first = run.run_deadlines(|m| m.polls == 1);
         assert_eq!(first.last(), Some(&(POLL, Action::AskUsage(1))));
-        // A figure from the usage log: the next ask waits a full interval from it, and the
+        // A figure from the session log: the next ask waits a full interval from it, and the
         // stall timer (stdout's) does not move.
         let usage = AgentEvent::Usage {
             source: "rollout",

@@ -36,7 +36,7 @@ pub enum Event {
     Skipped(String),
     /// The `Line`s and `Skipped`s of one read from stdout, in order.
     Batch(Vec<Event>),
-    /// Learned beside stdout: a line of the agent's usage log, a probe's answer.
+    /// Learned beside stdout: a line of the agent's session log, a probe's answer.
     Side(Box<AgentEvent>),
     /// Everything else, as the machine takes it.
     Happened(Happened),
@@ -204,9 +204,9 @@ pub fn supervise(
         }),
         tx: side_tx.clone(),
     };
-    // The agent's usage log is followed from the moment its session is named.
+    // The agent's session log is followed from the moment its session is named.
     let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut following = false;
+    let mut following: Option<thread::JoinHandle<()>> = None;
 
     // Lines of a batch not yet handled: the machine takes them one by one, as if each had
     // come alone.
@@ -234,12 +234,15 @@ pub fn supervise(
                 {
                     if let Some(log) = spec
                         .driver
-                        .usage_log(spec.account, id)
-                        .filter(|_| !following)
+                        .session_log(spec.account, id)
+                        .filter(|_| following.is_none())
                     {
-                        following = true;
                         let (tx, stop) = (side_tx.clone(), follow_stop.clone());
-                        spawn_thread("owl-usage-log", move || side::follow(log, tx, stop));
+                        following = thread::Builder::new()
+                            .name("owl-session-log".into())
+                            .spawn(move || side::follow(log, tx, stop))
+                            .map_err(|e| tracing::warn!("following the session log: {e}"))
+                            .ok();
                     }
                 }
                 let mut actions = machine.on_event(Input::Line(&ev), now);
@@ -268,9 +271,19 @@ pub fn supervise(
         plumbing.carry_out(due, &mut machine, observer);
     }
     signal_handle.close();
-    follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(probe) = plumbing.probe.as_mut() {
         probe.cancel();
+    }
+    // The session log's last lines, read after the agent exited, still count.
+    follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(follower) = following {
+        let _ = follower.join();
+        while let Ok(event) = rx.try_recv() {
+            if let Event::Side(ev) = event {
+                machine.on_event(Input::Side(&ev), Instant::now());
+                observer.event(&ev, machine.report());
+            }
+        }
     }
     Ok(machine.into_report())
 }

@@ -1,4 +1,4 @@
-//! What a Run learns beside the agent's stdout: the usage log the agent writes (followed as it grows) and the zero-token probe run next to it at the poll interval.
+//! What a Run learns beside the agent's stdout: the session log the agent writes (followed as it grows) and the zero-token probe run next to it at the poll interval.
 
 use std::fs::File;
 use std::io::Read;
@@ -11,53 +11,59 @@ use std::time::Duration;
 
 use super::Event;
 use crate::config::Account;
-use crate::driver::{AgentEvent, Driver, UsageLog};
+use crate::driver::{AgentEvent, Driver, SessionLog};
 use crate::usage::{ProbeOutcome, SOURCE_PROBE};
 
-/// How often a usage log is looked for and read, like `tail -f`. The CLI writes a figure
+/// How often a session log is looked for and read, like `tail -f`. The CLI writes a figure
 /// 10–20 ms after a model response; this keeps owl's reaction well under a second.
 const FOLLOW_EVERY: Duration = Duration::from_millis(50);
 
-/// The longest line of a usage log owl holds while waiting for its end; a longer one is
+/// The longest line of a session log owl holds while waiting for its end; a longer one is
 /// skipped (a rollout line carries a whole request's instructions, never this much).
 const LINE_CAP: usize = 16 << 20;
 
-/// Follows a usage log on its own thread until `stop` is set or the loop is gone.
-pub(super) fn follow(log: UsageLog, tx: SyncSender<Event>, stop: Arc<AtomicBool>) {
+/// Follows a session log on its own thread until `stop` is set or the loop is gone.
+pub(super) fn follow(log: SessionLog, tx: SyncSender<Event>, stop: Arc<AtomicBool>) {
     let stopped = || stop.load(Ordering::Relaxed);
     let file = loop {
         if stopped() {
             return;
         }
         // Written a moment after the session starts, under a date owl cannot know.
-        if let Some(file) =
-            find(&log.root, &log.name_ends, UsageLog::DEPTH).and_then(|path| File::open(path).ok())
+        if let Some(file) = find(&log.root, &log.name_ends, SessionLog::DEPTH)
+            .and_then(|path| File::open(path).ok())
         {
             break file;
         }
         std::thread::sleep(FOLLOW_EVERY);
     };
     let mut lines = Lines::new(file);
-    while !stopped() {
+    loop {
+        // Read once more after the stop: the agent writes its last lines (a figure, a
+        // refused command) just before it exits.
+        let last = stopped();
         match lines.next_batch() {
-            Ok(batch) if !batch.is_empty() => {
-                for line in batch {
-                    let windows = (log.parse)(&line);
-                    if windows.is_empty() {
-                        continue;
-                    }
-                    let usage = AgentEvent::Usage {
-                        source: log.source,
-                        windows,
+            Ok(batch) => {
+                for event in batch.iter().flat_map(|line| (log.parse)(line)) {
+                    let sent = if last {
+                        // The loop no longer reads: never block on a full channel.
+                        tx.try_send(Event::Side(Box::new(event))).is_ok()
+                    } else {
+                        tx.send(Event::Side(Box::new(event))).is_ok()
                     };
-                    if tx.send(Event::Side(Box::new(usage))).is_err() {
+                    if !sent {
                         return;
                     }
                 }
+                if last {
+                    return;
+                }
+                if batch.is_empty() {
+                    std::thread::sleep(FOLLOW_EVERY);
+                }
             }
-            Ok(_) => std::thread::sleep(FOLLOW_EVERY),
             Err(e) => {
-                tracing::warn!("reading the usage log: {e}");
+                tracing::warn!("reading the session log: {e}");
                 return;
             }
         }

@@ -251,6 +251,43 @@ fn e2e_codex_sigterm_mid_run_leaves_nothing_alive() {
     assert_eq!(env.show(&id)["state"], "queued");
 }
 
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_a_write_its_sandbox_blocks_is_shown_though_stdout_says_nothing() {
+    let (env, mock) = codex_env();
+    let id = env.add_with(&["--max-runs", "1"], "Write outside the worktree.");
+    mock.script(vec![
+        Step::Shell("touch /usr/owl-e2e-outside".into()),
+        Step::Text("It did not work.".into()),
+    ]);
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    assert!(!std::path::Path::new("/usr/owl-e2e-outside").exists());
+    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap();
+    assert!(
+        !log.contains("owl-e2e-outside"),
+        "stdout has no item for it: {log}"
+    );
+    let run = &env.show(&id)["runs"][0];
+    let denials = run["permission_denials"].as_array().unwrap();
+    assert_eq!(denials.len(), 1, "{run}");
+    assert_eq!(
+        denials[0]["detail"],
+        "touch: cannot touch '/usr/owl-e2e-outside': Read-only file system"
+    );
+    assert!(
+        run["blind_spots"].as_str().unwrap().contains("network"),
+        "{run}"
+    );
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("not seen: Codex writes no line"), "{text}");
+    assert!(
+        text.contains(&format!("resume {}", run["session_id"].as_str().unwrap())),
+        "{text}"
+    );
+}
+
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
