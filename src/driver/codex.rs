@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+mod conformance;
+
 use super::codex_protocol;
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
@@ -165,13 +167,10 @@ impl Driver for Codex {
 
     fn conformance(
         &self,
-        _command: &std::path::Path,
-        _record: Option<&std::path::Path>,
+        command: &std::path::Path,
+        record: Option<&std::path::Path>,
     ) -> Vec<super::conformance::Check> {
-        vec![super::conformance::Check::failed(
-            "Codex conformance checks",
-            "not written yet",
-        )]
+        conformance::run(command, record)
     }
 
     fn failure(

@@ -92,6 +92,25 @@ impl Session {
         self.stdin = None;
     }
 
+    /// Sends `signal` to the agent's process group.
+    pub fn signal(&self, signal: crate::sys::Sig) {
+        let _ = crate::sys::signal_group(self.pid, signal);
+    }
+
+    /// The agent's exit, waited for up to `limit`; `None` when it is still running.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// The first line of the whole stream for which `wanted` holds: one already read, or
     /// one read within `limit`; `None` when the time ran out or stdout closed first. Lines
     /// read while waiting for something else are kept, so no answer is lost to the order

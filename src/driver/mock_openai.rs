@@ -79,6 +79,11 @@ impl MockOpenAi {
         })
     }
 
+    /// How many `POST /responses` came: model turns, which a probe must not cause.
+    pub fn calls(&self) -> usize {
+        self.script.calls()
+    }
+
     /// When the five-hour window resets, in epoch seconds.
     pub fn primary_reset(&self) -> i64 {
         self.plan

@@ -284,6 +284,33 @@ pub struct SessionLog {
 impl SessionLog {
     /// How deep under `root` the file may be (Codex: `sessions/YYYY/MM/DD/`).
     pub const DEPTH: usize = 3;
+
+    /// The file, once the agent has written it.
+    pub fn find(&self) -> Option<PathBuf> {
+        find_log(&self.root, &self.name_ends, Self::DEPTH)
+    }
+}
+
+/// The file under `root`, at most `depth` directories down, whose name starts with
+/// `rollout-` and ends with `name_ends`; the newest directories are looked at first.
+fn find_log(root: &std::path::Path, name_ends: &str, depth: usize) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(root)
+        .ok()?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
+    entries.into_iter().find_map(|entry| {
+        let path = entry.path();
+        let kind = entry.file_type().ok()?;
+        if kind.is_dir() && depth > 0 {
+            find_log(&path, name_ends, depth - 1)
+        } else {
+            let name = entry.file_name();
+            let name = name.to_str()?;
+            (kind.is_file() && name.starts_with("rollout-") && name.ends_with(name_ends))
+                .then_some(path)
+        }
+    })
 }
 
 /// How a running agent is asked for the Account's utilization.
@@ -650,4 +677,31 @@ pub fn check_agent(
         }
     };
     driver.check_version(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_is_found_by_its_name_under_any_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = dir.path().join("2026/11/30");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::create_dir_all(dir.path().join("2026/12/01")).unwrap();
+        let want = day.join("rollout-2026-11-30T19-11-28-0199-abc.jsonl");
+        std::fs::write(&want, "").unwrap();
+        std::fs::write(day.join("rollout-2026-11-30T19-11-28-0199-other.jsonl"), "").unwrap();
+        assert_eq!(find_log(dir.path(), "-0199-abc.jsonl", 3), Some(want));
+        assert_eq!(
+            find_log(dir.path(), "-0199-abc.jsonl", 2),
+            None,
+            "deeper than allowed"
+        );
+        assert_eq!(find_log(dir.path(), "-nope.jsonl", 3), None);
+        assert_eq!(
+            find_log(&dir.path().join("missing"), "-0199-abc.jsonl", 3),
+            None
+        );
+    }
 }

@@ -30,9 +30,7 @@ pub(super) fn follow(log: SessionLog, tx: SyncSender<Event>, stop: Arc<AtomicBoo
             return;
         }
         // Written a moment after the session starts, under a date owl cannot know.
-        if let Some(file) = find(&log.root, &log.name_ends, SessionLog::DEPTH)
-            .and_then(|path| File::open(path).ok())
-        {
+        if let Some(file) = log.find().and_then(|path| File::open(path).ok()) {
             break file;
         }
         std::thread::sleep(FOLLOW_EVERY);
@@ -68,28 +66,6 @@ pub(super) fn follow(log: SessionLog, tx: SyncSender<Event>, stop: Arc<AtomicBoo
             }
         }
     }
-}
-
-/// The file under `root`, at most `depth` directories down, whose name starts with
-/// `rollout-` and ends with `name_ends`; the newest directories are looked at first.
-fn find(root: &Path, name_ends: &str, depth: usize) -> Option<PathBuf> {
-    let mut entries: Vec<_> = std::fs::read_dir(root)
-        .ok()?
-        .filter_map(Result::ok)
-        .collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
-    entries.into_iter().find_map(|entry| {
-        let path = entry.path();
-        let kind = entry.file_type().ok()?;
-        if kind.is_dir() && depth > 0 {
-            find(&path, name_ends, depth - 1)
-        } else {
-            let name = entry.file_name();
-            let name = name.to_str()?;
-            (kind.is_file() && name.starts_with("rollout-") && name.ends_with(name_ends))
-                .then_some(path)
-        }
-    })
 }
 
 /// Whole lines of a file that is still being written: a partial last line waits for its end.
@@ -221,28 +197,6 @@ impl SideProbe {
 mod tests {
     use super::*;
     use std::io::Write;
-
-    #[test]
-    fn the_log_is_found_by_its_name_under_any_date() {
-        let dir = tempfile::tempdir().unwrap();
-        let day = dir.path().join("2026/11/30");
-        std::fs::create_dir_all(&day).unwrap();
-        std::fs::create_dir_all(dir.path().join("2026/12/01")).unwrap();
-        let want = day.join("rollout-2026-11-30T19-11-28-0199-abc.jsonl");
-        std::fs::write(&want, "").unwrap();
-        std::fs::write(day.join("rollout-2026-11-30T19-11-28-0199-other.jsonl"), "").unwrap();
-        assert_eq!(find(dir.path(), "-0199-abc.jsonl", 3), Some(want));
-        assert_eq!(
-            find(dir.path(), "-0199-abc.jsonl", 2),
-            None,
-            "deeper than allowed"
-        );
-        assert_eq!(find(dir.path(), "-nope.jsonl", 3), None);
-        assert_eq!(
-            find(&dir.path().join("missing"), "-0199-abc.jsonl", 3),
-            None
-        );
-    }
 
     #[test]
     fn a_growing_file_gives_whole_lines_only() {

@@ -288,6 +288,32 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_though_stdout_says_nothing() {
     );
 }
 
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_conformance_passes_on_the_real_cli() {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\ndrivers:\n  codex:\n    command: {}\naccounts:\n  gpt:\n    driver: codex\n",
+            env.state.display(),
+            real_codex().display()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .args(["doctor", "--conformance", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = json[0]["checks"].as_array().unwrap();
+    let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["ok"] == false).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(checks.len() >= 11, "{checks:#?}");
+    assert_eq!(out.status.code(), Some(0));
+}
+
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
