@@ -13,8 +13,6 @@ use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 pub const SOURCE_GET_USAGE: &str = "get_usage";
 pub const SOURCE_RATE_LIMIT_EVENT: &str = "rate_limit_event";
 pub const SOURCE_PROBE: &str = "probe";
-/// A line of the agent's own usage log (Codex's rollout file).
-pub const SOURCE_ROLLOUT: &str = "rollout";
 
 /// How long the preflight probe waits for the agent's answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);

@@ -208,7 +208,7 @@ impl Driver for Codex {
     fn blind_spots(&self) -> Option<&'static str> {
         // PROTOCOL.md §3: a command the sandbox blocks leaves no item on stdout.
         Some(
-            "Codex writes no line for a command its sandbox blocks: owl lists a blocked \
+            "Codex often writes no line for a command its sandbox blocks: owl lists a blocked \
              write from its 'Read-only file system' output in the session's rollout file, \
              but a command refused another way (a network call, say) is not listed",
         )

@@ -6,6 +6,9 @@ use serde_json::{json, Value};
 use super::{AgentEvent, AgentFailure, AgentResult, LineError, Usage, WindowUsage};
 use crate::model::PermissionDenial;
 
+/// The source of a Snapshot read from the rollout file.
+pub const SOURCE_ROLLOUT: &str = "rollout";
+
 /// The id of owl's `account/rateLimits/read` request to `codex app-server`.
 const RATE_LIMITS_READ: i64 = 2;
 
@@ -124,7 +127,7 @@ pub fn rollout_events(line: &[u8]) -> Vec<AgentEvent> {
     let windows = rollout_usage(&v);
     if !windows.is_empty() {
         return vec![AgentEvent::Usage {
-            source: crate::usage::SOURCE_ROLLOUT,
+            source: SOURCE_ROLLOUT,
             windows,
         }];
     }

@@ -91,6 +91,9 @@ impl Shared {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--peak-rss-into") {
+        peak_rss_of(Path::new(&args[2]), &args[3..]);
+    }
     if let Some(real) = std::env::var_os("FAKE_AGENT_RELAY") {
         if !args.iter().any(|a| a == "--version") {
             relay(Path::new(&real), &args[1..]);
@@ -125,7 +128,9 @@ fn main() {
             std::env::current_dir().unwrap().display().to_string(),
         )
         .unwrap();
-        fs::write(dir.join("pid.txt"), std::process::id().to_string()).unwrap();
+        // Whole or absent: a test may read it the moment it appears.
+        fs::write(dir.join("pid.txt.tmp"), std::process::id().to_string()).unwrap();
+        fs::rename(dir.join("pid.txt.tmp"), dir.join("pid.txt")).unwrap();
         // What this process inherited: owl's lock must not be among it.
         let fds: Vec<String> = fs::read_dir("/proc/self/fd")
             .unwrap()
@@ -531,4 +536,25 @@ fn unescape(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Not the agent: a small, clean parent that runs `command` and writes its peak RSS (KiB)
+/// to `out`, exiting as it did. A process started straight from the test harness inherits
+/// the harness's own peak at exec (the kernel carries a vfork parent's high-water mark into
+/// the child's `maxrss`), which a busy harness makes meaningless.
+fn peak_rss_of(out: &Path, command: &[String]) -> ! {
+    let child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    fs::write(out, usage.ru_maxrss.to_string()).unwrap();
+    std::process::exit(if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    });
 }

@@ -253,7 +253,7 @@ fn e2e_codex_sigterm_mid_run_leaves_nothing_alive() {
 
 #[test]
 #[ignore = "needs the real Codex CLI"]
-fn e2e_codex_a_write_its_sandbox_blocks_is_shown_though_stdout_says_nothing() {
+fn e2e_codex_a_write_its_sandbox_blocks_is_shown_from_the_rollout() {
     let (env, mock) = codex_env();
     let id = env.add_with(&["--max-runs", "1"], "Write outside the worktree.");
     mock.script(vec![
@@ -263,11 +263,8 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_though_stdout_says_nothing() {
     let tick = env.tick();
     assert_eq!(tick["action"], "ran", "{tick}");
     assert!(!std::path::Path::new("/usr/owl-e2e-outside").exists());
-    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap();
-    assert!(
-        !log.contains("owl-e2e-outside"),
-        "stdout has no item for it: {log}"
-    );
+    // Codex 0.171.0 writes the refused command to stdout only sometimes (the recording
+    // saw no item; this test saw both): the rollout is where owl reads it, once.
     let run = &env.show(&id)["runs"][0];
     let denials = run["permission_denials"].as_array().unwrap();
     assert_eq!(denials.len(), 1, "{run}");
@@ -281,7 +278,10 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_though_stdout_says_nothing() {
     );
     let text = env.owl().args(["show", &id]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("not seen: Codex writes no line"), "{text}");
+    assert!(
+        text.contains("not seen: Codex often writes no line"),
+        "{text}"
+    );
     assert!(
         text.contains(&format!("resume {}", run["session_id"].as_str().unwrap())),
         "{text}"

@@ -155,7 +155,7 @@ fn an_agent_that_ignores_sigterm_is_killed_after_the_grace_window() {
     assert_eq!(run["exit_code"], 128 + 9, "killed by SIGKILL");
     // 1s run time + 2s for stdin close + 2s grace, and not the 60s the agent wanted.
     assert!(took < Duration::from_secs(15), "{took:?}");
-    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    let agent = env.agent_pid();
     assert!(!alive(agent));
 }
 
@@ -262,17 +262,29 @@ fn hostile_lines_are_logged_skipped_and_counted() {
     assert_eq!(log, std::fs::read(env.record.join("stdout.bin")).unwrap());
 }
 
-/// Runs one tick and returns the peak resident set (KiB) of that owl process, from wait4:
-/// an upper bound on owl's own, since it includes the children owl waited for.
+/// Runs one tick and returns the peak resident set (KiB) of that owl process, from wait4
+/// in a clean parent (the fake agent's `--peak-rss-into`): an upper bound on owl's own,
+/// since it includes the children owl waited for.
 fn tick_peak_rss_kib(env: &TestEnv) -> i64 {
-    #[allow(clippy::zombie_processes)] // reaped by wait4 below
-    let owl = env.spawn_tick();
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(owl.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, owl.id() as i32);
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-    usage.ru_maxrss
+    let figure = env.dir.path().join("peak-rss");
+    let owl = env.owl_std();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_owl-fake-agent"));
+    for (key, value) in owl.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let status = cmd
+        .arg("--peak-rss-into")
+        .arg(&figure)
+        .arg(owl.get_program())
+        .args(["tick", "--json"])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    std::fs::read_to_string(&figure).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -312,7 +324,7 @@ fn stdout_closed_while_the_process_lingers() {
             .contains("no result line"),
         "{tick}"
     );
-    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    let agent = env.agent_pid();
     assert!(!alive(agent));
     assert_eq!(env.show(&id)["state"], "queued");
 }

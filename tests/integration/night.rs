@@ -441,7 +441,7 @@ fn an_agent_that_survives_sigkill_is_given_up_on_and_the_lock_released() {
     let id = env.add("Hello");
     let tick = env.spawn_tick();
     env.wait_running();
-    let agent: i32 = env.recorded("pid.txt").trim().parse().unwrap();
+    let agent = env.agent_pid();
     let _frozen = Frozen::freeze(agent);
     // Twice: the person means it, straight to SIGKILL, which a frozen process survives.
     let stopped = Instant::now();

@@ -155,6 +155,25 @@ impl TestEnv {
         }
     }
 
+    /// The fake agent's pid, once it has started and said it (bounded wait).
+    pub fn agent_pid(&self) -> i32 {
+        let path = self.record.join("pid.txt");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Runs `owl tick --json` and returns its output.
     pub fn tick(&self) -> Value {
         let out = self.owl().args(["tick", "--json"]).assert().success();
