@@ -39,6 +39,21 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                     }
                 };
                 outln!("     capabilities: {}; lacks: {}", names(has), names(lacks));
+                let caps = d.account_capabilities(account);
+                if !caps.tool_policy {
+                    outln!(
+                        "     allowedTools and disallowedTools do not reach the {} CLI: its own \
+                         sandbox is the posture (see README, Drivers)",
+                        account.driver.name()
+                    );
+                }
+                if !caps.budget_cap {
+                    outln!(
+                        "     maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
+                         charged",
+                        account.driver.name()
+                    );
+                }
                 true
             }
             Err(why) => {

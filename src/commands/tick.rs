@@ -533,11 +533,13 @@ fn record(
     let this_cost = r.and_then(|r| r.cost_usd).or(budget_usd).unwrap_or(0.0);
     let account_cfg = &ctx.config.accounts[account];
     let driver = driver::for_kind(account_cfg.driver);
-    // When the limit resets: the agent's rate-limit event, or the words of its error.
+    // When the limit resets: the agent's rate-limit event, the words of its error, or the
+    // reset of a Window it reported full.
     let named_reset = report
         .rate_limit_reset
         .and_then(|s| DateTime::from_timestamp(s, 0))
-        .or_else(|| r.and_then(|r| driver.named_reset(r, now)));
+        .or_else(|| r.and_then(|r| driver.named_reset(r, now)))
+        .or(report.full_window_reset);
     // A reactive Account (no utilization to watch) waits as a whole after a rate limit:
     // until the reset it was told, or its `backoff`.
     let reactive_wait = (!driver.capabilities().usage_reporting)

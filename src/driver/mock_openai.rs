@@ -17,6 +17,11 @@ pub enum Step {
     UsageLimit {
         secs: i64,
     },
+    /// The same 429 with the reset only in its `x-codex-*` headers: the CLI's words name no
+    /// time ("… or try again later."), its rollout does.
+    UsageLimitUnnamed {
+        secs: i64,
+    },
     /// No answer: the response is held open, as by a model that thinks for a long time.
     Hold,
     /// The step, its response carrying the plan's utilization in the `x-codex-*` headers
@@ -248,8 +253,12 @@ fn answer(
             return Vec::new();
         }
         Step::AtUsage { .. } => return Vec::new(),
-        Step::UsageLimit { secs } => {
-            let body = json!({"error": {"type": "usage_limit_reached", "plan_type": "plus", "resets_at": now + secs}});
+        Step::UsageLimit { secs } | Step::UsageLimitUnnamed { secs } => {
+            let named = matches!(step, Step::UsageLimit { .. });
+            let mut body = json!({"error": {"type": "usage_limit_reached", "plan_type": "plus"}});
+            if named {
+                body["error"]["resets_at"] = json!(now + secs);
+            }
             let mut headers = close.to_vec();
             headers.push(("x-codex-primary-used-percent".into(), "100".into()));
             headers.push(("x-codex-primary-window-minutes".into(), "300".into()));

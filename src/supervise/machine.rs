@@ -231,7 +231,11 @@ impl Machine {
                     self.settled(now, &mut out);
                 }
             }
-            Input::Side(AgentEvent::Usage { .. }) => {
+            Input::Side(AgentEvent::Usage { windows, .. }) => {
+                let full = windows.iter().filter(|w| w.percent >= 100.0);
+                if let Some(reset) = full.filter_map(|w| w.resets_at).max() {
+                    self.report.full_window_reset = Some(reset);
+                }
                 // Figures arrive without being asked: the next ask waits a full interval.
                 if let (Some(every), Stage::Running) = (self.limits.usage_poll_interval, self.stage)
                 {

@@ -87,6 +87,9 @@ pub struct RunReport {
     pub last_event: Option<String>,
     /// When a `rejected` rate limit resets (epoch seconds).
     pub rate_limit_reset: Option<i64>,
+    /// When the latest Window reported full (100%) resets: a rate limit's reset told by
+    /// the figures rather than by the error (Codex's rollout after a usage-limit 429).
+    pub full_window_reset: Option<chrono::DateTime<chrono::Utc>>,
     pub lines: u64,
     pub skipped_lines: u64,
     /// Processes still alive after the agent exited, killed by owl.

@@ -185,6 +185,11 @@ fn e2e_codex_stops_at_the_ceiling_during_a_long_tool_and_waits_for_the_reset() {
     assert_eq!(show["state"], "waiting", "{show}");
     let until = chrono::DateTime::parse_from_rfc3339(show["not_before"].as_str().unwrap()).unwrap();
     assert_eq!(until.timestamp(), mock.primary_reset(), "{show}");
+    // doctor: with a ChatGPT login the probe is there, and it finds the login.
+    let doctor = env.owl().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("lacks: budget_cap, tool_policy\n"), "{text}");
+    assert!(text.contains("account gpt: logged in (probe:"), "{text}");
     let status = env.status();
     let windows = status["accounts"][0]["windows"].to_string();
     assert!(
@@ -224,6 +229,14 @@ fn e2e_codex_on_an_api_key_is_kept_under_the_ceiling_by_its_rollout_alone() {
     let text = String::from_utf8_lossy(&doctor.stdout);
     assert!(
         text.contains("no zero-token probe for this login"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lacks: usage_probe, budget_cap, tool_policy"),
+        "{text}"
+    );
+    assert!(
+        text.contains("allowedTools and disallowedTools do not reach the codex CLI"),
         "{text}"
     );
 }
@@ -312,6 +325,23 @@ fn e2e_codex_conformance_passes_on_the_real_cli() {
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(checks.len() >= 11, "{checks:#?}");
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_a_usage_limit_naming_no_time_waits_for_the_reset_its_rollout_reports() {
+    let (env, mock) = codex_env();
+    let id = env.add_with(&["--max-runs", "1"], "Say hello.");
+    mock.script(vec![Step::UsageLimitUnnamed { secs: 5400 }]);
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited", "{tick}");
+    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap();
+    assert!(log.contains("try again later."), "{log}");
+    // The rollout's 100% figure, read after the CLI exited, names the reset to the second.
+    let show = env.show(&id);
+    let until = chrono::DateTime::parse_from_rfc3339(show["not_before"].as_str().unwrap()).unwrap();
+    let ahead = until.timestamp() - chrono::Utc::now().timestamp();
+    assert!((5300..=5400).contains(&ahead), "{show}");
 }
 
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
