@@ -37,6 +37,27 @@ use clap::Parser;
 
 /// Parses the command line, runs the command, and maps a failure to its exit code.
 pub fn run() -> ExitCode {
+    // Inside a sandbox owl is the agent's init: no config, no database, no command line of
+    // its own (`owl __sandbox-init REPORT -- PROGRAM ARGS…`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == supervise::sandbox::INIT_COMMAND)
+    {
+        return match args.get(2..4) {
+            Some([report, dashes]) if dashes == "--" => {
+                let code = supervise::sandbox::init(std::path::Path::new(report), &args[4..]);
+                ExitCode::from(u8::try_from(code).unwrap_or(1))
+            }
+            _ => {
+                errln!(
+                    "owl: usage: owl {} REPORT -- PROGRAM ARGS…",
+                    supervise::sandbox::INIT_COMMAND
+                );
+                ExitCode::from(error::EXIT_BAD_INPUT)
+            }
+        };
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -1,4 +1,4 @@
-//! git2: the branch `owl/<job-id>` and the worktree per Job (ADR-0007), and reading the Handoff at the branch head.
+//! git2: the branch `owl/<job-id>` and the working copy per Job — a worktree of the user's repository (ADR-0007), or for a sandboxed Run the Job's own clone, whose branch is brought back after each Run — and reading the Handoff at the branch head.
 
 use std::path::{Path, PathBuf};
 
@@ -84,6 +84,56 @@ impl Workspace {
         dirs
     }
 
+    /// Whether this is a Job's own clone (a sandboxed Run's), not a worktree sharing the
+    /// user's repository.
+    pub fn is_clone(&self) -> bool {
+        !self.repo.is_worktree()
+    }
+
+    /// Brings the Job's branch from its own clone into the user's repository, with a local
+    /// fetch of that one ref: the only write owl makes there. Only a fast-forward (or a
+    /// branch the user's repository lacks) is brought; a branch that moved there since is
+    /// left alone and named in the error, the work staying in the clone. Returns whether
+    /// the branch moved.
+    pub fn publish(&self, job: &Job) -> Result<bool> {
+        let user = Repository::open(&job.repo)
+            .with_context(|| format!("opening repository {}", job.repo))?;
+        let branch = job.branch();
+        let Some(ours) = self.repo.head().ok().and_then(|h| h.target()) else {
+            bail!(
+                "the clone {} has no commit on {branch}",
+                self.path.display()
+            );
+        };
+        let theirs = user
+            .find_branch(&branch, BranchType::Local)
+            .ok()
+            .and_then(|b| b.get().target());
+        if theirs == Some(ours) {
+            return Ok(false);
+        }
+        // The clone reads the user's objects, so it can tell ancestry before any fetch.
+        if let Some(theirs) = theirs {
+            if !self.repo.graph_descendant_of(ours, theirs)? {
+                bail!(
+                    "{branch} in {} moved since the Run began ({theirs}); not overwritten: the \
+                     Run's work is on {branch} in {}",
+                    job.repo,
+                    self.path.display()
+                );
+            }
+        }
+        let source = self
+            .path
+            .to_str()
+            .ok_or_else(|| anyhow!("the clone path {} is not UTF-8", self.path.display()))?;
+        let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        user.remote_anonymous(source)?
+            .fetch(&[refspec.as_str()], None, None)
+            .with_context(|| format!("bringing {branch} into {}", job.repo))?;
+        Ok(true)
+    }
+
     /// The commit the worktree's HEAD (the Job's branch) points at.
     pub fn head(&self) -> Option<String> {
         let head = self.repo.head().ok()?.peel_to_commit().ok()?;
@@ -151,6 +201,21 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     if path.exists() {
         let wt = Workspace::open(&path)
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
+        if wt.is_clone() {
+            // A sandboxed Run's clone: its work is brought back first, then it gives way.
+            wt.publish(job)?;
+            if is_dirty(&path)? {
+                bail!(
+                    "the clone {} has uncommitted changes from a sandboxed Run; commit them \
+                     before a local Run takes the Job",
+                    path.display()
+                );
+            }
+            drop(wt);
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("removing {}", path.display()))?;
+            return prepare(job, worktrees_dir);
+        }
         if wt.branch != branch_name {
             bail!(
                 "worktree {} is on {}, not on {branch_name}",
@@ -173,15 +238,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
             ))
             .with_context(|| format!("pruning stale worktree {name}"))?;
     }
-    // 0700 whatever the umask: a worktree holds the user's code and the agent's work.
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(worktrees_dir)
-            .with_context(|| format!("creating {}", worktrees_dir.display()))?;
-    }
+    create_private_dir(worktrees_dir)?;
     let reference = branch.into_reference();
     repo.worktree(
         &name,
@@ -190,6 +247,77 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     )
     .with_context(|| format!("adding worktree {} on {branch_name}", path.display()))?;
     Workspace::open(&path)
+}
+
+/// Creates the Job's own clone for a sandboxed Run, or reuses it: a repository of its own
+/// at the Job's worktree path, on the Job's branch, which reads the user's objects through
+/// `objects/info/alternates` (read only; its new objects stay in the clone). The user's
+/// repository gets the branch at the base if it lacks it, nothing more: a tool in the
+/// sandbox can write the clone, never the user's `.git`. A worktree left there by a local
+/// Run gives way to the clone when it holds no uncommitted work (its commits are on the
+/// branch).
+pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
+    let user =
+        Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
+    let branch_name = job.branch();
+    let start = match user.find_branch(&branch_name, BranchType::Local) {
+        Ok(b) => b.get().peel_to_commit()?,
+        Err(_) => {
+            let base = user
+                .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))
+                .and_then(|o| o.peel_to_commit())
+                .with_context(|| format!("resolving base '{}' in {}", job.base, job.repo))?;
+            user.branch(&branch_name, &base, false)
+                .with_context(|| format!("creating branch {branch_name} in {}", job.repo))?;
+            base
+        }
+    };
+    let path = worktree_path(worktrees_dir, &job.id);
+    if path.exists() {
+        let ws = Workspace::open(&path)?;
+        if ws.is_clone() {
+            if ws.branch != branch_name {
+                bail!("the clone {} is not on {branch_name}", path.display());
+            }
+            return Ok(ws);
+        }
+        if is_dirty(&path)? {
+            bail!(
+                "worktree {} has uncommitted changes from a local Run; commit them before a \
+                 sandboxed Run takes the Job",
+                path.display()
+            );
+        }
+        drop(ws);
+        remove_worktree(job, worktrees_dir)?;
+    }
+    create_private_dir(worktrees_dir)?;
+    let clone = Repository::init(&path)
+        .with_context(|| format!("creating the clone {}", path.display()))?;
+    let objects = user.commondir().join("objects");
+    let alternates = clone.path().join("objects/info/alternates");
+    std::fs::write(&alternates, format!("{}\n", objects.display()))
+        .with_context(|| format!("writing {}", alternates.display()))?;
+    {
+        let start = clone.find_commit(start.id())?;
+        clone.branch(&branch_name, &start, false)?;
+    }
+    clone.set_head(&format!("refs/heads/{branch_name}"))?;
+    clone
+        .checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
+        .with_context(|| format!("checking out {branch_name} in {}", path.display()))?;
+    Workspace::open(&path)
+}
+
+/// A directory readable by the user alone, whatever the umask: it holds the user's code and
+/// the agent's work.
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating {}", dir.display()))
 }
 
 fn worktree_name(job_id: &str) -> String {
@@ -299,6 +427,25 @@ pub fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let existed = path.exists();
+    if let Ok(ws) = Workspace::open(&path) {
+        if ws.is_clone() {
+            let ours = ws.head();
+            let theirs = repo
+                .find_branch(&job.branch(), BranchType::Local)
+                .ok()
+                .and_then(|b| b.get().target())
+                .map(|t| t.to_string());
+            if ours.is_some() && ours != theirs {
+                bail!(
+                    "the clone {} holds work not yet in {} (its {} is at {}); it is kept",
+                    path.display(),
+                    job.repo,
+                    job.branch(),
+                    ours.unwrap_or_default()
+                );
+            }
+        }
+    }
     if let Ok(wt) = repo.find_worktree(&worktree_name(&job.id)) {
         wt.prune(Some(
             WorktreePruneOptions::new().valid(true).working_tree(true),

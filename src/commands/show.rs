@@ -13,6 +13,9 @@ struct ShowJson<'a> {
     #[serde(flatten)]
     job: JobJson<'a>,
     handoff: Option<String>,
+    /// The worktree is the Job's own clone (a sandboxed Run's), not a worktree of the
+    /// repository; its branch is brought into the repository after each Run.
+    own_clone: bool,
     commits: Option<usize>,
     files_changed: Option<usize>,
     insertions: Option<usize>,
@@ -88,12 +91,18 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         .collect();
     let cost = crate::model::total_cost(&runs);
     let worktrees = ctx.worktrees_text();
+    let own_clone = crate::workspace::Workspace::open(&crate::workspace::worktree_path(
+        &ctx.worktrees_dir(),
+        &job.id,
+    ))
+    .is_ok_and(|w| w.is_clone());
     if json {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();
         print_json(&ShowJson {
             job: JobJson::new(&worktrees, &job, runs.len()),
             handoff,
+            own_clone,
             commits: has.then_some(s.commits),
             files_changed: has.then_some(s.files_changed),
             insertions: has.then_some(s.insertions),
@@ -125,7 +134,15 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         j.branch,
         describe_summary(summary.as_ref())
     );
-    outln!("  worktree: {}", j.worktree);
+    if own_clone {
+        outln!(
+            "  worktree: {} (the Job's own clone: a sandboxed Run works there, and its branch \
+             is brought into the repository after each Run)",
+            j.worktree
+        );
+    } else {
+        outln!("  worktree: {}", j.worktree);
+    }
     outln!(
         "  account:  {}; priority {}; runs {}/{}",
         j.account.unwrap_or("any"),

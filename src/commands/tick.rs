@@ -8,12 +8,14 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{create_private_file, ensure_private_dir, print_json, Ctx};
+use crate::config::ExecutorKind;
 use crate::driver::{self, Driver, RunRequest};
 use crate::handoff::Handoff;
 use crate::model::{Job, JobReason, JobState, RunOutcome};
 use crate::outcome::{self, AfterRun};
 use crate::schedule::{AccountView, Decision, Plan};
 use crate::store::{RunFinish, RunStart, Store};
+use crate::supervise::sandbox::SandboxExecutor;
 use crate::supervise::{self, Executor, RunReport, RunSpec};
 use crate::usage;
 use crate::workspace::Workspace;
@@ -215,7 +217,19 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let version = match agent_version(ctx, store, &account, driver.as_ref(), &command, now)? {
+    let sandboxed = account_cfg.executor == ExecutorKind::Sandbox;
+    let checked = agent_version(ctx, store, &account, driver.as_ref(), &command, now)?
+        .map_err(crate::error::Error::from)
+        .and_then(|version| {
+            // Never unconfined: without a usable bubblewrap a sandboxed Account waits.
+            if sandboxed {
+                crate::supervise::sandbox::check(&ctx.config.sandbox.command).map_err(|e| {
+                    crate::error::Error::new(crate::error::ErrorKind::AgentCli, e.to_string())
+                })?;
+            }
+            Ok(version)
+        });
+    let version = match checked {
         Ok(v) => {
             if store.account_note(&account)?.agent_problem.is_some() {
                 store.set_agent_problem(&account, None, now)?;
@@ -224,8 +238,7 @@ fn run_job(
         }
         Err(why) => {
             // The Job stays queued: a CLI we have not tested must not spend the night.
-            store.set_agent_problem(&account, Some(&why.to_string()), now)?;
-            let why = crate::error::Error::from(why);
+            store.set_agent_problem(&account, Some(&why.message), now)?;
             return Err(
                 anyhow::Error::new(why).context(format!("not starting job {job_id} on {account}"))
             );
@@ -233,7 +246,12 @@ fn run_job(
     };
 
     let job = ctx.job(store, &job_id)?;
-    let workspace = match crate::workspace::prepare(&job, &ctx.worktrees_dir()) {
+    let prepared = if sandboxed {
+        crate::workspace::prepare_clone(&job, &ctx.worktrees_dir())
+    } else {
+        crate::workspace::prepare(&job, &ctx.worktrees_dir())
+    };
+    let workspace = match prepared {
         Ok(w) => w,
         Err(e) => {
             // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
@@ -332,6 +350,7 @@ fn execute(
         .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
+    let files_dir = ctx.logs_dir(&job.id).join(format!("{run_id}.files"));
     let invocation = driver.invocation(&RunRequest {
         command,
         account: account_cfg,
@@ -342,7 +361,7 @@ fn execute(
         model: job.model.as_deref(),
         standing_instructions: crate::prompt::STANDING_INSTRUCTIONS,
         prompt: &prompt,
-        files_dir: &ctx.logs_dir(&job.id).join(format!("{run_id}.files")),
+        files_dir: &files_dir,
         cwd: workspace.path(),
         writable_dirs: &workspace.git_dirs(),
     });
@@ -366,11 +385,25 @@ fn execute(
             .then_some(ctx.config.usage_poll_interval),
         secrets: account_cfg.env.secrets(),
     };
+    let executor: Box<dyn Executor> = match account_cfg.executor {
+        ExecutorKind::Local => Box::new(ctx.executor()),
+        ExecutorKind::Sandbox => Box::new(SandboxExecutor {
+            local: ctx.executor(),
+            bwrap: driver::locate(&ctx.config.sandbox.command)?,
+            // The Job's clone (its `.git` inside), the CLI's own files, the Run's files.
+            writable: [workspace.path().to_path_buf(), files_dir.clone()]
+                .into_iter()
+                .chain(account_cfg.credential_store.clone())
+                .chain(ctx.config.sandbox.writable.iter().cloned())
+                .collect(),
+            report: files_dir.join("sandbox-report"),
+        }),
+    };
     // A write that waits on another process's lock must never hold up a stop deadline:
     // during the Run a write gives up after this long (and is retried or only warned of).
     store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
     let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg);
-    let report = supervise::supervise(spec, &ctx.executor(), &mut observer)
+    let report = supervise::supervise(spec, executor.as_ref(), &mut observer)
         .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();
     report
@@ -502,6 +535,15 @@ fn record(
             None
         });
     let head_after = workspace.head();
+    // A sandboxed Run worked in the Job's own clone: its branch comes home now.
+    let published = if workspace.is_clone() {
+        workspace.publish(job).err().map(|e| {
+            tracing::warn!("run {run_id}: {e:#}");
+            format!("the branch was not brought into the repository: {e:#}")
+        })
+    } else {
+        None
+    };
     let mut classified = outcome::classify(&outcome::RunFacts {
         result: report.result.as_ref(),
         exit: report.exit,
@@ -582,7 +624,8 @@ fn record(
         note: report
             .late_stop
             .as_ref()
-            .map(|c| env.scrub(&format!("after the result: {}", c.reason()))),
+            .map(|c| env.scrub(&format!("after the result: {}", c.reason())))
+            .or(published),
         stop: report.stop.as_ref().map(crate::model::StopCause::kind),
     };
     store.finish_run(

@@ -64,6 +64,28 @@ pub struct Config {
     pub schedule: Schedule,
     pub accounts: BTreeMap<String, Account>,
     pub drivers: Drivers,
+    pub sandbox: SandboxSettings,
+}
+
+/// Where a Run's agent runs: as the user, or confined by bubblewrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// A child process of owl with the user's rights (ADR-0006).
+    #[default]
+    Local,
+    /// Under bubblewrap: the Job's own clone, the credential store and a private /tmp
+    /// writable, nothing else.
+    Sandbox,
+}
+
+/// How the `sandbox` executor confines a Run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SandboxSettings {
+    /// The bubblewrap binary (`bwrap` on PATH by default).
+    pub command: PathBuf,
+    /// More directories a Run may write (a build cache, say), beyond its own.
+    pub writable: Vec<PathBuf>,
 }
 
 impl Config {
@@ -123,6 +145,7 @@ pub struct Account {
     /// limit whose reset the agent did not name.
     #[serde(serialize_with = "ser_duration")]
     pub backoff: Duration,
+    pub executor: ExecutorKind,
     /// The line of its `limits:` key, for an error a layer above finds in it.
     #[serde(skip)]
     pub limits_line: Option<usize>,

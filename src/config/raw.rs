@@ -31,6 +31,15 @@ pub(super) struct RawConfig {
     pub(super) schedule: Option<RawSchedule>,
     pub(super) accounts: Option<BTreeMap<String, RawAccount>>,
     pub(super) drivers: Option<RawDrivers>,
+    pub(super) sandbox: Option<RawSandbox>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSandbox {
+    pub(super) command: Option<String>,
+    #[serde(default)]
+    pub(super) writable: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +60,7 @@ pub(super) struct RawDefaults {
     pub(super) allowed_tools: Option<Vec<String>>,
     pub(super) disallowed_tools: Option<Vec<String>>,
     pub(super) model: Option<String>,
+    pub(super) executor: Option<super::ExecutorKind>,
     /// Environment for every Account's agent (an Account's own `env:` wins per key): the
     /// place for a `PATH` that lets the agent's tools find cargo or npm under cron.
     #[serde(default)]
@@ -74,6 +84,7 @@ pub(super) struct RawAccount {
     pub(super) limits: Option<Limits>,
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) backoff: Option<Duration>,
+    pub(super) executor: Option<super::ExecutorKind>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -63,6 +63,11 @@ pub(super) fn validate(
         .as_ref()
         .map(|d| d.env.clone())
         .unwrap_or_default();
+    let default_executor = raw
+        .defaults
+        .as_ref()
+        .and_then(|d| d.executor)
+        .unwrap_or_default();
     let mut accounts = BTreeMap::new();
     for (name, acc) in raw.accounts.unwrap_or_default() {
         let here = format!("accounts.{name}");
@@ -78,6 +83,23 @@ pub(super) fn validate(
             Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
             None => None,
         };
+        let executor = acc.executor.unwrap_or(default_executor);
+        if executor == ExecutorKind::Sandbox && credential_store.is_none() {
+            let key = if acc.executor.is_some() {
+                format!("{here}.executor")
+            } else {
+                "defaults.executor".to_string()
+            };
+            return Err(at(
+                &key,
+                format!(
+                    "account '{name}' runs in the sandbox (executor: sandbox) but names no \
+                     credentialStore: the agent CLI writes its login and sessions there, and \
+                     the rest of your home is read-only in the sandbox; set \
+                     accounts.{name}.credentialStore"
+                ),
+            ));
+        }
         accounts.insert(
             name,
             Account {
@@ -86,6 +108,7 @@ pub(super) fn validate(
                 env: default_env.merged_with(acc.env),
                 limits: acc.limits,
                 backoff: acc.backoff.unwrap_or(Duration::from_secs(3600)),
+                executor,
                 limits_line,
             },
         );
@@ -174,6 +197,17 @@ pub(super) fn validate(
         "codex",
     )?;
 
+    let sandbox = raw.sandbox.unwrap_or_default();
+    let sandbox = SandboxSettings {
+        command: command("sandbox.command", sandbox.command, "bwrap")?,
+        writable: sandbox
+            .writable
+            .iter()
+            .enumerate()
+            .map(|(i, dir)| path_at(&format!("sandbox.writable[{i}]"), dir))
+            .collect::<Result<_, _>>()?,
+    };
+
     let state_dir = match raw.state_dir.as_deref() {
         Some(dir) => path_at("stateDir", dir)?,
         None => xdg_dir("XDG_STATE_HOME", ".local/state")
@@ -217,6 +251,7 @@ pub(super) fn validate(
                 command: codex_command,
             },
         },
+        sandbox,
     })
 }
 

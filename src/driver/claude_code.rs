@@ -771,6 +771,7 @@ mod tests {
             env: crate::config::Env(env),
             limits: None,
             backoff: std::time::Duration::from_secs(3600),
+            executor: crate::config::ExecutorKind::Local,
             limits_line: None,
         };
         let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];

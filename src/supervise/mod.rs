@@ -4,6 +4,7 @@ pub mod machine;
 pub mod probe;
 pub mod process;
 mod reader;
+pub mod sandbox;
 mod side;
 
 use std::fs::File;

@@ -236,6 +236,32 @@ fn main() {
                     rest,
                 ]);
             }
+            "try-write" => {
+                // What a tool that writes outside its place would do: append a line, and
+                // say in the record how it went (`PATH: ok` or `PATH: <error>`).
+                let path = expand_home(rest.trim());
+                let outcome = fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, b"owl-escape\n"));
+                let said = match outcome {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => e.to_string(),
+                };
+                if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
+                    let mut log = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(dir.join("try-write.log"))
+                        .unwrap();
+                    std::io::Write::write_all(
+                        &mut log,
+                        format!("{}: {said}\n", path.display()).as_bytes(),
+                    )
+                    .unwrap();
+                }
+            }
             "hang-after-interrupt" => shared.hang_after_interrupt.store(true, Ordering::SeqCst),
             "ignore-sigterm" => unsafe {
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);
@@ -557,4 +583,12 @@ fn peak_rss_of(out: &Path, command: &[String]) -> ! {
     } else {
         128 + libc::WTERMSIG(status)
     });
+}
+
+/// `~/x` as `$HOME/x`.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
 }

@@ -251,6 +251,7 @@ fn e2e_the_cli_runs_with_its_self_updater_off() {
         env: Default::default(),
         limits: None,
         backoff: std::time::Duration::from_secs(3600),
+        executor: owl::config::ExecutorKind::Local,
         limits_line: None,
     };
     let claude = real_claude();

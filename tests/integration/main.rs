@@ -15,6 +15,7 @@ mod fresh_home;
 mod gemini;
 mod night;
 mod output;
+mod sandbox;
 mod snapshots;
 mod support;
 mod three_drivers;

@@ -32,7 +32,25 @@ impl TestEnv {
 
     /// Like [`TestEnv::new`], with extra top-level config lines appended.
     pub fn with_config(extra: &str) -> TestEnv {
-        let dir = tempfile::tempdir().unwrap();
+        Self::in_dir(tempfile::tempdir().unwrap(), extra)
+    }
+
+    /// A test env whose Account `work` runs in the sandbox. It lives under the target dir,
+    /// not `/tmp`: the sandbox gives a Run a private `/tmp`, which would hide it. The fake
+    /// agent's record dir is one more writable directory.
+    pub fn sandboxed(extra: &str) -> TestEnv {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let record = dir.path().join("record");
+        Self::in_dir(
+            dir,
+            &format!(
+                "    executor: sandbox\nsandbox:\n  writable: [{}]\n{extra}",
+                record.display()
+            ),
+        )
+    }
+
+    fn in_dir(dir: tempfile::TempDir, extra: &str) -> TestEnv {
         let root = dir.path().to_path_buf();
         let repo = root.join("repo");
         std::fs::create_dir_all(&repo).unwrap();

@@ -60,6 +60,7 @@ fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
         env: Env(env),
         limits: None,
         backoff: std::time::Duration::from_secs(3600),
+        executor: crate::config::ExecutorKind::Local,
         limits_line: None,
     }
 }

@@ -78,6 +78,7 @@ impl Bench {
             env: Env(env),
             limits: None,
             backoff: Duration::from_secs(3600),
+            executor: crate::config::ExecutorKind::Local,
             limits_line: None,
         };
         Ok(Bench {

@@ -72,6 +72,7 @@ fn one_turn(
         env: Env(env),
         limits: None,
         backoff: Duration::from_secs(3600),
+        executor: crate::config::ExecutorKind::Local,
         limits_line: None,
     };
     let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();

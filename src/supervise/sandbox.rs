@@ -1,0 +1,265 @@
+//! The `sandbox` Executor: the agent and every tool it starts run under bubblewrap, able to write the Job's own clone, the Account's credential store and a private `/tmp`, nothing else of the user's; a pid namespace ends the Run's processes with it.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+
+use super::process::{Executor, LocalExecutor, LostProcesses, Supervisor};
+use crate::driver::Invocation;
+use crate::sys::{self, Sig};
+
+/// The hidden subcommand that runs inside the sandbox as the agent's parent.
+pub const INIT_COMMAND: &str = "__sandbox-init";
+
+/// Directories of the user's home a tool never needs and must not read: keys and tokens.
+/// They are hidden (an empty tmpfs over each); the rest of the home is read-only.
+const HIDDEN_IN_HOME: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+];
+
+/// Why the sandbox cannot be used, with what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}; {fix}")]
+pub struct Unusable {
+    pub what: String,
+    pub fix: &'static str,
+}
+
+/// Checks that bubblewrap runs here as owl will run it: a read-only root and a pid
+/// namespace. Without it owl never runs a sandboxed Run unconfined.
+pub fn check(bwrap: &Path) -> Result<(), Unusable> {
+    const INSTALL: &str = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`) or set \
+                           sandbox.command to its path";
+    const USERNS: &str = "enable unprivileged user namespaces (`sysctl -w \
+                          kernel.unprivileged_userns_clone=1`, or on Ubuntu \
+                          `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), or use \
+                          executor: local";
+    let path = crate::driver::locate(bwrap).map_err(|e| Unusable {
+        what: format!("executor: sandbox needs bubblewrap, but {e}"),
+        fix: INSTALL,
+    })?;
+    let out = std::process::Command::new(&path)
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .args([
+            "--unshare-pid",
+            "--die-with-parent",
+            "--new-session",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Unusable {
+            what: format!("cannot run '{}': {e}", path.display()),
+            fix: INSTALL,
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(Unusable {
+        what: format!(
+            "bubblewrap ('{}') cannot make a sandbox here: {said}",
+            path.display()
+        ),
+        fix: USERNS,
+    })
+}
+
+/// Runs a Run's agent under bubblewrap; everything else is the local Executor's.
+pub struct SandboxExecutor {
+    pub local: LocalExecutor,
+    pub bwrap: PathBuf,
+    /// What the Run may write: the Job's clone, the credential store, the Run's own files.
+    pub writable: Vec<PathBuf>,
+    /// Where the process inside the sandbox reports how many leftovers it killed.
+    pub report: PathBuf,
+}
+
+impl SandboxExecutor {
+    /// The command that runs `inv` in the sandbox: bubblewrap, then owl's init, then the agent.
+    fn wrap(&self, inv: &Invocation, cwd: &Path) -> io::Result<Invocation> {
+        let owl = std::env::current_exe()?;
+        let mut args: Vec<String> = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            .map(String::from)
+            .to_vec();
+        args.extend(["--tmpfs".into(), "/tmp".into()]);
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            for hidden in HIDDEN_IN_HOME.iter().map(|d| home.join(d)) {
+                if hidden.is_dir() && !self.writable.iter().any(|w| w.starts_with(&hidden)) {
+                    args.extend(["--tmpfs".into(), hidden.display().to_string()]);
+                }
+            }
+        }
+        for dir in &self.writable {
+            std::fs::create_dir_all(dir)?;
+            let dir = dir.display().to_string();
+            args.extend(["--bind".into(), dir.clone(), dir]);
+        }
+        args.extend(
+            [
+                "--unshare-pid",
+                "--die-with-parent",
+                "--new-session",
+                "--chdir",
+            ]
+            .map(String::from),
+        );
+        args.push(cwd.display().to_string());
+        args.extend(["--".into(), owl.display().to_string(), INIT_COMMAND.into()]);
+        args.extend([self.report.display().to_string(), "--".into()]);
+        args.push(inv.program.display().to_string());
+        args.extend(inv.args.iter().cloned());
+        let mut env_set = inv.env_set.clone();
+        // The host's TMPDIR is read-only in here; the private /tmp is not.
+        env_set.push(("TMPDIR".into(), "/tmp".into()));
+        Ok(Invocation {
+            program: self.bwrap.clone(),
+            args,
+            env_set,
+            env_remove: inv.env_remove.clone(),
+            files: inv.files.clone(),
+        })
+    }
+}
+
+impl Executor for SandboxExecutor {
+    fn prepare(&self) -> io::Result<()> {
+        self.local.prepare()
+    }
+
+    fn supervisor(&self) -> Supervisor {
+        self.local.supervisor()
+    }
+
+    fn supervisor_alive(&self, supervisor: &Supervisor) -> bool {
+        self.local.supervisor_alive(supervisor)
+    }
+
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
+        let _ = std::fs::remove_file(&self.report);
+        self.local.spawn(&self.wrap(inv, cwd)?, cwd, run_id)
+    }
+
+    fn start_time(&self, pid: i32) -> Option<i64> {
+        self.local.start_time(pid)
+    }
+
+    fn state(&self, pid: i32) -> Option<char> {
+        self.local.state(pid)
+    }
+
+    fn signal_group(&self, pgid: i32, signal: Sig) {
+        // bubblewrap does not pass signals on: a stop the agent should see (SIGINT, SIGTERM)
+        // goes to owl's init inside, which hands it to the agent's group. SIGKILL ends
+        // bubblewrap, and with it the namespace.
+        let init = (signal != Sig::KILL)
+            .then(|| {
+                sys::descendants_of(pgid)
+                    .into_iter()
+                    .find(|pid| sys::cmdline(*pid).contains(INIT_COMMAND))
+            })
+            .flatten();
+        match init {
+            Some(pid) => {
+                if let Err(e) = sys::signal_pid(pid, signal) {
+                    tracing::warn!(pid, "could not signal the sandbox's init: {e}");
+                }
+            }
+            None => self.local.signal_group(pgid, signal),
+        }
+    }
+
+    fn kill_leftovers(&self, pgid: i32) -> usize {
+        // Inside, owl's init killed what the agent left in the namespace and said how many.
+        let inside = std::fs::read_to_string(&self.report)
+            .ok()
+            .and_then(|n| n.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        inside + self.local.kill_leftovers(pgid)
+    }
+
+    fn kill_lost(&self, lost: &LostProcesses) -> usize {
+        self.local.kill_lost(lost)
+    }
+}
+
+/// owl's init inside the sandbox (pid 2, under bubblewrap's own pid 1): starts the agent
+/// in its own group, hands it the stop signals owl sends, and once it exits kills every
+/// process left in the namespace, in any session, writing how many to `report`. Returns
+/// the agent's exit code (128 + its signal when killed).
+pub fn init(report: &Path, argv: &[OsString]) -> i32 {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let Some((program, args)) = argv.split_first() else {
+        eprintln!("owl {INIT_COMMAND}: no command");
+        return 2;
+    };
+    let mut signals =
+        match signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP]) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("owl {INIT_COMMAND}: {e}");
+                return 2;
+            }
+        };
+    let mut child = match std::process::Command::new(program)
+        .args(args)
+        .process_group(0)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "owl {INIT_COMMAND}: cannot run '{}': {e}",
+                program.to_string_lossy()
+            );
+            return 127;
+        }
+    };
+    let group = child.id() as i32;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            if let Some(sig) = Sig::from_named_raw(sig) {
+                let _ = sys::signal_group(group, sig);
+            }
+        }
+    });
+    let status = child.wait();
+    let killed = kill_namespace();
+    if let Err(e) = std::fs::write(report, killed.to_string()) {
+        eprintln!("owl {INIT_COMMAND}: writing {}: {e}", report.display());
+    }
+    match status {
+        Ok(s) => s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0)),
+        Err(_) => 1,
+    }
+}
+
+/// Kills every process of this pid namespace but its init (1) and this one; returns how
+/// many there were. `/proc` here is the namespace's own.
+fn kill_namespace() -> usize {
+    let me = std::process::id() as i32;
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..32 {
+        let found: Vec<i32> = sys::all_pids()
+            .into_iter()
+            .filter(|pid| *pid != 1 && *pid != me)
+            .filter(|pid| sys::stat(*pid).is_some_and(|s| s.state != 'Z'))
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            killed.insert(pid);
+            let _ = sys::signal_pid(pid, Sig::KILL);
+        }
+        sys::reap_children();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    killed.len()
+}

@@ -1,0 +1,74 @@
+//! The `sandbox` Executor with the real bubblewrap: a Run writes its own clone and nothing
+//! else of the user's, leaves nothing alive, and its branch comes home.
+
+use crate::support::{git, TestEnv};
+
+/// Every live process whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| crate::support::alive(*pid))
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|cmd| String::from_utf8_lossy(&cmd).replace('\0', " "))
+        .filter(|cmd| cmd.contains(needle))
+        .collect()
+}
+
+#[test]
+fn a_sandboxed_run_writes_only_its_clone_and_its_branch_comes_home() {
+    let env = TestEnv::sandboxed("");
+    let home = env.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let git_config = env.repo.join(".git/config");
+    let config_before = std::fs::read_to_string(&git_config).unwrap();
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\n\
+         try-write ~/escape\ntry-write {git_config}\ntry-write /etc/owl-test\n\
+         spawn-session 6141\n\
+         write work.txt made in the sandbox\\n\n\
+         write .owl/handoff.md status: done\\n\\nDone.\\n\n\
+         commit Sandboxed work\nreplay success.jsonl 2 3\nwait-stdin-eof\n",
+        git_config = git_config.display()
+    ));
+    let id = env.add("Work in the sandbox");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_eq!(tick["job_state"], "done", "{tick}");
+
+    // Every write outside the Run's place failed, and the record says how.
+    let tried = env.recorded("try-write.log");
+    let lines: Vec<&str> = tried.lines().collect();
+    assert_eq!(lines.len(), 3, "{tried}");
+    assert!(
+        lines.iter().all(|l| l.contains("Read-only file system")),
+        "{tried}"
+    );
+    assert!(!home.join("escape").exists());
+    assert!(!std::path::Path::new("/etc/owl-test").exists());
+    assert_eq!(std::fs::read_to_string(&git_config).unwrap(), config_before);
+
+    // The session the agent left was in the Run's pid namespace: it ended with it, and
+    // owl counted it.
+    assert!(processes_with("sleep 6141").is_empty());
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["survivors_killed"], 1, "{run}");
+
+    // The work is on owl/<id> in the user's repository, brought from the Job's own clone;
+    // no worktree of the user's repository was made.
+    let branch = format!("owl/{id}");
+    assert_eq!(
+        git(&env.repo, &["log", "-1", "--format=%s", &branch]).trim(),
+        "Sandboxed work"
+    );
+    assert_eq!(
+        git(&env.repo, &["show", &format!("{branch}:work.txt")]),
+        "made in the sandbox\n"
+    );
+    assert_eq!(git(&env.repo, &["worktree", "list"]).lines().count(), 1);
+    let clone = env.state.join("worktrees").join(&id);
+    assert!(clone.join(".git").is_dir(), "a clone of its own");
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("the Job's own clone"), "{text}");
+}
