@@ -123,6 +123,25 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 format!("account {name}: uses the user's normal agent login"),
             ),
         }
+        match account.executor {
+            crate::config::ExecutorKind::Local => outln!(
+                "     account {name}: executor local: the agent runs with your rights (see \
+                 README, Sandbox)"
+            ),
+            crate::config::ExecutorKind::Sandbox => {
+                match crate::supervise::sandbox::check(&ctx.config.sandbox.command) {
+                    Ok(()) => check(
+                        true,
+                        format!(
+                            "account {name}: executor sandbox: bubblewrap ('{}') confines its \
+                             Runs",
+                            ctx.config.sandbox.command.display()
+                        ),
+                    ),
+                    Err(why) => check(false, format!("account {name}: {why}")),
+                }
+            }
+        }
         if !account.env.is_empty() {
             let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();
             check(

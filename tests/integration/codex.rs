@@ -22,7 +22,7 @@ pub fn real_codex() -> PathBuf {
 /// with `chatgpt` on a fake ChatGPT login (whose plan `codex app-server` can read). `extra`
 /// goes under the Account (`limits:`, say).
 fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
-    let mut env = TestEnv::new();
+    let mut env = TestEnv::outside_tmp();
     // The CLI names resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mock = MockOpenAi::start().unwrap();
@@ -304,7 +304,7 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_from_the_rollout() {
 #[test]
 #[ignore = "needs the real Codex CLI"]
 fn e2e_codex_conformance_passes_on_the_real_cli() {
-    let env = TestEnv::new();
+    let env = TestEnv::outside_tmp();
     std::fs::write(
         &env.config,
         format!(

@@ -72,3 +72,97 @@ fn a_sandboxed_run_writes_only_its_clone_and_its_branch_comes_home() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("the Job's own clone"), "{text}");
 }
+
+#[test]
+fn without_a_usable_bubblewrap_a_sandboxed_job_stays_queued_and_says_why() {
+    let env = TestEnv::sandboxed("  command: /nonexistent/bwrap\n");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let id = env.add("Never unconfined");
+    let out = env.owl().args(["tick", "--json"]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bubblewrap"), "{stderr}");
+    // The agent never started: no record of it, no Run.
+    assert!(!env.record.join("pid.txt").exists());
+    let show = env.show(&id);
+    assert_eq!(show["state"], "queued", "{show}");
+    assert!(show["runs"].as_array().unwrap().is_empty(), "{show}");
+    let status = env.status();
+    let problem = status["accounts"][0]["agent_problem"].as_str().unwrap();
+    assert!(
+        problem.contains("/nonexistent/bwrap") && problem.contains("apt install bubblewrap"),
+        "{problem}"
+    );
+    let doctor = env.owl().arg("doctor").output().unwrap();
+    assert_ne!(doctor.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains("executor: sandbox needs bubblewrap"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_sandboxed_account_must_name_its_credential_store() {
+    let env = TestEnv::sandboxed("");
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\ndefaults:\n  executor: sandbox\naccounts:\n  work: {{}}\n",
+            env.state.display()
+        ),
+    )
+    .unwrap();
+    let out = env.owl().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("line 3:") && stderr.contains("names no credentialStore"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds_nothing() {
+    let env = TestEnv::sandboxed("");
+    let release = env.release_file();
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\nspawn-session 6143\nwait-for {}\n",
+        release.display()
+    ));
+    let id = env.add("Killed under");
+    let mut tick = env.spawn_tick();
+    env.wait_running();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while processes_with("sleep 6143").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tick.kill().unwrap();
+    tick.wait().unwrap();
+    // bubblewrap dies with owl, and the pid namespace with it: every process of the Run,
+    // the session it left included.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes_with("sleep 6143").is_empty() || !crate::e2e::marked_processes(&env).is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left alive: {:?}",
+            crate::e2e::marked_processes(&env)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The next tick recovers the Run, then runs the Job again (released at once).
+    env.release();
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["outcome"], "lost", "{run}");
+    assert_eq!(
+        run["survivors_killed"], 0,
+        "recovery found nothing alive: {run}"
+    );
+}

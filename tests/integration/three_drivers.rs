@@ -25,7 +25,7 @@ fn identity(name: &str) -> String {
 #[test]
 #[ignore = "needs the real Claude Code, Codex and Gemini CLIs"]
 fn e2e_three_accounts_on_three_drivers_each_run_a_job() {
-    let mut env = TestEnv::new();
+    let mut env = TestEnv::outside_tmp();
     // The CLIs name resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let claude_api = MockApi::start().unwrap();

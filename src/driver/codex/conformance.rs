@@ -56,7 +56,8 @@ struct Bench {
 
 impl Bench {
     fn new(label: &str, chatgpt: bool) -> Result<Bench, String> {
-        let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
+        let scratch =
+            Scratch::outside_tmp(label).map_err(|e| format!("making a scratch dir: {e}"))?;
         let repo = scratch.0.join("repo");
         init_repo(&repo).map_err(|e| format!("making a scratch repository: {e}"))?;
         let mock = MockOpenAi::start().map_err(|e| format!("starting the mock API: {e}"))?;
