@@ -166,3 +166,71 @@ fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds
         "recovery found nothing alive: {run}"
     );
 }
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_claude_code_commits_through_its_bash_tool_inside_the_sandbox() {
+    use owl::driver::mock_api::{MockApi, Reply};
+    use serde_json::json;
+    let mut env = TestEnv::sandboxed("");
+    env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mock = MockApi::start().unwrap();
+    let home = env.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        r#"stateDir: {state}
+graceWindow: 2s
+drivers:
+  claude-code:
+    command: {claude}
+defaults:
+  executor: sandbox
+  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sh escape.sh)"]
+accounts:
+  work:
+    credentialStore: {creds}
+    env:
+      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
+      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
+      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+      ANTHROPIC_BASE_URL: {base}
+      CLAUDE_CODE_MAX_RETRIES: "1"
+      GIT_AUTHOR_NAME: Claude
+      GIT_AUTHOR_EMAIL: claude@example.com
+      GIT_COMMITTER_NAME: Claude
+      GIT_COMMITTER_EMAIL: claude@example.com
+"#,
+        state = env.state.display(),
+        claude = crate::e2e::real_claude().display(),
+        creds = env.dir.path().join("claude-config").display(),
+        base = mock.base_url(),
+    );
+    std::fs::write(&env.config, config).unwrap();
+    let id = env.add("Add hello.txt, hand off, and commit.");
+    let wt = crate::e2e::worktree(&env, &id);
+    let escape = home.join("escape-by-claude");
+    mock.script(vec![
+        Reply::tool("Write", json!({"file_path": wt.join("hello.txt"), "content": "hello\n"})),
+        Reply::tool("Write", json!({"file_path": wt.join(".owl/handoff.md"), "content": "status: done\n\nAdded hello.txt.\n"})),
+        // A script the allow-list lets run, writing where the permission rules cannot see.
+        Reply::tool("Write", json!({"file_path": wt.join("escape.sh"), "content": format!("touch {}\n", escape.display())})),
+        Reply::tool("Bash", json!({"command": "sh escape.sh", "description": "Try to escape"})),
+        Reply::tool("Bash", json!({"command": "git add hello.txt .owl/handoff.md && git commit -m 'Add hello'", "description": "Commit the work"})),
+        Reply::text("Done: hello.txt is committed."),
+    ]);
+    let tick = env.tick();
+    let log = std::fs::read_to_string(env.run_log(&id, 1)).unwrap_or_default();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}\n{log}");
+    assert_eq!(tick["job_state"], "done", "{tick}\n{log}");
+    assert!(!escape.exists(), "the Bash tool wrote outside the sandbox");
+    assert!(log.contains("Read-only file system"), "{log}");
+    // The commit made through the Bash tool, then owl's of the script left uncommitted.
+    let branch = format!("owl/{id}");
+    let subjects = git(&env.repo, &["log", "-2", "--format=%s", &branch]);
+    assert_eq!(
+        subjects.lines().collect::<Vec<_>>(),
+        ["owl: uncommitted work left by run 1", "Add hello"]
+    );
+    assert_eq!(git(&env.repo, &["worktree", "list"]).lines().count(), 1);
+}
