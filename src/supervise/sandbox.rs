@@ -162,7 +162,7 @@ impl Executor for SandboxExecutor {
             .then(|| {
                 sys::descendants_of(pgid)
                     .into_iter()
-                    .find(|pid| sys::cmdline(*pid).contains(INIT_COMMAND))
+                    .find(|pid| is_init(*pid))
             })
             .flatten();
         match init {
@@ -187,6 +187,13 @@ impl Executor for SandboxExecutor {
     fn kill_lost(&self, lost: &LostProcesses) -> usize {
         self.local.kill_lost(lost)
     }
+}
+
+/// Whether `pid` is owl's init in a sandbox: its argv[1] is [`INIT_COMMAND`] (bubblewrap's
+/// own processes carry the whole command line, that word included, further on).
+fn is_init(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|argv| argv.split(|b| *b == 0).nth(1) == Some(INIT_COMMAND.as_bytes()))
 }
 
 /// owl's init inside the sandbox (pid 2, under bubblewrap's own pid 1): starts the agent

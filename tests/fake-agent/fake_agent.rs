@@ -15,6 +15,9 @@
 //!   commit MESSAGE              git add -A && git commit -m MESSAGE in the cwd
 //!   ignore-sigterm              ignore SIGTERM from now on
 //!   hang-after-interrupt        after an interrupt, print the result but never exit by itself
+//!   deaf-to-interrupt           never answer an interrupt (nor stop for it)
+//!   note-sigterm                on SIGTERM, write `sigterm` in the record and exit 143
+//!   try-write PATH              append to PATH (`~/` is $HOME), saying how it went in try-write.log
 //!   spawn-session SECS          start `sleep SECS` in a new session (like the Bash tool)
 //!   spawn-holding SECS          start `sleep SECS` that keeps our stdout open
 //!   close-stdout                close stdout and carry on
@@ -67,6 +70,7 @@ struct Shared {
     interrupted: AtomicBool,
     stdin_closed: AtomicBool,
     hang_after_interrupt: AtomicBool,
+    deaf_to_interrupt: AtomicBool,
     prompt_seen: (Mutex<bool>, Condvar),
     record: Option<PathBuf>,
 }
@@ -151,6 +155,7 @@ fn main() {
         interrupted: AtomicBool::new(false),
         stdin_closed: AtomicBool::new(false),
         hang_after_interrupt: AtomicBool::new(false),
+        deaf_to_interrupt: AtomicBool::new(false),
         prompt_seen: (Mutex::new(false), Condvar::new()),
         record,
     });
@@ -263,8 +268,17 @@ fn main() {
                 }
             }
             "hang-after-interrupt" => shared.hang_after_interrupt.store(true, Ordering::SeqCst),
+            "deaf-to-interrupt" => shared.deaf_to_interrupt.store(true, Ordering::SeqCst),
             "ignore-sigterm" => unsafe {
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            },
+            "note-sigterm" => unsafe {
+                // Writes `sigterm` in the record and exits 143: proof the signal reached
+                // this process, not only something around it.
+                libc::signal(
+                    libc::SIGTERM,
+                    note_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t,
+                );
             },
             "spawn-session" => {
                 let mut cmd = Command::new("sleep");
@@ -423,7 +437,11 @@ fn read_stdin(shared: &Shared) {
             }
             Some("control_request") => {
                 let id = v["request_id"].as_str().unwrap_or("");
-                if v["request"]["subtype"] == "interrupt" {
+                if v["request"]["subtype"] == "interrupt"
+                    && shared.deaf_to_interrupt.load(Ordering::SeqCst)
+                {
+                    // Read, never answered: owl must go on to signals.
+                } else if v["request"]["subtype"] == "interrupt" {
                     shared.emit_line(&format!(
                         r#"{{"type":"control_response","response":{{"subtype":"success","request_id":"{id}"}}}}"#
                     ));
@@ -591,4 +609,11 @@ fn expand_home(path: &str) -> PathBuf {
         (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
         _ => PathBuf::from(path),
     }
+}
+
+extern "C" fn note_sigterm(_: libc::c_int) {
+    if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD") {
+        let _ = fs::write(PathBuf::from(dir).join("sigterm"), "got it");
+    }
+    unsafe { libc::_exit(143) };
 }

@@ -234,3 +234,28 @@ accounts:
     );
     assert_eq!(git(&env.repo, &["worktree", "list"]).lines().count(), 1);
 }
+
+#[test]
+fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
+    let env = TestEnv::sandboxed("");
+    // The agent never answers the interrupt on stdin, so owl's stop goes on to SIGTERM
+    // (after the interrupt and close waits), which bubblewrap would not pass on: owl's
+    // init inside hands it to the agent.
+    env.script(
+        "read-prompt\nnote-sigterm\ndeaf-to-interrupt\nreplay success.jsonl 1 1\nsleep 60000\n",
+    );
+    let id = env.add("Stop me");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    let _ = env.agent_pid();
+    unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
+    let out = tick.wait_with_output().unwrap();
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    let run = &env.show(&id)["runs"][0];
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(env.recorded("sigterm"), "got it", "{run}\n{stderr}");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["exit_code"], 143, "{run}");
+    assert!(crate::e2e::marked_processes(&env).is_empty());
+}
