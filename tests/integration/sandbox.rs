@@ -259,3 +259,73 @@ fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
     assert_eq!(run["exit_code"], 143, "{run}");
     assert!(crate::e2e::marked_processes(&env).is_empty());
 }
+
+#[test]
+fn clean_keeps_a_clone_whose_work_is_not_yet_in_the_repository() {
+    let env = TestEnv::sandboxed("");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let id = env.add("Done at once");
+    assert_eq!(env.tick()["job_state"], "done");
+    let clone = env.state.join("worktrees").join(&id);
+    // A commit made in the clone after the Run (by hand, say) is not in the repository.
+    std::fs::write(clone.join("late.txt"), "late\n").unwrap();
+    git(&clone, &["add", "late.txt"]);
+    git(
+        &clone,
+        &[
+            "-c",
+            "user.name=Me",
+            "-c",
+            "user.email=me@example.com",
+            "commit",
+            "-qm",
+            "late",
+        ],
+    );
+    let out = env.owl().args(["clean", &id]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("holds work not yet in"), "{stderr}");
+    assert!(clone.exists());
+    // Once the branch has it, the clone goes.
+    git(
+        &env.repo,
+        &[
+            "fetch",
+            "-q",
+            clone.to_str().unwrap(),
+            &format!("owl/{id}:owl/{id}"),
+        ],
+    );
+    env.owl().args(["clean", &id]).assert().success();
+    assert!(!clone.exists());
+}
+
+#[test]
+fn a_branch_moved_in_the_repository_is_not_overwritten_and_the_run_says_so() {
+    let env = TestEnv::sandboxed("");
+    let step = "read-prompt\nwrite step.txt {n}\\n\nwrite .owl/handoff.md status: continue\\n\\nStep {n}.\\n\ncommit step {n}\nreplay success.jsonl\nwait-stdin-eof\n";
+    env.script(&step.replace("{n}", "1"));
+    let id = env.add("Two steps");
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let branch = format!("owl/{id}");
+    // Meanwhile the user points the branch at work of their own.
+    git(&env.repo, &["checkout", "-q", "-b", "mine"]);
+    std::fs::write(env.repo.join("mine.txt"), "mine\n").unwrap();
+    git(&env.repo, &["add", "mine.txt"]);
+    git(&env.repo, &["commit", "-qm", "my own"]);
+    git(&env.repo, &["checkout", "-q", "main"]);
+    git(&env.repo, &["branch", "-f", &branch, "mine"]);
+    env.script(&step.replace("{n}", "2"));
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    assert_eq!(
+        git(&env.repo, &["log", "-1", "--format=%s", &branch]).trim(),
+        "my own"
+    );
+    let run = &env.show(&id)["runs"][1];
+    let note = run["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("not brought into the repository") && note.contains("moved since"),
+        "{run}"
+    );
+}
