@@ -120,6 +120,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the completion script for a shell (needs no config).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print owl's man page, in roff (needs no config): `owl man > owl.1`.
+    Man,
 }
 
 /// `owl config ...`

@@ -10,6 +10,7 @@ mod jobs;
 mod logs;
 mod plan;
 mod probe;
+mod shell;
 mod show;
 mod status;
 mod tick;
@@ -30,6 +31,11 @@ use crate::store::{ListedJob, Store};
 
 /// Runs one command; the returned code is the process's exit code.
 pub fn dispatch(cli: Cli) -> Result<u8> {
+    // What describes owl itself needs no config.
+    let needs_config = !matches!(cli.command, Command::Completions { .. } | Command::Man);
+    if !needs_config {
+        return describe_owl(&cli.command);
+    }
     let config = crate::config::load(cli.config.as_deref())?;
     check_capabilities(&config)?;
     let ctx = Ctx { config };
@@ -57,6 +63,15 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
             record,
         } => conformance::run(&ctx, account.as_deref(), json, record.as_deref()),
         Command::Probe { account, json } => probe::run(&ctx, account.as_deref(), json),
+        Command::Completions { .. } | Command::Man => describe_owl(&cli.command),
+    }
+}
+
+/// The commands that print owl's own description: completions and the man page.
+fn describe_owl(command: &Command) -> Result<u8> {
+    match command {
+        Command::Completions { shell } => shell::completions(*shell),
+        _ => shell::man(),
     }
 }
 

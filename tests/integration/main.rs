@@ -16,6 +16,7 @@ mod gemini;
 mod night;
 mod output;
 mod sandbox;
+mod shell;
 mod snapshots;
 mod support;
 mod three_drivers;
