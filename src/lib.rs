@@ -15,6 +15,7 @@ pub mod error;
 pub mod handoff;
 pub mod lock;
 pub mod model;
+pub mod notify;
 pub mod outcome;
 pub mod prompt;
 pub mod recover;

@@ -318,6 +318,9 @@ fn run_job(
         ..Default::default()
     });
     let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &workspace, &run_report)?;
+    if let Some(notify) = &ctx.config.notify {
+        tell(ctx, store, notify, &job.id, run_id, &account, &outcome)?;
+    }
     Ok(TickJson {
         action: "ran",
         job_id: Some(job.id.clone()),
@@ -643,6 +646,52 @@ fn record(
     }
     let state = store.job_state(&job.id)?.unwrap_or(transition.state);
     Ok((classified, state))
+}
+
+/// Tells the notify command what the Run did: after it is recorded, so nothing the
+/// command does (or fails to do) can change it.
+fn tell(
+    ctx: &Ctx,
+    store: &mut Store,
+    notify: &crate::config::Notify,
+    job_id: &str,
+    run_id: i64,
+    account: &str,
+    outcome: &outcome::Classified,
+) -> Result<()> {
+    let now = crate::clock::now()?;
+    let Some(job) = store.job(job_id)? else {
+        return Ok(());
+    };
+    let (views, _) = super::plan::make_plan(ctx, store, now)?;
+    let waiting_until = views
+        .iter()
+        .find(|a| a.name == account && !a.schedulable)
+        .map(|a| a.until);
+    let cost = store.run(run_id)?.and_then(|r| r.cost_usd);
+    let until = match waiting_until {
+        Some(until) => until,
+        None => job.not_before.filter(|t| *t > now),
+    };
+    let payload = crate::notify::Payload {
+        event: "",
+        at: String::new(),
+        job_id: job.id.clone(),
+        job_name: job.name.clone(),
+        job_state: job.state.to_string(),
+        job_reason: job.reason.as_ref().map(|r| r.to_string()),
+        repo: job.repo.clone(),
+        branch: job.branch(),
+        run_id,
+        account: account.to_string(),
+        outcome: outcome.outcome.to_string(),
+        stop_reason: outcome.stop_reason.clone(),
+        cost_usd: cost,
+        until: until.map(crate::clock::rfc3339),
+    };
+    let events = crate::notify::events_of(&payload.job_state, waiting_until.is_some());
+    crate::notify::send(notify, &events, &payload, now);
+    Ok(())
 }
 
 /// Records what a Run tells of its Account beyond this Job (see `outcome::account_after_run`).

@@ -65,6 +65,56 @@ pub struct Config {
     pub accounts: BTreeMap<String, Account>,
     pub drivers: Drivers,
     pub sandbox: SandboxSettings,
+    /// The command told of what happened at night; `None` without a `notify:` key.
+    pub notify: Option<Notify>,
+}
+
+/// What owl tells a command after a Run: `notify:` in config.yaml.
+#[derive(Debug, Clone, Serialize)]
+pub struct Notify {
+    /// argv, never a shell string.
+    pub command: Vec<String>,
+    pub on: Vec<NotifyEvent>,
+    /// How long the command may take before owl kills it (default 10 s).
+    #[serde(serialize_with = "ser_duration")]
+    pub timeout: Duration,
+}
+
+/// The events a notify command can be told of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotifyEvent {
+    /// Every Run, when it is recorded.
+    RunEnded,
+    /// A Job reached `done`.
+    JobDone,
+    /// A Job is `blocked`: it needs you.
+    JobBlocked,
+    /// A Job `failed`.
+    JobFailed,
+    /// A Run ended with its Account waiting (a ceiling, a rate limit, an outage).
+    AccountWaiting,
+}
+
+impl NotifyEvent {
+    pub const ALL: [NotifyEvent; 5] = [
+        NotifyEvent::RunEnded,
+        NotifyEvent::JobDone,
+        NotifyEvent::JobBlocked,
+        NotifyEvent::JobFailed,
+        NotifyEvent::AccountWaiting,
+    ];
+
+    /// The name used in config.yaml and in the payload's `event`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NotifyEvent::RunEnded => "run-ended",
+            NotifyEvent::JobDone => "job-done",
+            NotifyEvent::JobBlocked => "job-blocked",
+            NotifyEvent::JobFailed => "job-failed",
+            NotifyEvent::AccountWaiting => "account-waiting",
+        }
+    }
 }
 
 /// Where a Run's agent runs: as the user, or confined by bubblewrap.

@@ -32,6 +32,17 @@ pub(super) struct RawConfig {
     pub(super) accounts: Option<BTreeMap<String, RawAccount>>,
     pub(super) drivers: Option<RawDrivers>,
     pub(super) sandbox: Option<RawSandbox>,
+    pub(super) notify: Option<RawNotify>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    pub(super) command: Vec<String>,
+    #[serde(default)]
+    pub(super) on: Option<Vec<super::NotifyEvent>>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -197,6 +197,21 @@ pub(super) fn validate(
         "codex",
     )?;
 
+    let notify = match raw.notify {
+        Some(n) if n.command.first().is_none_or(|c| c.is_empty()) => {
+            return Err(at(
+                "notify.command",
+                "notify.command is empty: give the command as a list, e.g. [notify-send, owl]"
+                    .to_string(),
+            ))
+        }
+        Some(n) => Some(Notify {
+            command: n.command,
+            on: n.on.unwrap_or_else(|| NotifyEvent::ALL.to_vec()),
+            timeout: n.timeout.unwrap_or(Duration::from_secs(10)),
+        }),
+        None => None,
+    };
     let sandbox = raw.sandbox.unwrap_or_default();
     let sandbox = SandboxSettings {
         command: command("sandbox.command", sandbox.command, "bwrap")?,
@@ -252,6 +267,7 @@ pub(super) fn validate(
             },
         },
         sandbox,
+        notify,
     })
 }
 

@@ -14,6 +14,7 @@ mod fixture_shapes;
 mod fresh_home;
 mod gemini;
 mod night;
+mod notify;
 mod output;
 mod sandbox;
 mod shell;

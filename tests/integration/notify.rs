@@ -1,0 +1,208 @@
+//! The notify hook: one JSON document per event on the command's stdin, after the Run is
+//! recorded; a failing or slow command changes nothing.
+
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+/// A config whose notify command appends each document to `notes.jsonl` (argv, no shell
+/// string of owl's: `sh` is the user's command here).
+fn notify_env(on: &str, command_tail: &str) -> (TestEnv, std::path::PathBuf) {
+    let env = TestEnv::new();
+    let notes = env.dir.path().join("notes.jsonl");
+    env.write_config(&format!(
+        "usagePollInterval: 200ms\nnotify:\n  command: [sh, -c, 'cat >> \"$0\"{command_tail}', {notes}]\n{on}  timeout: 2s\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60\n",
+        notes = notes.display()
+    ));
+    (env, notes)
+}
+
+fn notes(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn each_event_of_a_night_reaches_the_command_as_one_json_document() {
+    let (env, path) = notify_env("", "");
+    // Done.
+    env.script(&done_script("success.jsonl", 0));
+    let done = env.add_with(&["--priority", "3"], "Done at once");
+    env.tick();
+    // Blocked.
+    env.script("read-prompt\nwrite .owl/handoff.md status: blocked\\nneeds an API token\\n\ncommit handoff\nreplay success.jsonl\nwait-stdin-eof\n");
+    let blocked = env.add_with(&["--priority", "2"], "Needs a token");
+    env.tick();
+    // Stopped at the ceiling: the Job and the Account wait for the reset.
+    env.five_hour(&[40.0, 65.0], "2026-11-30T05:00:00.000Z");
+    env.script("read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 30000\n");
+    let climbed = env.add_with(&["--priority", "1"], "Climb");
+    env.tick();
+
+    let got = notes(&path);
+    let events: Vec<(&str, &str)> = got
+        .iter()
+        .map(|n| (n["event"].as_str().unwrap(), n["job_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("run-ended", done.as_str()),
+            ("job-done", done.as_str()),
+            ("run-ended", blocked.as_str()),
+            ("job-blocked", blocked.as_str()),
+            ("run-ended", climbed.as_str()),
+            ("account-waiting", climbed.as_str()),
+        ]
+    );
+    // The fields docs/json.md names, filled from the Run.
+    let fields = [
+        "event",
+        "at",
+        "job_id",
+        "job_name",
+        "job_state",
+        "job_reason",
+        "repo",
+        "branch",
+        "run_id",
+        "account",
+        "outcome",
+        "stop_reason",
+        "cost_usd",
+        "until",
+    ];
+    for note in &got {
+        let keys: Vec<&str> = note
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys.len(), fields.len(), "{note}");
+        for f in fields {
+            assert!(keys.contains(&f), "{f} missing in {note}");
+        }
+    }
+    assert_eq!(got[1]["job_state"], "done");
+    assert_eq!(got[1]["outcome"], "succeeded");
+    assert_eq!(got[3]["job_reason"], "needs an API token");
+    assert_eq!(got[5]["account"], "work");
+    assert_eq!(got[5]["outcome"], "interrupted");
+    assert_eq!(
+        got[5]["stop_reason"],
+        "ceiling: five_hour 65% >= fiveHourMax 60"
+    );
+    assert_eq!(got[5]["until"], "2026-11-30T05:00:00Z");
+    assert_eq!(got[5]["branch"], format!("owl/{climbed}"));
+}
+
+#[test]
+fn a_command_that_fails_or_hangs_changes_nothing() {
+    // `on:` narrows the events; the command fails, then (second Run) hangs past its timeout.
+    let (env, path) = notify_env("  on: [job-done]\n", "; exit 3");
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Done at once");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded");
+    assert_eq!(tick["job_state"], "done");
+    let got = notes(&path);
+    assert_eq!(got.len(), 1, "only job-done: {got:?}");
+    assert_eq!(env.show(&id)["state"], "done");
+
+    let (env, path) = notify_env("  on: [run-ended]\n", "; exec sleep 30");
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Done at once");
+    let started = std::time::Instant::now();
+    let tick = env.tick();
+    assert!(started.elapsed() < std::time::Duration::from_secs(25));
+    assert_eq!(tick["outcome"], "succeeded");
+    assert_eq!(notes(&path).len(), 1);
+    assert_eq!(env.show(&id)["runs"][0]["outcome"], "succeeded");
+}
+
+/// Runs a contrib/ hook on one payload with fake `notify-send`, `curl` and `sendmail` first on
+/// PATH, each writing its argv and stdin to `called.txt`.
+fn run_contrib(script: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let called = dir.path().join("called.txt");
+    for fake in ["notify-send", "curl", "sendmail"] {
+        let path = dir.path().join(fake);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" >> {c}\ncat >> {c}\n",
+                c = called.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let payload = r#"{"event":"job-blocked","at":"2026-11-30T03:10:00Z","job_id":"ab12cd","job_name":null,"job_state":"blocked","job_reason":"needs an API token","repo":"/src/demo","branch":"owl/ab12cd","run_id":3,"account":"work","outcome":"succeeded","stop_reason":null,"cost_usd":0.12,"until":null}"#;
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child =
+        std::process::Command::new(format!("{}/contrib/{script}", env!("CARGO_MANIFEST_DIR")))
+            .args(args)
+            .env("PATH", path)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{script}");
+    std::fs::read_to_string(called).unwrap()
+}
+
+#[test]
+fn the_contrib_hooks_turn_a_payload_into_a_notification_a_post_and_a_mail() {
+    let desktop = run_contrib("notify-desktop", &[], &[]);
+    assert!(desktop.contains("--urgency=critical"), "{desktop}");
+    assert!(desktop.contains("owl: job-blocked (ab12cd)"), "{desktop}");
+    assert!(desktop.contains("needs an API token"), "{desktop}");
+
+    let ntfy = run_contrib("notify-webhook", &["https://ntfy.example/owl"], &[]);
+    assert!(ntfy.contains("https://ntfy.example/owl"), "{ntfy}");
+    assert!(ntfy.contains("Title: owl: job-blocked"), "{ntfy}");
+    assert!(
+        ntfy.contains(
+            "owl: job-blocked — job ab12cd (blocked) on work: succeeded — needs an API token"
+        ),
+        "{ntfy}"
+    );
+    let slack = run_contrib(
+        "notify-webhook",
+        &["https://hooks.example/T0"],
+        &[("OWL_WEBHOOK_SLACK", "1")],
+    );
+    let body = slack
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("{slack}"));
+    let body: Value = serde_json::from_str(body).unwrap();
+    assert!(body["text"].as_str().unwrap().contains("job ab12cd"));
+
+    let mail = run_contrib("notify-mail", &["me@example.com"], &[]);
+    assert!(mail.contains("To: me@example.com"), "{mail}");
+    assert!(
+        mail.contains("Subject: owl: job-blocked — job ab12cd on work"),
+        "{mail}"
+    );
+    assert!(
+        mail.contains("\"job_reason\": \"needs an API token\""),
+        "{mail}"
+    );
+}
