@@ -27,6 +27,13 @@ pub enum Command {
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+        /// Run this Job now, if it is eligible, instead of the queue's next.
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
+        /// With --job: run it even over its Account's ceiling, and do not stop it at one
+        /// (said loudly on stderr). Logins, backoffs and the Job's own state still hold.
+        #[arg(long, requires = "job")]
+        ignore_ceiling: bool,
     },
     /// Accounts and their windows, the current Run, the queue, and why nothing runs.
     Status {

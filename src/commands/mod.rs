@@ -40,7 +40,20 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
     check_capabilities(&config)?;
     let ctx = Ctx { config };
     match cli.command {
-        Command::Tick { dry_run, json } => tick::run(&ctx, dry_run, json),
+        Command::Tick {
+            dry_run,
+            json,
+            job,
+            ignore_ceiling,
+        } => tick::run(
+            &ctx,
+            &tick::TickArgs {
+                dry_run,
+                json,
+                job,
+                ignore_ceiling,
+            },
+        ),
         Command::Status { json } => status::run(&ctx, json),
         Command::Add(args) => add::run(&ctx, args),
         Command::Jobs { all, json } => jobs::run(&ctx, all, json),

@@ -20,6 +20,7 @@ use crate::supervise::{self, Executor, RunReport, RunSpec};
 use crate::usage;
 use crate::workspace::Workspace;
 
+mod live;
 mod observer;
 use observer::TickObserver;
 
@@ -40,7 +41,18 @@ struct TickJson {
     dry_run: bool,
 }
 
-pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
+/// What `owl tick` was asked.
+pub struct TickArgs {
+    pub dry_run: bool,
+    pub json: bool,
+    /// Only this Job, now.
+    pub job: Option<String>,
+    /// With `job`: over the ceiling, and without a ceiling stop.
+    pub ignore_ceiling: bool,
+}
+
+pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
+    let (dry_run, json) = (args.dry_run, args.json);
     ensure_private_dir(&ctx.config.state_dir)?;
     let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
         let holder = crate::lock::holder(&ctx.lock_path())
@@ -57,7 +69,16 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
         recover(ctx, &mut store, now)?;
         prune(ctx, &mut store, now)?;
     }
-    let (job_id, account) = match choose(ctx, &mut store, now, dry_run, json)? {
+    let decision = match &args.job {
+        Some(id) => choose_job(ctx, &mut store, id, args.ignore_ceiling, now)?,
+        None => choose(ctx, &mut store, now, dry_run, json)?,
+    };
+    let (job_id, account) = match decision {
+        Decision::Idle { reason } if args.job.is_some() => {
+            // Asked for one Job that cannot run: a script must be able to tell.
+            report(json, TickJson::said("idle", reason, dry_run))?;
+            return Ok(crate::error::EXIT_FAILURE);
+        }
         Decision::Idle { reason } => return report(json, TickJson::said("idle", reason, dry_run)),
         Decision::Run { job_id, account } => (job_id, account),
     };
@@ -71,8 +92,81 @@ pub fn run(ctx: &Ctx, dry_run: bool, json: bool) -> Result<u8> {
             },
         );
     }
-    let out = run_job(ctx, &mut store, &job_id, &account, now)?;
+    let out = run_job(ctx, &mut store, &job_id, &account, args.ignore_ceiling, now)?;
     report(json, out)
+}
+
+/// The decision for `tick --job ID`: that Job, on the Account the plan gives it, or why not.
+/// With `ignore_ceiling`, an Account (or a wait) that only a ceiling holds back does not.
+fn choose_job(
+    ctx: &Ctx,
+    store: &mut Store,
+    id: &str,
+    ignore_ceiling: bool,
+    now: DateTime<Utc>,
+) -> Result<Decision> {
+    let job = ctx.job(store, id)?;
+    // As a tick would: an Account whose figure is too old to trust is probed first.
+    let (views, _) = super::plan::make_plan(ctx, store, now)?;
+    let stale: Vec<String> = views
+        .iter()
+        .filter(|v| job.account.as_ref().is_none_or(|a| a == &v.name))
+        .filter(|v| can_probe(ctx, &v.name) && usage::needs_probe(v, ctx.config.probe_max_age, now))
+        .map(|v| v.name.clone())
+        .collect();
+    for account in &stale {
+        probe_account(ctx, store, account, now)?;
+    }
+    let (views, plan) = super::plan::make_plan(ctx, store, now)?;
+    let idle = |reason: String| Ok(Decision::Idle { reason });
+    let Some(entry) = plan.queue.iter().find(|q| q.job_id == job.id) else {
+        return idle(format!(
+            "job {} is {}: only a queued or waiting Job can run",
+            job.id, job.state
+        ));
+    };
+    if entry.eligible {
+        if let Some(account) = &entry.account {
+            return Ok(Decision::Run {
+                job_id: job.id.clone(),
+                account: account.clone(),
+            });
+        }
+    }
+    if !ignore_ceiling {
+        return idle(format!("job {}: {}", job.id, entry.reason));
+    }
+    // Only a ceiling may be skipped: a Job waiting for another reason, or an Account that
+    // is not logged in or backing off, still holds.
+    let ceiling_wait = matches!(job.reason, Some(JobReason::Ceiling(_)));
+    if job.not_before.is_some_and(|t| t > now) && !ceiling_wait {
+        return idle(format!("job {}: {}", job.id, entry.reason));
+    }
+    let usable = |v: &&AccountView| {
+        matches!(
+            v.standing,
+            crate::schedule::Standing::OverCeiling { .. }
+                | crate::schedule::Standing::UnderCeilings { .. }
+                | crate::schedule::Standing::NoCeiling
+                | crate::schedule::Standing::Reactive { .. }
+        ) && job.account.as_ref().is_none_or(|a| a == &v.name)
+    };
+    match views.iter().find(usable) {
+        Some(view) => {
+            errln!(
+                "owl: --ignore-ceiling: running job {} on {} whatever its utilization ({}); \
+                 this Run is not stopped at a ceiling",
+                job.id,
+                view.name,
+                view.standing.explain(now)
+            );
+            Ok(Decision::Run {
+                job_id: job.id.clone(),
+                account: view.name.clone(),
+            })
+        }
+        None => idle(format!("job {}: {}", job.id, entry.reason)),
+    }
 }
 
 impl TickJson {
@@ -210,6 +304,7 @@ fn run_job(
     store: &mut Store,
     job_id: &str,
     account: &str,
+    ignore_ceiling: bool,
     now: DateTime<Utc>,
 ) -> Result<TickJson> {
     let account = account.to_string();
@@ -310,7 +405,15 @@ fn run_job(
 
     // From here on the Run is recorded whatever happens.
     let run_report = execute(
-        ctx, store, &job, &account, &workspace, run_id, budget_usd, driver,
+        ctx,
+        store,
+        &job,
+        &account,
+        &workspace,
+        run_id,
+        budget_usd,
+        driver,
+        ignore_ceiling,
     )
     .unwrap_or_else(|e| RunReport {
         stop: None,
@@ -345,6 +448,7 @@ fn execute(
     run_id: i64,
     budget_usd: Option<f64>,
     driver: Arc<dyn Driver>,
+    ignore_ceiling: bool,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
     let handoff = workspace.handoff()?;
@@ -406,6 +510,9 @@ fn execute(
     // during the Run a write gives up after this long (and is retried or only warned of).
     store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
     let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg);
+    if ignore_ceiling {
+        observer.ignore_ceilings();
+    }
     let report = supervise::supervise(spec, executor.as_ref(), &mut observer)
         .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();

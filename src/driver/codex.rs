@@ -162,7 +162,18 @@ impl Driver for Codex {
             "{}\n\n---\n\n{}",
             req.standing_instructions, req.prompt
         ));
-        account_invocation(req.command, req.account, args)
+        let mut inv = account_invocation(req.command, req.account, args);
+        // Codex will not set up its sandbox helper for a CODEX_HOME inside its temp dir, and
+        // then no command of the agent runs: such a home gets the Run's own temp dir.
+        let inside_tmp =
+            codex_home(req.account).is_some_and(|home| home.starts_with(std::env::temp_dir()));
+        if inside_tmp && !req.account.env.contains_key("TMPDIR") {
+            let tmp = req.files_dir.join("tmp");
+            inv.env_set
+                .push(("TMPDIR".into(), tmp.display().to_string()));
+            inv.files.push((tmp.join(".owl"), String::new()));
+        }
+        inv
     }
 
     fn conformance(
@@ -237,4 +248,53 @@ fn account_invocation(
         &[],
         &["OPENAI_API_KEY"],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(store: PathBuf) -> Account {
+        Account {
+            driver: DriverKind::Codex,
+            credential_store: Some(store),
+            env: Default::default(),
+            limits: None,
+            backoff: std::time::Duration::from_secs(3600),
+            executor: crate::config::ExecutorKind::Local,
+            limits_line: None,
+        }
+    }
+
+    fn tmpdir_of(account: &Account) -> Option<String> {
+        let files = PathBuf::from("/state/logs/j/1.files");
+        let inv = Codex.invocation(&RunRequest {
+            command: std::path::Path::new("codex"),
+            account,
+            permission_mode: "default",
+            max_budget_usd: None,
+            allowed_tools: &[],
+            disallowed_tools: &[],
+            model: None,
+            standing_instructions: "s",
+            prompt: "p",
+            files_dir: &files,
+            cwd: std::path::Path::new("/wt"),
+            writable_dirs: &[],
+        });
+        inv.env_set
+            .iter()
+            .find(|(k, _)| k == "TMPDIR")
+            .map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn a_codex_home_inside_the_temp_dir_gets_the_runs_own_temp_dir() {
+        let inside = account(std::env::temp_dir().join("codex-home"));
+        assert_eq!(
+            tmpdir_of(&inside).as_deref(),
+            Some("/state/logs/j/1.files/tmp")
+        );
+        assert_eq!(tmpdir_of(&account("/home/me/.codex-work".into())), None);
+    }
 }

@@ -216,20 +216,6 @@ impl Scratch {
         Self::under(&std::env::temp_dir(), label)
     }
 
-    /// A scratch dir out of `/tmp`, under `~/.cache/owl` (or `$XDG_CACHE_HOME/owl`): with
-    /// bubblewrap installed, Codex refuses to set up its sandbox helper for a `CODEX_HOME`
-    /// under `/tmp`, and then no command of its agent runs.
-    pub fn outside_tmp(label: &str) -> std::io::Result<Scratch> {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|d| d.is_absolute())
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-        match cache {
-            Some(dir) => Self::under(&dir.join("owl"), label),
-            None => Self::new(label),
-        }
-    }
-
     fn under(parent: &Path, label: &str) -> std::io::Result<Scratch> {
         let dir = parent.join(format!(
             "owl-conformance-{label}-{}-{}",

@@ -84,11 +84,27 @@ pub struct SandboxExecutor {
 impl SandboxExecutor {
     /// The command that runs `inv` in the sandbox: bubblewrap, then owl's init, then the agent.
     fn wrap(&self, inv: &Invocation, cwd: &Path) -> io::Result<Invocation> {
-        let owl = std::env::current_exe()?;
+        let owl = std::env::current_exe()?.canonicalize()?;
         let mut args: Vec<String> = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             .map(String::from)
             .to_vec();
         args.extend(["--tmpfs".into(), "/tmp".into()]);
+        // What the sandbox runs (owl's init, the agent CLI) must stay reachable when it lives
+        // under /tmp: its top directory there is bound back, read-only.
+        let program = crate::driver::locate(&inv.program)
+            .ok()
+            .and_then(|p| p.canonicalize().ok());
+        let mut back: Vec<PathBuf> = [Some(owl.clone()), program]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| under_tmp(&p))
+            .collect();
+        back.sort();
+        back.dedup();
+        for dir in back {
+            let dir = dir.display().to_string();
+            args.extend(["--ro-bind".into(), dir.clone(), dir]);
+        }
         if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
             for hidden in HIDDEN_IN_HOME.iter().map(|d| home.join(d)) {
                 if hidden.is_dir() && !self.writable.iter().any(|w| w.starts_with(&hidden)) {
@@ -187,6 +203,13 @@ impl Executor for SandboxExecutor {
     fn kill_lost(&self, lost: &LostProcesses) -> usize {
         self.local.kill_lost(lost)
     }
+}
+
+/// `/tmp/<first>` for a path under `/tmp`, which a sandbox's private `/tmp` would hide.
+fn under_tmp(path: &Path) -> Option<PathBuf> {
+    let rest = path.strip_prefix("/tmp").ok()?;
+    let first = rest.components().next()?;
+    Some(Path::new("/tmp").join(first))
 }
 
 /// Whether `pid` is owl's init in a sandbox: its argv[1] is [`INIT_COMMAND`] (bubblewrap's

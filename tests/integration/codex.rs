@@ -22,19 +22,24 @@ pub fn real_codex() -> PathBuf {
 /// with `chatgpt` on a fake ChatGPT login (whose plan `codex app-server` can read). `extra`
 /// goes under the Account (`limits:`, say).
 fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
-    let mut env = TestEnv::outside_tmp();
+    let mut env = TestEnv::new();
     // The CLI names resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mock = MockOpenAi::start().unwrap();
     let home = env.dir.path().join("codex-home");
     mock.write_codex_home(&home, chatgpt, "OWL_MOCK_OPENAI_KEY")
         .unwrap();
+    // Codex will not set up its sandbox helper for a CODEX_HOME inside its temp dir, and
+    // the test dir may be under /tmp: the agent gets a temp dir beside the home.
+    let tmp = env.dir.path().join("codex-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let config = format!(
-        "stateDir: {state}\ngraceWindow: 2s\n{top}drivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n{extra}    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n{}",
+        "stateDir: {state}\ngraceWindow: 2s\n{top}drivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n{extra}    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n      TMPDIR: {tmp}\n{}",
         GIT_IDENTITY,
         state = env.state.display(),
         codex = real_codex().display(),
         home = home.display(),
+        tmp = tmp.display(),
     );
     std::fs::write(&env.config, config).unwrap();
     (env, mock)
@@ -304,7 +309,7 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_from_the_rollout() {
 #[test]
 #[ignore = "needs the real Codex CLI"]
 fn e2e_codex_conformance_passes_on_the_real_cli() {
-    let env = TestEnv::outside_tmp();
+    let env = TestEnv::new();
     std::fs::write(
         &env.config,
         format!(

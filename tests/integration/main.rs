@@ -22,3 +22,4 @@ mod snapshots;
 mod support;
 mod three_drivers;
 mod tick_basics;
+mod tick_job;

@@ -35,16 +35,6 @@ impl TestEnv {
         Self::in_dir(tempfile::tempdir().unwrap(), extra)
     }
 
-    /// Like [`TestEnv::new`], under the target dir rather than `/tmp`: with bubblewrap
-    /// installed, Codex refuses to set up its sandbox helper under `/tmp` (and every
-    /// command of the agent then fails), and a sandbox hides `/tmp`.
-    pub fn outside_tmp() -> TestEnv {
-        Self::in_dir(
-            tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
-            "",
-        )
-    }
-
     /// A test env whose Account `work` runs in the sandbox. It lives under the target dir,
     /// not `/tmp`: the sandbox gives a Run a private `/tmp`, which would hide it. The fake
     /// agent's record dir is one more writable directory; `sandbox` holds more lines of

@@ -25,7 +25,7 @@ fn identity(name: &str) -> String {
 #[test]
 #[ignore = "needs the real Claude Code, Codex and Gemini CLIs"]
 fn e2e_three_accounts_on_three_drivers_each_run_a_job() {
-    let mut env = TestEnv::outside_tmp();
+    let mut env = TestEnv::new();
     // The CLIs name resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let claude_api = MockApi::start().unwrap();
@@ -33,6 +33,9 @@ fn e2e_three_accounts_on_three_drivers_each_run_a_job() {
     let gemini_api = MockGemini::start().unwrap();
     let codex_home = env.dir.path().join("codex-home");
     openai.write_codex_home(&codex_home, true, "").unwrap();
+    // Codex will not set up its sandbox helper for a CODEX_HOME inside its temp dir.
+    let codex_tmp = env.dir.path().join("codex-tmp");
+    std::fs::create_dir_all(&codex_tmp).unwrap();
     let gemini_home = env.dir.path().join("gemini-home");
     std::fs::create_dir_all(gemini_home.join(".gemini")).unwrap();
     std::fs::write(
@@ -72,6 +75,7 @@ accounts:
     credentialStore: {codex_home}
     limits: {{fiveHourMax: 80}}
     env:
+      TMPDIR: {codex_tmp}
 {codex_id}  flash:
     driver: gemini
     credentialStore: {gemini_home}
@@ -89,6 +93,7 @@ accounts:
         claude_id = identity("Claude"),
         codex_home = codex_home.display(),
         codex_id = identity("Codex"),
+        codex_tmp = codex_tmp.display(),
         gemini_home = gemini_home.display(),
         gemini_base = gemini_api.base_url(),
         gemini_id = identity("Gemini"),

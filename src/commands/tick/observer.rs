@@ -26,6 +26,8 @@ pub(super) struct TickObserver<'a> {
     dirty: bool,
     /// Snapshots a busy or full database refused, tried again later.
     pending: Vec<crate::model::Snapshot>,
+    /// The line drawn on a terminal; `None` when stderr is not one.
+    live: Option<super::live::LiveLine>,
 }
 
 /// How often live progress is written for `owl status`.
@@ -49,12 +51,21 @@ impl<'a> TickObserver<'a> {
             last_flush: Instant::now(),
             dirty: false,
             pending: Vec::new(),
+            live: super::live::LiveLine::on_terminal(job_id, account),
         }
+    }
+
+    /// Figures are still recorded, but no ceiling stops the Run (`tick --ignore-ceiling`).
+    pub(super) fn ignore_ceilings(&mut self) {
+        self.limits = None;
     }
 
     /// Writes what is pending, now waiting for the lock as long as any write may: the Run
     /// is over, so no stop deadline can be delayed.
     pub(super) fn finish(&mut self) {
+        if let Some(live) = &self.live {
+            live.clear();
+        }
         if let Err(e) = self.store.set_busy_timeout(crate::store::BUSY_TIMEOUT) {
             tracing::warn!("restoring the busy timeout: {e:#}");
         }
@@ -127,6 +138,10 @@ impl Observer for TickObserver<'_> {
 
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause> {
         self.dirty = true;
+        if let Some(live) = self.live.as_mut() {
+            live.note(event);
+            live.draw(report);
+        }
         if matches!(event, AgentEvent::Init { .. }) || self.last_flush.elapsed() >= PROGRESS_EVERY {
             self.flush(report);
         }
@@ -134,6 +149,9 @@ impl Observer for TickObserver<'_> {
     }
 
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
+        if let Some(live) = self.live.as_mut() {
+            live.draw(report);
+        }
         if self.dirty && self.last_flush.elapsed() >= PROGRESS_EVERY {
             self.flush(report);
         }

@@ -56,8 +56,7 @@ struct Bench {
 
 impl Bench {
     fn new(label: &str, chatgpt: bool) -> Result<Bench, String> {
-        let scratch =
-            Scratch::outside_tmp(label).map_err(|e| format!("making a scratch dir: {e}"))?;
+        let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
         let repo = scratch.0.join("repo");
         init_repo(&repo).map_err(|e| format!("making a scratch repository: {e}"))?;
         let mock = MockOpenAi::start().map_err(|e| format!("starting the mock API: {e}"))?;
@@ -69,6 +68,11 @@ impl Bench {
             "OWL_MOCK_OPENAI_KEY".to_string(),
             "sk-FAKE-owl-conformance".to_string(),
         );
+        // Codex will not set up its sandbox helper for a CODEX_HOME inside its temp dir,
+        // and the scratch dir is in the machine's: the CLI gets a temp dir beside the home.
+        let tmp = scratch.0.join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| format!("making {}: {e}", tmp.display()))?;
+        env.insert("TMPDIR".to_string(), tmp.display().to_string());
         for key in ["GIT_AUTHOR", "GIT_COMMITTER"] {
             env.insert(format!("{key}_NAME"), "owl conformance".into());
             env.insert(format!("{key}_EMAIL"), "owl@example.com".into());
