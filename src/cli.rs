@@ -127,6 +127,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The night at a glance: each Job a Run touched, each Account's utilization against
+    /// its ceiling, with the Runs and their stops. Default period: since the latest
+    /// `schedule.window` began, else the last 12 hours.
+    Report {
+        /// The period: this long before now (`8h`, `2d`).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "night")]
+        since: Option<std::time::Duration>,
+        /// The period: since the latest `schedule.window` began (the default with one).
+        #[arg(long)]
+        night: bool,
+        /// The same data as JSON (the chart as its series of Snapshots).
+        #[arg(long)]
+        json: bool,
+        /// Write one self-contained HTML page (inline SVG and CSS) to FILE.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+    },
     /// Print the completion script for a shell (needs no config).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -175,4 +192,9 @@ pub struct AddArgs {
     pub prompt_file: Option<PathBuf>,
     /// The prompt; `-` reads it from stdin.
     pub prompt: Option<String>,
+}
+
+/// A duration as config.yaml writes them (`90s`, `8h`, `2d`).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
 }

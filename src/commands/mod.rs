@@ -10,6 +10,7 @@ mod jobs;
 mod logs;
 mod plan;
 mod probe;
+mod report;
 mod shell;
 mod show;
 mod status;
@@ -76,6 +77,20 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
             record,
         } => conformance::run(&ctx, account.as_deref(), json, record.as_deref()),
         Command::Probe { account, json } => probe::run(&ctx, account.as_deref(), json),
+        Command::Report {
+            since,
+            night,
+            json,
+            html,
+        } => report::run(
+            &ctx,
+            &report::ReportArgs {
+                since,
+                night,
+                json,
+                html,
+            },
+        ),
         Command::Completions { .. } | Command::Man => describe_owl(&cli.command),
     }
 }

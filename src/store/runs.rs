@@ -336,6 +336,15 @@ impl Store {
         )
     }
 
+    /// Runs that went on at any time since `since` (started, ended, or still running),
+    /// oldest first: what a report covers.
+    pub fn runs_touching(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
+        self.runs_where(
+            "started_at >= ?1 OR ended_at >= ?1 OR outcome IS NULL ORDER BY started_at, id",
+            [rfc3339(since)],
+        )
+    }
+
     fn runs_where(&self, clause: &str, params: impl rusqlite::Params) -> Result<Vec<Run>> {
         let mut stmt = self
             .conn

@@ -1,6 +1,7 @@
 //! Utilization Snapshots: every observation kept for `snapshotRetention`, the newest per Window kept apart so that reading it costs the same at any size.
 
 use anyhow::Result;
+use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
@@ -69,6 +70,50 @@ impl Store {
                 params![rfc3339(before), batch as i64],
             )?)
         })
+    }
+
+    /// The Snapshots of one Account's Window observed in `[since, until]`, oldest first (through
+    /// the index on account, window and time).
+    pub fn snapshots_between(
+        &self,
+        account: &str,
+        window: &str,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<Snapshot>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT account, window, percent, resets_at, observed_at, source, run_id \
+             FROM snapshots WHERE account = ?1 AND window = ?2 AND observed_at >= ?3 \
+             AND observed_at <= ?4 ORDER BY observed_at, id",
+        )?;
+        let rows = stmt
+            .query_map(
+                params![account, window, rfc3339(since), rfc3339(until)],
+                |r| {
+                    Ok(Snapshot {
+                        account: r.get(0)?,
+                        window: r.get(1)?,
+                        percent: r.get(2)?,
+                        resets_at: time_col(r.get(3)?),
+                        observed_at: time_col(r.get(4)?).unwrap_or_default(),
+                        source: r.get(5)?,
+                        run_id: r.get(6)?,
+                    })
+                },
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
+    /// The Windows an Account has any Snapshot of.
+    pub fn windows_of(&self, account: &str) -> Result<Vec<String>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT DISTINCT window FROM latest_snapshots WHERE account = ?1 ORDER BY window",
+        )?;
+        let rows = stmt
+            .query_map([account], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
     }
 
     /// The newest Snapshot of every Window of every Account.

@@ -16,6 +16,7 @@ mod gemini;
 mod night;
 mod notify;
 mod output;
+mod report;
 mod sandbox;
 mod shell;
 mod snapshots;

@@ -1,0 +1,390 @@
+//! `owl report`: the night at a glance — every Job a Run touched, and each Account's utilization across the period against its ceiling, with the Runs' spans and stops; as text, JSON or one self-contained HTML page.
+
+mod chart;
+mod html;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chrono::{DateTime, Local, Utc};
+use serde::Serialize;
+
+use super::{print_json, Ctx};
+use crate::clock::rfc3339;
+use crate::model::{PermissionDenial, Run, StopKind};
+
+/// What `owl report` was asked.
+pub struct ReportArgs {
+    pub since: Option<Duration>,
+    pub night: bool,
+    pub json: bool,
+    pub html: Option<std::path::PathBuf>,
+}
+
+/// Everything a report shows: the JSON, and what the text and the page are drawn from.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub since: String,
+    pub until: String,
+    pub jobs: Vec<JobReport>,
+    pub accounts: Vec<AccountReport>,
+    /// One sentence: how many Runs, Jobs done, blocked, failed, waiting.
+    pub summary: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct JobReport {
+    pub id: String,
+    pub name: Option<String>,
+    pub state: String,
+    pub reason: Option<String>,
+    pub branch: String,
+    pub commits: Option<usize>,
+    pub files_changed: Option<usize>,
+    pub insertions: Option<usize>,
+    pub deletions: Option<usize>,
+    /// What all the Job's Runs cost; a Run without a result counts its cap.
+    pub cost_usd: f64,
+    /// `maxJobBudgetUsd` less what was spent; `null` without a Job budget.
+    pub budget_left_usd: Option<f64>,
+    pub denied_tools: Vec<PermissionDenial>,
+    /// The Handoff's words after its status line, first line: what the agent will do next,
+    /// or what it needs.
+    pub next_step: Option<String>,
+    pub runs: Vec<RunReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub id: i64,
+    pub job_id: String,
+    pub account: String,
+    /// `null` while it runs.
+    pub outcome: Option<String>,
+    pub stop_reason: Option<String>,
+    /// Why owl stopped it (`ceiling`, `rate_limited`, …); `null` when it ended by itself.
+    pub stop: Option<StopKind>,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AccountReport {
+    pub name: String,
+    pub windows: Vec<WindowSeries>,
+    pub runs: Vec<RunReport>,
+}
+
+/// One Window's utilization over the period: the Snapshots, in order, and its ceiling.
+#[derive(Debug, Serialize)]
+pub struct WindowSeries {
+    pub window: String,
+    pub ceiling: Option<f64>,
+    pub snapshots: Vec<Point>,
+    /// The resets that fell inside the period.
+    pub resets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub observed_at: String,
+    pub percent: f64,
+    pub source: String,
+    pub run_id: Option<i64>,
+}
+
+pub fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
+    if args.night && ctx.config.schedule.window.is_none() {
+        return Err(crate::error::Error::bad_input(format!(
+            "--night needs schedule.window in {} (the night is the window); use --since",
+            ctx.config.source
+        ))
+        .into());
+    }
+    let now = crate::clock::now()?;
+    let since = period_start(ctx, args, now);
+    let report = match ctx.read_store()? {
+        Some(store) => gather(ctx, &store, since, now)?,
+        None => empty(since, now),
+    };
+    if let Some(path) = &args.html {
+        let page = html::page(&report, Local::now().offset());
+        std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+        if !args.json {
+            outln!("wrote {}", path.display());
+        }
+    }
+    if args.json {
+        print_json(&report)?;
+    } else if args.html.is_none() {
+        print_text(&report);
+    }
+    Ok(0)
+}
+
+/// Where the period starts: `--since`, else the start of the latest `schedule.window` that
+/// has begun (`--night` and the default), else 12 hours ago.
+fn period_start(ctx: &Ctx, args: &ReportArgs, now: DateTime<Utc>) -> DateTime<Utc> {
+    if let Some(d) = args.since {
+        return now - chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(12));
+    }
+    let twelve_hours = now - chrono::Duration::hours(12);
+    let Some(window) = ctx.config.schedule.window else {
+        return twelve_hours;
+    };
+    let local = now.with_timezone(&Local);
+    // Today's start if it has come, else yesterday's.
+    let today = local.date_naive().and_time(window.start);
+    let start = if today <= local.naive_local() {
+        today
+    } else {
+        today - chrono::Duration::days(1)
+    };
+    start
+        .and_local_timezone(Local)
+        .earliest()
+        .map_or(twelve_hours, |t| t.with_timezone(&Utc))
+}
+
+fn empty(since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
+    Report {
+        since: rfc3339(since),
+        until: rfc3339(until),
+        jobs: Vec::new(),
+        accounts: Vec::new(),
+        summary: "nothing ran: no database yet".into(),
+    }
+}
+
+fn gather(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<Report> {
+    let runs = store.runs_touching(since)?;
+    let mut by_job: BTreeMap<String, Vec<&Run>> = BTreeMap::new();
+    for r in &runs {
+        by_job.entry(r.job_id.clone()).or_default().push(r);
+    }
+    let mut jobs = Vec::new();
+    for (id, job_runs) in &by_job {
+        let Some(job) = store.job(id)? else { continue };
+        let all_runs = store.runs_of(id)?;
+        let cost = crate::model::total_cost(&all_runs);
+        let summary = crate::workspace::branch_summary(&job).ok().flatten();
+        let next_step = crate::workspace::read_handoff(&job)
+            .ok()
+            .flatten()
+            .and_then(|text| crate::handoff::Handoff::parse(&text).ok())
+            .and_then(|h| {
+                h.body
+                    .lines()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                    .map(String::from)
+            });
+        jobs.push(JobReport {
+            id: job.id.clone(),
+            name: job.name.clone(),
+            state: job.state.to_string(),
+            reason: job.reason.as_ref().map(|r| r.to_string()),
+            branch: job.branch(),
+            commits: summary.as_ref().map(|s| s.commits),
+            files_changed: summary.as_ref().map(|s| s.files_changed),
+            insertions: summary.as_ref().map(|s| s.insertions),
+            deletions: summary.as_ref().map(|s| s.deletions),
+            cost_usd: cost,
+            budget_left_usd: job.max_job_budget_usd.map(|b| b - cost),
+            denied_tools: job_runs
+                .iter()
+                .flat_map(|r| r.permission_denials.iter().cloned())
+                .collect(),
+            next_step,
+            runs: job_runs.iter().map(|r| run_report(r)).collect(),
+        });
+    }
+    let mut accounts = Vec::new();
+    for (name, account) in &ctx.config.accounts {
+        let mut windows = Vec::new();
+        for window in store.windows_of(name)? {
+            let snapshots = store.snapshots_between(name, &window, since, until)?;
+            let mut resets: Vec<String> = snapshots
+                .iter()
+                .filter_map(|s| s.resets_at)
+                .filter(|t| *t >= since && *t <= until)
+                .map(rfc3339)
+                .collect();
+            resets.dedup();
+            windows.push(WindowSeries {
+                ceiling: crate::schedule::ceiling_for(&window, account.limits.as_ref())
+                    .map(|(_, c)| c),
+                window,
+                snapshots: snapshots
+                    .iter()
+                    .map(|s| Point {
+                        observed_at: rfc3339(s.observed_at),
+                        percent: s.percent,
+                        source: s.source.clone(),
+                        run_id: s.run_id,
+                    })
+                    .collect(),
+                resets,
+            });
+        }
+        accounts.push(AccountReport {
+            name: name.clone(),
+            windows,
+            runs: runs
+                .iter()
+                .filter(|r| &r.account == name)
+                .map(run_report)
+                .collect(),
+        });
+    }
+    let count = |state: &str| jobs.iter().filter(|j| j.state == state).count();
+    let summary = format!(
+        "{} Run{} on {} Job{}: {} done, {} blocked, {} failed, {} waiting",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        jobs.len(),
+        if jobs.len() == 1 { "" } else { "s" },
+        count("done"),
+        count("blocked"),
+        count("failed"),
+        count("waiting"),
+    );
+    Ok(Report {
+        since: rfc3339(since),
+        until: rfc3339(until),
+        jobs,
+        accounts,
+        summary,
+    })
+}
+
+fn run_report(r: &Run) -> RunReport {
+    RunReport {
+        id: r.id,
+        job_id: r.job_id.clone(),
+        account: r.account.clone(),
+        outcome: r.outcome.map(|o| o.to_string()),
+        stop_reason: r.stop_reason.clone(),
+        stop: r.stop,
+        started_at: rfc3339(r.started_at),
+        ended_at: r.ended_at.map(rfc3339),
+        cost_usd: r.cost_usd,
+    }
+}
+
+fn print_text(report: &Report) {
+    use std::io::IsTerminal;
+    let colour = std::io::stdout().is_terminal();
+    outln!(
+        "owl report: {} → {}",
+        local_hm(&report.since),
+        local_hm(&report.until)
+    );
+    outln!("{}", report.summary);
+    for job in &report.jobs {
+        outln!();
+        let name = job
+            .name
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        let reason = job
+            .reason
+            .as_deref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default();
+        outln!("Job {}{name}: {}{reason}", job.id, job.state);
+        if let Some(commits) = job.commits {
+            outln!(
+                "  {}: {commits} commit{}, {} file{} changed, +{} -{}",
+                job.branch,
+                if commits == 1 { "" } else { "s" },
+                job.files_changed.unwrap_or(0),
+                if job.files_changed == Some(1) {
+                    ""
+                } else {
+                    "s"
+                },
+                job.insertions.unwrap_or(0),
+                job.deletions.unwrap_or(0)
+            );
+        }
+        let left = job
+            .budget_left_usd
+            .map(|b| format!(", ${b:.2} of its budget left"))
+            .unwrap_or_default();
+        outln!("  cost ${:.2}{left}", job.cost_usd);
+        for r in &job.runs {
+            let outcome = r.outcome.as_deref().unwrap_or("running");
+            let why = r
+                .stop_reason
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
+            outln!(
+                "  run {} on {} at {}: {outcome}{why}",
+                r.id,
+                r.account,
+                local_hm(&r.started_at)
+            );
+        }
+        for d in &job.denied_tools {
+            outln!("  denied: {} {}", d.tool_name, d.detail);
+        }
+        if let Some(next) = &job.next_step {
+            outln!("  next: {next}");
+        }
+    }
+    for account in &report.accounts {
+        outln!();
+        outln!("Account {}", account.name);
+        for line in chart::account_rows(account, &report.since, &report.until, colour) {
+            outln!("  {line}");
+        }
+    }
+}
+
+/// A stored time as the reader's clock shows it: `Mon 22:05`.
+fn local_hm(text: &str) -> String {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Local).format("%a %H:%M").to_string())
+        .unwrap_or_else(|_| text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_period_starts_at_the_latest_window_start() {
+        let cfg = crate::config::parse(
+            "schedule:\n  window: \"22:00-06:00\"\naccounts:\n  work: {}\n",
+            "x.yaml",
+        )
+        .unwrap();
+        let ctx = Ctx { config: cfg };
+        let args = ReportArgs {
+            since: None,
+            night: false,
+            json: true,
+            html: None,
+        };
+        let now = Local::now();
+        let start = period_start(&ctx, &args, now.with_timezone(&Utc)).with_timezone(&Local);
+        assert_eq!(start.format("%H:%M").to_string(), "22:00");
+        assert!(now.naive_local() - start.naive_local() < chrono::Duration::days(1));
+        let args = ReportArgs {
+            since: Some(Duration::from_secs(3600)),
+            ..args
+        };
+        let start = period_start(&ctx, &args, now.with_timezone(&Utc));
+        assert_eq!((now.with_timezone(&Utc) - start).num_minutes(), 60);
+    }
+}

@@ -1,0 +1,223 @@
+//! The report as one self-contained HTML page: inline CSS and SVG, no script, nothing fetched; readable in a browser and printable.
+
+use chrono::{DateTime, FixedOffset, Utc};
+
+use super::{AccountReport, Report, WindowSeries};
+
+/// The plot inside each chart, in SVG units.
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 944.0;
+const TOP: f64 = 16.0;
+const BOTTOM: f64 = 196.0;
+/// The Runs' lane under the plot.
+const LANE: f64 = 212.0;
+
+/// One colour per Window, in order.
+const COLOURS: [&str; 4] = ["#1f6feb", "#8250df", "#1a7f37", "#bf8700"];
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#1f2328}\
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}table{border-collapse:collapse;width:100%}\
+td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}\
+.muted{color:#656d76}svg{width:100%;height:auto;border:1px solid #d0d7de;background:#fff}\
+.ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.reset{stroke:#656d76;stroke-dasharray:2 4}\
+.run{fill:#8c959f}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
+@media print{body{margin:0}}";
+
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn parse(t: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(t)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// The x of a time, and the y of a percent.
+struct Scale {
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+}
+
+impl Scale {
+    fn x(&self, t: DateTime<Utc>) -> f64 {
+        let span = (self.until - self.since).num_seconds().max(1) as f64;
+        let at = ((t - self.since).num_seconds() as f64 / span).clamp(0.0, 1.0);
+        LEFT + at * (RIGHT - LEFT)
+    }
+
+    fn y(percent: f64) -> f64 {
+        BOTTOM - percent.clamp(0.0, 100.0) / 100.0 * (BOTTOM - TOP)
+    }
+}
+
+/// The whole page.
+pub fn page(report: &Report, offset: &FixedOffset) -> String {
+    let local = |t: &str| {
+        parse(t).map_or(t.to_string(), |t| {
+            t.with_timezone(offset).format("%a %H:%M").to_string()
+        })
+    };
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <title>owl report {}</title><style>{STYLE}</style></head><body>\n\
+         <h1>owl report: {} → {}</h1>\n<p>{}</p>\n",
+        esc(&local(&report.since)),
+        esc(&local(&report.since)),
+        esc(&local(&report.until)),
+        esc(&report.summary)
+    );
+    out.push_str("<h2>Jobs</h2>\n<table><tr><th>Job</th><th>State</th><th>Branch</th><th>Cost</th><th>Runs</th><th>Next</th></tr>\n");
+    for job in &report.jobs {
+        let runs: Vec<String> = job
+            .runs
+            .iter()
+            .map(|r| {
+                format!(
+                    "run {} on {} at {}: {}{}",
+                    r.id,
+                    esc(&r.account),
+                    esc(&local(&r.started_at)),
+                    esc(r.outcome.as_deref().unwrap_or("running")),
+                    r.stop_reason
+                        .as_deref()
+                        .map(|s| format!(" ({})", esc(s)))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let denied: String = job
+            .denied_tools
+            .iter()
+            .map(|d| {
+                format!(
+                    "<br><span class=\"muted\">denied: {} {}</span>",
+                    esc(&d.tool_name),
+                    esc(&d.detail)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "<tr><td>{}{}</td><td>{}{}</td><td>{}<br><span class=\"muted\">{}</span></td><td>${:.2}{}</td><td>{}{denied}</td><td>{}</td></tr>\n",
+            esc(&job.id),
+            job.name.as_deref().map(|n| format!(" ({})", esc(n))).unwrap_or_default(),
+            esc(&job.state),
+            job.reason.as_deref().map(|r| format!("<br><span class=\"muted\">{}</span>", esc(r))).unwrap_or_default(),
+            esc(&job.branch),
+            job.commits.map_or("not created".into(), |c| format!(
+                "{c} commit(s), {} file(s), +{} -{}",
+                job.files_changed.unwrap_or(0),
+                job.insertions.unwrap_or(0),
+                job.deletions.unwrap_or(0)
+            )),
+            job.cost_usd,
+            job.budget_left_usd.map(|b| format!("<br><span class=\"muted\">${b:.2} left</span>")).unwrap_or_default(),
+            runs.join("<br>"),
+            esc(job.next_step.as_deref().unwrap_or("")),
+        ));
+    }
+    out.push_str("</table>\n");
+    if let (Some(since), Some(until)) = (parse(&report.since), parse(&report.until)) {
+        let scale = Scale { since, until };
+        for account in &report.accounts {
+            out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
+            out.push_str(&chart(account, &scale, &local));
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// One Account's chart: a stepped path per Window, its ceiling as a dashed line, resets as
+/// dotted verticals, the Runs as bars under the plot (red where owl stopped one).
+fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String) -> String {
+    let mut svg = format!(
+        "<svg class=\"utilization\" data-account=\"{}\" viewBox=\"0 0 960 240\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
+        esc(&account.name)
+    );
+    for percent in [0.0, 50.0, 100.0] {
+        let y = Scale::y(percent);
+        svg.push_str(&format!(
+            "<line class=\"axis\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"8\" y=\"{:.1}\">{percent}%</text>\n",
+            y + 4.0
+        ));
+    }
+    svg.push_str(&format!(
+        "<text x=\"{LEFT}\" y=\"236\">{}</text><text x=\"{RIGHT}\" y=\"236\" text-anchor=\"end\">{}</text>\n",
+        esc(&local(&crate::clock::rfc3339(scale.since))),
+        esc(&local(&crate::clock::rfc3339(scale.until)))
+    ));
+    for (i, series) in account.windows.iter().enumerate() {
+        svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()]));
+    }
+    for r in &account.runs {
+        let Some(start) = parse(&r.started_at) else {
+            continue;
+        };
+        let end = r.ended_at.as_deref().and_then(parse).unwrap_or(scale.until);
+        let (x1, x2) = (scale.x(start), scale.x(end).max(scale.x(start) + 2.0));
+        let class = if r.stop.is_some() {
+            "run stopped"
+        } else {
+            "run"
+        };
+        svg.push_str(&format!(
+            "<rect class=\"{class}\" data-run=\"{}\" x=\"{x1:.1}\" y=\"{LANE}\" width=\"{:.1}\" height=\"10\"><title>run {} of job {}: {}{}</title></rect>\n",
+            r.id,
+            x2 - x1,
+            r.id,
+            esc(&r.job_id),
+            esc(r.outcome.as_deref().unwrap_or("running")),
+            r.stop_reason.as_deref().map(|s| format!(" ({})", esc(s))).unwrap_or_default(),
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn window_path(series: &WindowSeries, scale: &Scale, colour: &str) -> String {
+    let mut d = String::new();
+    let mut last_y = None;
+    for p in &series.snapshots {
+        let Some(t) = parse(&p.observed_at) else {
+            continue;
+        };
+        let (x, y) = (scale.x(t), Scale::y(p.percent));
+        match last_y {
+            None => d.push_str(&format!("M{x:.1} {y:.1}")),
+            // Stepped: a figure holds until the next one.
+            Some(_) => d.push_str(&format!(" H{x:.1} V{y:.1}")),
+        }
+        last_y = Some(y);
+    }
+    if last_y.is_some() {
+        d.push_str(&format!(" H{RIGHT:.1}"));
+    }
+    let mut out = format!(
+        "<path class=\"window\" data-window=\"{}\" d=\"{d}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"3\"/>\n",
+        esc(&series.window)
+    );
+    if let Some(ceiling) = series.ceiling {
+        let y = Scale::y(ceiling);
+        out.push_str(&format!(
+            "<line class=\"ceiling\" data-window=\"{}\" data-percent=\"{ceiling}\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\n",
+            esc(&series.window)
+        ));
+    }
+    for reset in series.resets.iter().filter_map(|r| parse(r)) {
+        let x = scale.x(reset);
+        out.push_str(&format!(
+            "<line class=\"reset\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"/>\n"
+        ));
+    }
+    out.push_str(&format!(
+        "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>\n",
+        RIGHT - 4.0,
+        TOP + 12.0,
+        esc(&series.window)
+    ));
+    out
+}

@@ -1,0 +1,152 @@
+//! `owl report` over a night recorded with the fake agent: one Job done, one stopped at a
+//! ceiling and resumed after the reset, one blocked. Its text, JSON and HTML agree.
+
+use serde_json::Value;
+
+use crate::support::{done_script, TestEnv};
+
+/// Records the night; returns the env (its clock at 05:10) and the three Jobs' ids.
+fn night() -> (TestEnv, [String; 3]) {
+    let mut env = TestEnv::new();
+    env.write_config(
+        "usagePollInterval: 200ms\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60\n",
+    );
+    // 03:00 — the first Job is done in one Run.
+    env.five_hour(&[30.0], "2026-11-30T05:00:00.000Z");
+    env.script(&done_script("success.jsonl", 0));
+    let done = env.add_with(&["--priority", "3", "--name", "done-job"], "Done at once");
+    assert_eq!(env.tick()["job_state"], "done");
+    // 03:20 — the second climbs past the ceiling and is stopped; it waits for the reset.
+    env.now = "2026-11-30T03:20:00Z".into();
+    env.five_hour(&[40.0, 65.0], "2026-11-30T05:00:00.000Z");
+    env.script("read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 30000\n");
+    let climbed = env.add_with(&["--priority", "2"], "Climb");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    // 03:40 — the third blocks on a question.
+    env.now = "2026-11-30T03:40:00Z".into();
+    env.five_hour(&[45.0], "2026-11-30T05:00:00.000Z");
+    env.script("read-prompt\nwrite .owl/handoff.md status: blocked\\nneeds an API token\\n\ncommit handoff\nreplay success.jsonl\nwait-stdin-eof\n");
+    let blocked = env.add_with(&["--priority", "1"], "Needs a token");
+    // The climbed Job waits; the blocked one runs.
+    assert_eq!(env.tick()["job_id"], blocked.as_str());
+    // 05:05 — after the reset the climbed Job runs again and is done.
+    env.now = "2026-11-30T05:05:00Z".into();
+    env.five_hour(&[5.0], "2026-11-30T10:00:00.000Z");
+    env.script(&done_script("success.jsonl", 0));
+    let tick = env.tick();
+    assert_eq!(tick["job_id"], climbed.as_str(), "{tick}");
+    assert_eq!(tick["job_state"], "done", "{tick}");
+    env.now = "2026-11-30T05:10:00Z".into();
+    (env, [done, climbed, blocked])
+}
+
+#[test]
+fn the_report_of_a_night_agrees_in_text_json_and_html() {
+    let (env, [done, climbed, blocked]) = night();
+    let json = env
+        .owl()
+        .args(["report", "--since", "3h", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["since"], "2026-11-30T02:10:00Z");
+    assert_eq!(report["until"], "2026-11-30T05:10:00Z");
+    let jobs = report["jobs"].as_array().unwrap();
+    let state = |id: &str| {
+        jobs.iter()
+            .find(|j| j["id"] == id)
+            .map(|j| j["state"].as_str().unwrap().to_string())
+    };
+    assert_eq!(state(&done).as_deref(), Some("done"));
+    assert_eq!(state(&climbed).as_deref(), Some("done"));
+    assert_eq!(state(&blocked).as_deref(), Some("blocked"));
+    let blocked_job = jobs.iter().find(|j| j["id"] == blocked.as_str()).unwrap();
+    assert_eq!(blocked_job["next_step"], "needs an API token");
+    let climbed_job = jobs.iter().find(|j| j["id"] == climbed.as_str()).unwrap();
+    let runs = climbed_job["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["stop"], "ceiling");
+    assert_eq!(runs[1]["outcome"], "succeeded");
+    assert_eq!(
+        report["summary"],
+        "4 Runs on 3 Jobs: 2 done, 1 blocked, 0 failed, 0 waiting"
+    );
+    let work = &report["accounts"][0];
+    let five = work["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == "five_hour")
+        .unwrap();
+    assert_eq!(five["ceiling"], 60.0);
+    let percents: Vec<f64> = five["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["percent"].as_f64().unwrap())
+        .collect();
+    assert!(
+        percents.contains(&65.0) && percents.contains(&5.0),
+        "{percents:?}"
+    );
+    assert_eq!(five["resets"][0], "2026-11-30T05:00:00Z");
+    let windows = work["windows"].as_array().unwrap().len();
+    let account_runs = work["runs"].as_array().unwrap().len();
+    assert_eq!(account_runs, 4);
+
+    // Text: the same Jobs and states, the chart rows, no colours when piped.
+    let text = env
+        .owl()
+        .args(["report", "--since", "3h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    for (id, state) in [(&done, "done"), (&climbed, "done"), (&blocked, "blocked")] {
+        assert!(
+            text.contains(&format!("Job {id}")) && text.contains(state),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("Job ") && text.contains("(done-job): done"),
+        "{text}"
+    );
+    assert!(text.contains("next: needs an API token"), "{text}");
+    assert!(text.contains("peak 65%, ceiling 60%"), "{text}");
+    assert!(text.contains('!') && text.contains('✕'), "{text}");
+    assert!(!text.contains('\x1b'), "no colours when piped");
+    assert!(text.contains("4 Runs on 3 Jobs"), "{text}");
+
+    // HTML: one page, one path per Window, the ceiling at 60%, a bar per Run.
+    let page = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", "3h", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("<script"), "no script");
+    assert_eq!(
+        html.matches("http").count(),
+        html.matches("http://www.w3.org/2000/svg").count(),
+        "nothing fetched: the only URL is the SVG namespace"
+    );
+    assert!(
+        !html.contains("src=") && !html.contains("<link"),
+        "nothing fetched"
+    );
+    assert_eq!(html.matches("<path class=\"window\"").count(), windows);
+    assert!(
+        html.contains("class=\"ceiling\" data-window=\"five_hour\" data-percent=\"60\"")
+            && html.contains("y1=\"88.0\" y2=\"88.0\""),
+        "the ceiling line at 60%"
+    );
+    assert_eq!(html.matches("<rect class=\"run").count(), account_runs);
+    assert_eq!(html.matches("<rect class=\"run stopped\"").count(), 1);
+    for id in [&done, &climbed, &blocked] {
+        assert!(html.contains(id.as_str()));
+    }
+    assert!(html.contains("4 Runs on 3 Jobs"));
+}
