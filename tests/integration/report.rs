@@ -150,3 +150,95 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
     }
     assert!(html.contains("4 Runs on 3 Jobs"));
 }
+
+/// The headless Chromium CI installs (`OWL_E2E_CHROMIUM`).
+fn chromium() -> std::path::PathBuf {
+    match std::env::var_os("OWL_E2E_CHROMIUM").map(std::path::PathBuf::from) {
+        Some(path) if path.is_file() => path,
+        other => panic!(
+            "OWL_E2E_CHROMIUM ({other:?}) names no file: install Chromium \
+             (`apt install chromium-headless-shell`) and set OWL_E2E_CHROMIUM to it"
+        ),
+    }
+}
+
+#[test]
+#[ignore = "needs a real Chromium"]
+fn e2e_the_report_page_renders_its_chart_in_a_real_browser() {
+    let (env, _) = night();
+    let page = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", "3h", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let shot = env.dir.path().join("night.png");
+    let out = std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1000,1400",
+        ])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        shot.is_file(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.line_size / info.width as usize;
+    let pixel = |x: usize, y: usize| {
+        let i = y * info.line_size + x * channels;
+        (buf[i], buf[i + 1], buf[i + 2])
+    };
+    let near = |(r, g, b): (u8, u8, u8), (r2, g2, b2): (u8, u8, u8)| {
+        r.abs_diff(r2) < 40 && g.abs_diff(g2) < 40 && b.abs_diff(b2) < 40
+    };
+    // The page is not blank, and the chart is drawn: the five-hour line in its blue, and
+    // the ceiling in its red as a horizontal dashed line (many red pixels on one row).
+    let (w, h) = (info.width as usize, info.height as usize);
+    let mut blue = 0;
+    let mut red_rows = std::collections::BTreeMap::<usize, usize>::new();
+    let mut not_white = 0;
+    for y in 0..h {
+        for x in 0..w {
+            let p = pixel(x, y);
+            if p != (255, 255, 255) {
+                not_white += 1;
+            }
+            if near(p, (0x1f, 0x6f, 0xeb)) {
+                blue += 1;
+            }
+            if near(p, (0xcf, 0x22, 0x2e)) {
+                *red_rows.entry(y).or_default() += 1;
+            }
+        }
+    }
+    assert!(not_white > w * h / 100, "the page is blank");
+    assert!(blue > 300, "no five-hour line drawn ({blue} blue pixels)");
+    let widest_red = red_rows.values().copied().max().unwrap_or(0);
+    assert!(
+        widest_red > w / 3,
+        "no ceiling line across the chart (widest red row: {widest_red} of {w} pixels)"
+    );
+    // The ceiling (60%) lies above the 5% the Window ended at: its row is above the blue
+    // line's lowest point.
+    let ceiling_row = red_rows
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map(|(y, _)| *y)
+        .unwrap();
+    let lowest_blue = (0..h)
+        .rev()
+        .find(|y| (0..w).any(|x| near(pixel(x, *y), (0x1f, 0x6f, 0xeb))))
+        .unwrap();
+    assert!(ceiling_row < lowest_blue, "{ceiling_row} vs {lowest_blue}");
+}

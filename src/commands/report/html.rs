@@ -151,7 +151,7 @@ fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String)
         esc(&local(&crate::clock::rfc3339(scale.until)))
     ));
     for (i, series) in account.windows.iter().enumerate() {
-        svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()]));
+        svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()], i));
     }
     for r in &account.runs {
         let Some(start) = parse(&r.started_at) else {
@@ -178,7 +178,7 @@ fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String)
     svg
 }
 
-fn window_path(series: &WindowSeries, scale: &Scale, colour: &str) -> String {
+fn window_path(series: &WindowSeries, scale: &Scale, colour: &str, index: usize) -> String {
     let mut d = String::new();
     let mut last_y = None;
     for p in &series.snapshots {
@@ -213,10 +213,11 @@ fn window_path(series: &WindowSeries, scale: &Scale, colour: &str) -> String {
             "<line class=\"reset\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"/>\n"
         ));
     }
+    // Its name, stacked under the others' at the top right.
     out.push_str(&format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{}</text>\n",
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" style=\"fill:{colour}\">{}</text>\n",
         RIGHT - 4.0,
-        TOP + 12.0,
+        TOP + 14.0 + 15.0 * index as f64,
         esc(&series.window)
     ));
     out
