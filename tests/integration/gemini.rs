@@ -184,6 +184,7 @@ fn e2e_gemini_conformance_passes_on_the_real_cli() {
         .output()
         .unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::support::assert_schema("conformance", &json);
     let checks = json[0]["checks"].as_array().unwrap();
     let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["ok"] == false).collect();
     assert!(failed.is_empty(), "{failed:#?}");

@@ -76,6 +76,7 @@ fn each_event_of_a_night_reaches_the_command_as_one_json_document() {
         "until",
     ];
     for note in &got {
+        crate::support::assert_schema("notify", note);
         let keys: Vec<&str> = note
             .as_object()
             .unwrap()

@@ -6,7 +6,14 @@ use serde_json::Value;
 use crate::support::{done_script, TestEnv};
 
 /// Records the night; returns the env (its clock at 05:10) and the three Jobs' ids.
-fn night() -> (TestEnv, [String; 3]) {
+pub fn night() -> (TestEnv, [String; 3]) {
+    let (env, ids, _) = night_with_ticks();
+    (env, ids)
+}
+
+/// [`night`], with what each tick printed.
+pub fn night_with_ticks() -> (TestEnv, [String; 3], Vec<Value>) {
+    let mut ticks = Vec::new();
     let mut env = TestEnv::new();
     env.write_config(
         "usagePollInterval: 200ms\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60\n",
@@ -15,7 +22,8 @@ fn night() -> (TestEnv, [String; 3]) {
     env.five_hour(&[30.0], "2026-11-30T05:00:00.000Z");
     env.script(&done_script("success.jsonl", 0));
     let done = env.add_with(&["--priority", "3", "--name", "done-job"], "Done at once");
-    assert_eq!(env.tick()["job_state"], "done");
+    ticks.push(env.tick());
+    assert_eq!(ticks[0]["job_state"], "done");
     // 03:20 — the second climbs past the ceiling and is stopped; it waits for the reset.
     env.now = "2026-11-30T03:20:00Z".into();
     env.five_hour(&[40.0, 65.0], "2026-11-30T05:00:00.000Z");
@@ -23,13 +31,16 @@ fn night() -> (TestEnv, [String; 3]) {
     let climbed = env.add_with(&["--priority", "2"], "Climb");
     let tick = env.tick();
     assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    ticks.push(tick);
     // 03:40 — the third blocks on a question.
     env.now = "2026-11-30T03:40:00Z".into();
     env.five_hour(&[45.0], "2026-11-30T05:00:00.000Z");
     env.script("read-prompt\nwrite .owl/handoff.md status: blocked\\nneeds an API token\\n\ncommit handoff\nreplay success.jsonl\nwait-stdin-eof\n");
     let blocked = env.add_with(&["--priority", "1"], "Needs a token");
     // The climbed Job waits; the blocked one runs.
-    assert_eq!(env.tick()["job_id"], blocked.as_str());
+    let tick = env.tick();
+    assert_eq!(tick["job_id"], blocked.as_str());
+    ticks.push(tick);
     // 05:05 — after the reset the climbed Job runs again and is done.
     env.now = "2026-11-30T05:05:00Z".into();
     env.five_hour(&[5.0], "2026-11-30T10:00:00.000Z");
@@ -37,8 +48,9 @@ fn night() -> (TestEnv, [String; 3]) {
     let tick = env.tick();
     assert_eq!(tick["job_id"], climbed.as_str(), "{tick}");
     assert_eq!(tick["job_state"], "done", "{tick}");
+    ticks.push(tick);
     env.now = "2026-11-30T05:10:00Z".into();
-    (env, [done, climbed, blocked])
+    (env, [done, climbed, blocked], ticks)
 }
 
 #[test]

@@ -406,3 +406,23 @@ impl Drop for Tmpfs {
             .status();
     }
 }
+
+/// Checks `value` against the JSON Schema `docs/schemas/<name>.schema.json` (the contract
+/// docs/json.md writes out), naming every violation.
+pub fn assert_schema(name: &str, value: &Value) {
+    let path = format!(
+        "{}/docs/schemas/{name}.schema.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{name} output breaks its schema:\n{}\n{value:#}",
+        errors.join("\n")
+    );
+}
