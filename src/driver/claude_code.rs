@@ -359,6 +359,9 @@ fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
                 request_id: string_at(resp, "request_id").unwrap_or_default(),
                 ok: str_at(resp, "subtype") == Some("success"),
                 usage: resp.get("response").and_then(parse_usage),
+                cost_usd: resp
+                    .pointer("/response/session/total_cost_usd")
+                    .and_then(Value::as_f64),
             }
         }
         ("result", _) => AgentEvent::Result(parse_result(&v)),
@@ -648,6 +651,23 @@ mod tests {
         let odd = r#"{"type":"assistant","message":{"content":"just text"}}"#;
         assert!(parse_fast(odd).is_none());
         assert!(parse_line(odd.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn a_usage_answer_tells_the_sessions_cost_so_far() {
+        let costs: Vec<f64> = events("get-usage-midturn.jsonl")
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ControlResponse {
+                    cost_usd: Some(c), ..
+                } => Some(*c),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            !costs.is_empty() && costs.iter().all(|c| *c > 0.0),
+            "{costs:?}"
+        );
     }
 
     #[test]

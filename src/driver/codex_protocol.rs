@@ -87,6 +87,7 @@ fn rpc_answer(v: &Value) -> AgentEvent {
             request_id,
             ok: true,
             usage: Some(Usage::NoPlan),
+            cost_usd: None,
         };
     }
     if !limits.is_object() {
@@ -115,6 +116,7 @@ fn rpc_answer(v: &Value) -> AgentEvent {
         } else {
             Usage::Windows(windows)
         }),
+        cost_usd: None,
     }
 }
 
@@ -324,7 +326,8 @@ mod tests {
         assert!(apikey.contains(&AgentEvent::ControlResponse {
             request_id: "3".into(),
             ok: true,
-            usage: Some(Usage::NoPlan)
+            usage: Some(Usage::NoPlan),
+            cost_usd: None,
         }));
         let asked: Vec<Value> = String::from_utf8(rate_limits_request())
             .unwrap()

@@ -196,6 +196,8 @@ pub enum AgentEvent {
         request_id: String,
         ok: bool,
         usage: Option<Usage>,
+        /// The session's cost so far, when the answer tells it (Claude Code's `get_usage`).
+        cost_usd: Option<f64>,
     },
     /// How the turn ended.
     Result(AgentResult),

@@ -39,21 +39,34 @@ impl LiveLine {
                 synthetic: false, ..
             } => self.turns += 1,
             AgentEvent::Result(r) => self.cost = r.cost_usd.or(self.cost),
-            AgentEvent::Usage { windows, .. }
-            | AgentEvent::ControlResponse {
-                usage: Some(Usage::Windows(windows)),
+            AgentEvent::ControlResponse {
+                cost_usd: Some(cost),
                 ..
             } => {
-                if let Some(w) = windows.iter().find(|w| w.window == "five_hour") {
-                    self.utilization = Some((w.window.clone(), w.percent));
-                }
+                self.cost = Some(*cost);
+                self.note_usage(event);
             }
+            AgentEvent::Usage { .. } | AgentEvent::ControlResponse { .. } => self.note_usage(event),
             AgentEvent::RateLimit(info) => {
                 if let (Some(window), Some(u)) = (&info.window, info.utilization) {
                     self.utilization = Some((window.clone(), u * 100.0));
                 }
             }
             _ => {}
+        }
+    }
+
+    fn note_usage(&mut self, event: &AgentEvent) {
+        let windows = match event {
+            AgentEvent::Usage { windows, .. }
+            | AgentEvent::ControlResponse {
+                usage: Some(Usage::Windows(windows)),
+                ..
+            } => windows,
+            _ => return,
+        };
+        if let Some(w) = windows.iter().find(|w| w.window == "five_hour") {
+            self.utilization = Some((w.window.clone(), w.percent));
         }
     }
 
@@ -142,5 +155,15 @@ mod tests {
             line.render(&report, Duration::from_secs(5)),
             "owl: job ab12 on work · 0m05s · 1 turn · cost — · tool result · five_hour 42.5%"
         );
+        // Claude Code's usage answer tells the session's cost so far.
+        line.note(&AgentEvent::ControlResponse {
+            request_id: "owl-usage-1".into(),
+            ok: true,
+            usage: None,
+            cost_usd: Some(0.123),
+        });
+        assert!(line
+            .render(&report, Duration::from_secs(6))
+            .contains("· $0.12 ·"));
     }
 }
