@@ -104,13 +104,14 @@ accounts:
     let on_gpt = env.add_with(&["--account", "gpt"], "Add codex.txt and commit.");
     let on_flash = env.add_with(&["--account", "flash"], "Add gemini.txt and commit.");
     let reset = chrono::Utc::now().timestamp() + 3 * 3600;
+    // One figure throughout: whichever answer the last usage poll got, it says 31%.
     let handoff = "status: done\n\nAdded the file.\n";
     let wt = crate::e2e::worktree(&env, &on_claude);
     claude_api.script(vec![
         Reply::tool("Write", json!({"file_path": wt.join("claude.txt"), "content": "hi\n"}))
-            .with_five_hour("allowed", 0.30, reset),
+            .with_five_hour("allowed", 0.31, reset),
         Reply::tool("Write", json!({"file_path": wt.join(".owl/handoff.md"), "content": handoff}))
-            .with_five_hour("allowed", 0.30, reset),
+            .with_five_hour("allowed", 0.31, reset),
         Reply::tool(
             "Bash",
             json!({"command": "git add claude.txt .owl/handoff.md && git commit -m 'Add claude.txt'", "description": "Commit"}),
