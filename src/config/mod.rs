@@ -72,12 +72,24 @@ pub struct Config {
 /// What owl tells a command after a Run: `notify:` in config.yaml.
 #[derive(Debug, Clone, Serialize)]
 pub struct Notify {
-    /// argv, never a shell string.
+    /// argv, never a shell string. Its arguments may hold a secret (a webhook's URL): only
+    /// the program is ever printed.
+    #[serde(serialize_with = "ser_program_only")]
     pub command: Vec<String>,
     pub on: Vec<NotifyEvent>,
     /// How long the command may take before owl kills it (default 10 s).
     #[serde(serialize_with = "ser_duration")]
     pub timeout: Duration,
+}
+
+/// A command as `config check` prints it: the program, its arguments hidden.
+fn ser_program_only<S: serde::Serializer>(argv: &[String], s: S) -> Result<S::Ok, S::Error> {
+    let shown: Vec<&str> = argv
+        .iter()
+        .enumerate()
+        .map(|(i, a)| if i == 0 { a.as_str() } else { "<hidden>" })
+        .collect();
+    shown.serialize(s)
 }
 
 /// The events a notify command can be told of.

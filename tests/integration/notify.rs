@@ -207,3 +207,16 @@ fn the_contrib_hooks_turn_a_payload_into_a_notification_a_post_and_a_mail() {
         "{mail}"
     );
 }
+
+#[test]
+fn config_check_never_prints_the_commands_arguments() {
+    let env = TestEnv::new();
+    env.write_config(
+        "notify:\n  command: [/opt/hooks/webhook, https://hooks.example/T0/SECRET-TOKEN]\naccounts:\n  work: {}\n",
+    );
+    let out = env.owl().args(["config", "check"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("/opt/hooks/webhook"), "{text}");
+    assert!(!text.contains("SECRET-TOKEN"), "{text}");
+    assert!(text.contains("<hidden>"), "{text}");
+}
