@@ -111,8 +111,8 @@ pub enum Command {
         /// With --conformance: only this Account's CLI.
         #[arg(long, requires = "conformance")]
         account: Option<String>,
-        /// With --conformance: the checks as JSON.
-        #[arg(long, requires = "conformance")]
+        /// Print as JSON (with --conformance: the checks).
+        #[arg(long)]
         json: bool,
         /// With --conformance: keep what the CLI wrote in each scenario in this directory,
         /// as fixtures (`conformance-<scenario>.jsonl`; see scripts/record-fixtures).

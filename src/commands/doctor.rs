@@ -1,22 +1,75 @@
 //! `owl doctor`: checks the agent CLI and its version, each Account's login, the state dir, the free space, git and the database — as they are now.
 
 use anyhow::Result;
+use serde::Serialize;
 
-use super::Ctx;
+use super::{print_json, Ctx};
 use crate::driver;
 
-pub fn run(ctx: &Ctx) -> Result<u8> {
-    let mut failures = 0;
-    let mut check = |ok: bool, what: String| {
-        outln!("{} {what}", if ok { "ok  " } else { "FAIL" });
-        if !ok {
-            failures += 1;
+/// What doctor found, in order: checks that pass or fail, and notes beside them.
+#[derive(Debug, Default, Serialize)]
+struct Findings {
+    /// No check failed.
+    passed: bool,
+    /// How many checks failed.
+    problems: usize,
+    findings: Vec<Finding>,
+}
+
+#[derive(Debug, Serialize)]
+struct Finding {
+    /// `true`/`false` for a check; `null` for a note (a capability, a posture).
+    ok: Option<bool>,
+    text: String,
+}
+
+impl Findings {
+    fn check(&mut self, ok: bool, text: String) {
+        self.problems += usize::from(!ok);
+        self.findings.push(Finding { ok: Some(ok), text });
+    }
+
+    fn note(&mut self, text: String) {
+        self.findings.push(Finding { ok: None, text });
+    }
+}
+
+pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
+    let mut found = Findings::default();
+    examine(ctx, &mut found);
+    found.passed = found.problems == 0;
+    if json {
+        print_json(&found)?;
+    } else {
+        for f in &found.findings {
+            match f.ok {
+                Some(true) => outln!("ok   {}", f.text),
+                Some(false) => outln!("FAIL {}", f.text),
+                None => outln!("     {}", f.text),
+            }
         }
-    };
-    check(true, format!("config: {}", ctx.config.source));
+        if found.passed {
+            outln!("all checks passed");
+        } else {
+            outln!(
+                "{} problem{} found",
+                found.problems,
+                if found.problems == 1 { "" } else { "s" }
+            );
+        }
+    }
+    Ok(if found.passed {
+        0
+    } else {
+        crate::error::EXIT_FAILURE
+    })
+}
+
+fn examine(ctx: &Ctx, found: &mut Findings) {
+    found.check(true, format!("config: {}", ctx.config.source));
     let git = git2::Version::get();
     let (maj, min, rev) = git.libgit2_version();
-    check(true, format!("git: libgit2 {maj}.{min}.{rev}"));
+    found.check(true, format!("git: libgit2 {maj}.{min}.{rev}"));
 
     for (name, account) in &ctx.config.accounts {
         let d = driver::for_kind(account.driver);
@@ -24,7 +77,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         let cli_ok = match driver::check_agent(d.as_ref(), command, account) {
             Ok(v) => {
                 let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
-                check(true, format!("account {name}: {what}"));
+                found.check(true, format!("account {name}: {what}"));
                 let (has, lacks): (Vec<_>, Vec<_>) = d
                     .account_capabilities(account)
                     .named()
@@ -38,26 +91,30 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                         names.join(", ")
                     }
                 };
-                outln!("     capabilities: {}; lacks: {}", names(has), names(lacks));
+                found.note(format!(
+                    "capabilities: {}; lacks: {}",
+                    names(has),
+                    names(lacks)
+                ));
                 let caps = d.account_capabilities(account);
                 if !caps.tool_policy {
-                    outln!(
-                        "     allowedTools and disallowedTools do not reach the {} CLI: its own \
+                    found.note(format!(
+                        "allowedTools and disallowedTools do not reach the {} CLI: its own \
                          sandbox is the posture (see README, Drivers)",
                         account.driver.name()
-                    );
+                    ));
                 }
                 if !caps.budget_cap {
-                    outln!(
-                        "     maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
+                    found.note(format!(
+                        "maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
                          charged",
                         account.driver.name()
-                    );
+                    ));
                 }
                 true
             }
             Err(why) => {
-                check(false, format!("account {name}: {why}"));
+                found.check(false, format!("account {name}: {why}"));
                 false
             }
         };
@@ -68,15 +125,15 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             .unwrap_or_else(std::env::temp_dir);
         if !d.account_capabilities(account).usage_probe {
             // Nothing to ask without spending a token: the first Run tells.
-            outln!(
-                "     account {name}: login not checked: the {} driver has no zero-token probe{}",
+            found.note(format!(
+                "account {name}: login not checked: the {} driver has no zero-token probe{}",
                 account.driver.name(),
                 if d.capabilities().usage_probe {
                     " for this login"
                 } else {
                     ""
                 }
-            );
+            ));
         } else {
             let probe = if cli_ok {
                 crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
@@ -84,11 +141,11 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
             };
             match probe.logged_in(d.uses_api_key(account)) {
-                Some(true) => check(
+                Some(true) => found.check(
                     true,
                     format!("account {name}: logged in (probe: {})", probe.describe()),
                 ),
-                Some(false) => check(
+                Some(false) => found.check(
                     false,
                     format!(
                         "account {name}: not logged in (probe: {}); {}",
@@ -96,7 +153,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                         d.login_hint(account)
                     ),
                 ),
-                None => check(
+                None => found.check(
                     false,
                     format!(
                         "account {name}: could not check the login: {}",
@@ -106,11 +163,11 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
             }
         }
         match &account.credential_store {
-            Some(dir) if dir.is_dir() => check(
+            Some(dir) if dir.is_dir() => found.check(
                 true,
                 format!("account {name}: credential store {}", dir.display()),
             ),
-            Some(dir) => check(
+            Some(dir) => found.check(
                 false,
                 format!(
                     "account {name}: credential store {} does not exist; {}",
@@ -118,19 +175,19 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                     d.login_hint(account)
                 ),
             ),
-            None => check(
+            None => found.check(
                 true,
                 format!("account {name}: uses the user's normal agent login"),
             ),
         }
         match account.executor {
-            crate::config::ExecutorKind::Local => outln!(
-                "     account {name}: executor local: the agent runs with your rights (see \
+            crate::config::ExecutorKind::Local => found.note(format!(
+                "account {name}: executor local: the agent runs with your rights (see \
                  README, Sandbox)"
-            ),
+            )),
             crate::config::ExecutorKind::Sandbox => {
                 match crate::supervise::sandbox::check(&ctx.config.sandbox.command) {
-                    Ok(()) => check(
+                    Ok(()) => found.check(
                         true,
                         format!(
                             "account {name}: executor sandbox: bubblewrap ('{}') confines its \
@@ -138,13 +195,13 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                             ctx.config.sandbox.command.display()
                         ),
                     ),
-                    Err(why) => check(false, format!("account {name}: {why}")),
+                    Err(why) => found.check(false, format!("account {name}: {why}")),
                 }
             }
         }
         if !account.env.is_empty() {
             let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();
-            check(
+            found.check(
                 true,
                 format!("account {name}: sets {} (values hidden)", keys.join(", ")),
             );
@@ -153,12 +210,12 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
 
     let state_dir = &ctx.config.state_dir;
     match state_dir_writable(state_dir) {
-        Ok(what) => check(true, what),
-        Err(why) => check(false, why),
+        Ok(what) => found.check(true, what),
+        Err(why) => found.check(false, why),
     }
     let free = crate::disk::check_free_space(&[state_dir.as_path()], ctx.config.min_free_space);
     match free {
-        Ok(()) => check(
+        Ok(()) => found.check(
             true,
             format!(
                 "free space: at least minFreeSpace {} on the filesystem of {}",
@@ -166,7 +223,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 state_dir.display()
             ),
         ),
-        Err(why) => check(false, why.to_string()),
+        Err(why) => found.check(false, why.to_string()),
     }
     // Notes from earlier ticks are not repeated: every condition they record (the agent
     // CLI, the login) was checked again above, and only what holds now is shown.
@@ -174,7 +231,7 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         Ok(Some(store)) => {
             let version = store.schema_version().unwrap_or(-1);
             let integrity = store.quick_check().unwrap_or_else(|e| e.to_string());
-            check(
+            found.check(
                 integrity == "ok",
                 format!(
                     "database {}: schema {version}, integrity {integrity}",
@@ -182,28 +239,19 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
                 ),
             );
             match store.check_writable() {
-                Ok(()) => check(true, "database: opens read-write".into()),
-                Err(e) => check(false, format!("database: cannot be written: {e:#}")),
+                Ok(()) => found.check(true, "database: opens read-write".into()),
+                Err(e) => found.check(false, format!("database: cannot be written: {e:#}")),
             }
         }
-        Ok(None) => check(
+        Ok(None) => found.check(
             true,
             format!(
                 "database: none yet at {}",
                 ctx.config.state_dir.join("owl.db").display()
             ),
         ),
-        Err(e) => check(false, format!("database: {e:#}")),
+        Err(e) => found.check(false, format!("database: {e:#}")),
     }
-    if failures > 0 {
-        outln!(
-            "{failures} problem{} found",
-            if failures == 1 { "" } else { "s" }
-        );
-        return Ok(crate::error::EXIT_FAILURE);
-    }
-    outln!("all checks passed");
-    Ok(0)
 }
 
 /// Whether owl can write its state dir: a directory it can create a file in, or before the

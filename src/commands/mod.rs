@@ -68,8 +68,10 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Clean { job, finished } => clean::run(&ctx, job.as_deref(), finished),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
         Command::Doctor {
-            conformance: false, ..
-        } => doctor::run(&ctx),
+            conformance: false,
+            json,
+            ..
+        } => doctor::run(&ctx, json),
         Command::Doctor {
             conformance: true,
             account,

@@ -80,6 +80,7 @@ fn the_page_names_every_field_of_every_schema() {
         names,
         [
             "conformance",
+            "doctor",
             "jobs",
             "notify",
             "report",
