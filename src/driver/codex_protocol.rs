@@ -95,19 +95,7 @@ fn rpc_answer(v: &Value) -> AgentEvent {
             kind: "rpc answer".into(),
         };
     }
-    let windows: Vec<WindowUsage> = [("primary", "five_hour"), ("secondary", "seven_day")]
-        .into_iter()
-        .filter_map(|(key, window)| {
-            let w = &limits[key];
-            Some(WindowUsage {
-                window: window.to_string(),
-                percent: w["usedPercent"].as_f64()?,
-                resets_at: w["resetsAt"]
-                    .as_i64()
-                    .and_then(|s| DateTime::from_timestamp(s, 0)),
-            })
-        })
-        .collect();
+    let windows = plan_windows(limits, "usedPercent", "resetsAt");
     AgentEvent::ControlResponse {
         request_id,
         ok: true,
@@ -167,14 +155,20 @@ pub fn rollout_usage(line: &Value) -> Vec<WindowUsage> {
         return Vec::new();
     }
     let limits = &payload["rate_limits"];
+    plan_windows(limits, "used_percent", "resets_at")
+}
+
+/// Codex's two plan limits as Windows: `primary` is `five_hour`, `secondary` `seven_day`;
+/// the rollout and app-server name the same fields in two cases (`used_percent`/`usedPercent`).
+fn plan_windows(limits: &Value, percent: &str, reset: &str) -> Vec<WindowUsage> {
     [("primary", "five_hour"), ("secondary", "seven_day")]
         .into_iter()
         .filter_map(|(key, window)| {
             let w = &limits[key];
             Some(WindowUsage {
                 window: window.to_string(),
-                percent: w["used_percent"].as_f64()?,
-                resets_at: w["resets_at"]
+                percent: w[percent].as_f64()?,
+                resets_at: w[reset]
                     .as_i64()
                     .and_then(|s| DateTime::from_timestamp(s, 0)),
             })

@@ -185,6 +185,28 @@ pub fn control_response_to(line: &Value, request_id: &str) -> bool {
     line["type"] == "control_response" && line["response"]["request_id"] == request_id
 }
 
+/// The check every Driver makes first: `--version` runs (with `env` set) and its answer
+/// parses, in the tested range or outside it.
+pub fn version_check(driver: &dyn super::Driver, command: &Path, env: &[(&str, &str)]) -> Check {
+    const NAME: &str = "--version parses";
+    let out = std::process::Command::new(command)
+        .arg("--version")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    match out {
+        Ok(out) => match driver.check_version(String::from_utf8_lossy(&out.stdout).trim()) {
+            Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
+            Err(super::AgentCliError::Untested { version, .. }) => {
+                Check::new(NAME, true, format!("{version}, outside the tested range"))
+            }
+            Err(e) => Check::failed(NAME, e.to_string()),
+        },
+        Err(e) => Check::failed(NAME, format!("running it: {e}")),
+    }
+}
+
 /// A scenario of a Driver's conformance check: the CLI, and where to record what it wrote.
 pub type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
 

@@ -209,11 +209,16 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Chi
 /// holding a pipe.
 pub fn kill_descendants() -> usize {
     let me = sys::own_pid();
+    kill_until_none(|| sys::descendants_of(me))
+}
+
+/// Kills every process `find` names, again and again until it names none (killing a
+/// process reparents its children, and one just sent SIGKILL may not be dead yet on the
+/// next pass: each is counted once), reaping what was ours; returns how many there were.
+pub fn kill_until_none(find: impl Fn() -> Vec<i32>) -> usize {
     let mut killed = std::collections::BTreeSet::new();
-    // Killing a process reparents its children to us; a few passes catch every level. A
-    // process just sent SIGKILL may not be dead yet on the next pass: count it once.
     for _ in 0..32 {
-        let found = sys::descendants_of(me);
+        let found = find();
         if found.is_empty() {
             break;
         }

@@ -274,22 +274,11 @@ pub fn init(report: &Path, argv: &[OsString]) -> i32 {
 /// many there were. `/proc` here is the namespace's own.
 fn kill_namespace() -> usize {
     let me = std::process::id() as i32;
-    let mut killed = std::collections::BTreeSet::new();
-    for _ in 0..32 {
-        let found: Vec<i32> = sys::all_pids()
+    super::process::kill_until_none(|| {
+        sys::all_pids()
             .into_iter()
             .filter(|pid| *pid != 1 && *pid != me)
             .filter(|pid| sys::stat(*pid).is_some_and(|s| s.state != 'Z'))
-            .collect();
-        if found.is_empty() {
-            break;
-        }
-        for pid in found {
-            killed.insert(pid);
-            let _ = sys::signal_pid(pid, Sig::KILL);
-        }
-        sys::reap_children();
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    killed.len()
+            .collect()
+    })
 }

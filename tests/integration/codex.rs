@@ -52,18 +52,6 @@ fn codex_env() -> (TestEnv, MockOpenAi) {
     codex_env_with(false, "", "")
 }
 
-/// Every live process whose command line holds `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| crate::support::alive(*pid))
-        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
-        .map(|cmd| String::from_utf8_lossy(&cmd).replace('\0', " "))
-        .filter(|cmd| cmd.contains(needle))
-        .collect()
-}
-
 /// The Snapshots recorded for the Account, oldest first, as `status --json` cannot show
 /// them all: (window, percent, source).
 fn snapshots(env: &TestEnv) -> Vec<(String, f64, String)> {
@@ -176,7 +164,7 @@ fn e2e_codex_stops_at_the_ceiling_during_a_long_tool_and_waits_for_the_reset() {
         "{five_hour:?}"
     );
     // SIGINT aborted the turn and its tool; the commit made before it stays.
-    assert!(processes_with("sleep 6131").is_empty());
+    assert!(crate::support::processes_with("sleep 6131").is_empty());
     assert_eq!(
         git(
             &env.repo,
@@ -264,7 +252,7 @@ fn e2e_codex_sigterm_mid_run_leaves_nothing_alive() {
     let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tick["outcome"], "interrupted", "{tick}");
     assert_eq!(tick["stop_reason"], "owl received SIGTERM");
-    assert!(processes_with("sleep 6133").is_empty());
+    assert!(crate::support::processes_with("sleep 6133").is_empty());
     assert!(crate::e2e::marked_processes(&env).is_empty());
     assert_eq!(env.show(&id)["state"], "queued");
 }
@@ -309,27 +297,7 @@ fn e2e_codex_a_write_its_sandbox_blocks_is_shown_from_the_rollout() {
 #[test]
 #[ignore = "needs the real Codex CLI"]
 fn e2e_codex_conformance_passes_on_the_real_cli() {
-    let env = TestEnv::new();
-    std::fs::write(
-        &env.config,
-        format!(
-            "stateDir: {}\ndrivers:\n  codex:\n    command: {}\naccounts:\n  gpt:\n    driver: codex\n",
-            env.state.display(),
-            real_codex().display()
-        ),
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .args(["doctor", "--conformance", "--json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let checks = json[0]["checks"].as_array().unwrap();
-    let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["ok"] == false).collect();
-    assert!(failed.is_empty(), "{failed:#?}");
-    assert!(checks.len() >= 11, "{checks:#?}");
-    assert_eq!(out.status.code(), Some(0));
+    crate::support::assert_conformance_passes("codex", &real_codex(), 11);
 }
 
 #[test]

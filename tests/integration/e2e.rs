@@ -59,21 +59,11 @@ accounts:
   work:
     credentialStore: {creds}
     env:
-      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
-      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
-      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
-      ANTHROPIC_BASE_URL: {base}
-      CLAUDE_CODE_MAX_RETRIES: "1"
-      GIT_AUTHOR_NAME: Claude
-      GIT_AUTHOR_EMAIL: claude@example.com
-      GIT_COMMITTER_NAME: Claude
-      GIT_COMMITTER_EMAIL: claude@example.com
-{limits}"#,
+{env}{limits}"#,
         state = env.state.display(),
         claude = claude.display(),
         creds = env.dir.path().join("claude-config").display(),
-        base = mock.base_url(),
+        env = fake_login_env(&mock.base_url()),
     );
     let config = if logged_in {
         config
@@ -88,6 +78,24 @@ accounts:
     };
     std::fs::write(&env.config, config).unwrap();
     E2e { env, mock }
+}
+
+/// An Account's `env:` lines (indented under it) for the real CLI on a fake plan login at
+/// the mock at `base`, with the git identity its commits take.
+pub fn fake_login_env(base: &str) -> String {
+    format!(
+        r#"      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
+      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
+      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+      ANTHROPIC_BASE_URL: {base}
+      CLAUDE_CODE_MAX_RETRIES: "1"
+      GIT_AUTHOR_NAME: Claude
+      GIT_AUTHOR_EMAIL: claude@example.com
+      GIT_COMMITTER_NAME: Claude
+      GIT_COMMITTER_EMAIL: claude@example.com
+"#
+    )
 }
 
 pub fn worktree(env: &TestEnv, id: &str) -> PathBuf {

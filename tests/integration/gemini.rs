@@ -20,13 +20,10 @@ pub fn real_gemini() -> PathBuf {
     }
 }
 
-/// A test env whose Account `flash` is the real Gemini CLI on a fake API key at the mock.
-fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
-    let env = TestEnv::new();
-    let mock = MockGemini::start().unwrap();
-    let home = env.dir.path().join("gemini-home");
+/// A throwaway `GEMINI_CLI_HOME`: what a user's store holds after choosing API-key login,
+/// with one attempt per call.
+pub fn write_gemini_home(home: &std::path::Path) {
     std::fs::create_dir_all(home.join(".gemini")).unwrap();
-    // What a user's store holds after choosing API-key login; one attempt per call.
     std::fs::write(
         home.join(".gemini/settings.json"),
         json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -35,6 +32,14 @@ fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
         .to_string(),
     )
     .unwrap();
+}
+
+/// A test env whose Account `flash` is the real Gemini CLI on a fake API key at the mock.
+fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
+    let env = TestEnv::new();
+    let mock = MockGemini::start().unwrap();
+    let home = env.dir.path().join("gemini-home");
+    write_gemini_home(&home);
     let config = format!(
         r#"stateDir: {state}
 graceWindow: 2s
@@ -168,26 +173,5 @@ fn e2e_gemini_sigterm_mid_run_leaves_nothing_alive() {
 #[test]
 #[ignore = "needs the real Gemini CLI"]
 fn e2e_gemini_conformance_passes_on_the_real_cli() {
-    let env = TestEnv::new();
-    std::fs::write(
-        &env.config,
-        format!(
-            "stateDir: {}\ndrivers:\n  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n",
-            env.state.display(),
-            real_gemini().display()
-        ),
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .args(["doctor", "--conformance", "--json"])
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    crate::support::assert_schema("conformance", &json);
-    let checks = json[0]["checks"].as_array().unwrap();
-    let failed: Vec<&serde_json::Value> = checks.iter().filter(|c| c["ok"] == false).collect();
-    assert!(failed.is_empty(), "{failed:#?}");
-    assert!(checks.len() >= 6, "{checks:#?}");
-    assert_eq!(out.status.code(), Some(0));
+    crate::support::assert_conformance_passes("gemini", &real_gemini(), 6);
 }

@@ -3,18 +3,6 @@
 
 use crate::support::{git, TestEnv};
 
-/// Every live process whose command line holds `needle`.
-fn processes_with(needle: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| crate::support::alive(*pid))
-        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
-        .map(|cmd| String::from_utf8_lossy(&cmd).replace('\0', " "))
-        .filter(|cmd| cmd.contains(needle))
-        .collect()
-}
-
 #[test]
 fn a_sandboxed_run_writes_only_its_clone_and_its_branch_comes_home() {
     let env = TestEnv::sandboxed("");
@@ -50,7 +38,7 @@ fn a_sandboxed_run_writes_only_its_clone_and_its_branch_comes_home() {
 
     // The session the agent left was in the Run's pid namespace: it ended with it, and
     // owl counted it.
-    assert!(processes_with("sleep 6141").is_empty());
+    assert!(crate::support::processes_with("sleep 6141").is_empty());
     let run = &env.show(&id)["runs"][0];
     assert_eq!(run["survivors_killed"], 1, "{run}");
 
@@ -134,7 +122,7 @@ fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds
     let mut tick = env.spawn_tick();
     env.wait_running();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while processes_with("sleep 6143").is_empty() {
+    while crate::support::processes_with("sleep 6143").is_empty() {
         assert!(
             std::time::Instant::now() < deadline,
             "the session never started"
@@ -146,7 +134,8 @@ fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds
     // bubblewrap dies with owl, and the pid namespace with it: every process of the Run,
     // the session it left included.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !processes_with("sleep 6143").is_empty() || !crate::e2e::marked_processes(&env).is_empty()
+    while !crate::support::processes_with("sleep 6143").is_empty()
+        || !crate::e2e::marked_processes(&env).is_empty()
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -190,21 +179,11 @@ accounts:
   work:
     credentialStore: {creds}
     env:
-      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
-      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
-      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
-      ANTHROPIC_BASE_URL: {base}
-      CLAUDE_CODE_MAX_RETRIES: "1"
-      GIT_AUTHOR_NAME: Claude
-      GIT_AUTHOR_EMAIL: claude@example.com
-      GIT_COMMITTER_NAME: Claude
-      GIT_COMMITTER_EMAIL: claude@example.com
-"#,
+{claude_env}"#,
         state = env.state.display(),
         claude = crate::e2e::real_claude().display(),
         creds = env.dir.path().join("claude-config").display(),
-        base = mock.base_url(),
+        claude_env = crate::e2e::fake_login_env(&mock.base_url()),
     );
     std::fs::write(&env.config, config).unwrap();
     let id = env.add("Add hello.txt, hand off, and commit.");

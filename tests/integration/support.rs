@@ -426,3 +426,43 @@ pub fn assert_schema(name: &str, value: &Value) {
         errors.join("\n")
     );
 }
+
+/// Every live process whose command line holds `needle`.
+pub fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| alive(*pid))
+        .filter_map(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).ok())
+        .map(|cmd| String::from_utf8_lossy(&cmd).replace('\0', " "))
+        .filter(|cmd| cmd.contains(needle))
+        .collect()
+}
+
+/// Runs `owl doctor --conformance --json` with one Account of `driver` on the real CLI at
+/// `command`: every check must pass, at least `min_checks` of them, and the output keeps
+/// its schema.
+pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize) {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\ndrivers:\n  {driver}:\n    command: {}\naccounts:\n  one:\n    driver: {driver}\n",
+            env.state.display(),
+            command.display()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .args(["doctor", "--conformance", "--json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_schema("conformance", &json);
+    let checks = json[0]["checks"].as_array().unwrap();
+    let failed: Vec<&Value> = checks.iter().filter(|c| c["ok"] == false).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(checks.len() >= min_checks, "{checks:#?}");
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -37,15 +37,7 @@ fn e2e_three_accounts_on_three_drivers_each_run_a_job() {
     let codex_tmp = env.dir.path().join("codex-tmp");
     std::fs::create_dir_all(&codex_tmp).unwrap();
     let gemini_home = env.dir.path().join("gemini-home");
-    std::fs::create_dir_all(gemini_home.join(".gemini")).unwrap();
-    std::fs::write(
-        gemini_home.join(".gemini/settings.json"),
-        json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
-               "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false, "maxAttempts": 1},
-               "privacy": {"usageStatisticsEnabled": false}})
-        .to_string(),
-    )
-    .unwrap();
+    crate::gemini::write_gemini_home(&gemini_home);
     let config = format!(
         r#"stateDir: {state}
 graceWindow: 2s
@@ -64,13 +56,7 @@ accounts:
     credentialStore: {claude_config}
     limits: {{fiveHourMax: 80}}
     env:
-      CLAUDE_CODE_OAUTH_TOKEN: sk-ant-oat01-FAKE-owl-e2e-FAKE
-      CLAUDE_CODE_OAUTH_SCOPES: "user:inference user:profile"
-      CLAUDE_CODE_SUBSCRIPTION_TYPE: max
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
-      ANTHROPIC_BASE_URL: {claude_base}
-      CLAUDE_CODE_MAX_RETRIES: "1"
-{claude_id}  gpt:
+{claude_env}  gpt:
     driver: codex
     credentialStore: {codex_home}
     limits: {{fiveHourMax: 80}}
@@ -89,8 +75,7 @@ accounts:
         codex = crate::codex::real_codex().display(),
         gemini = crate::gemini::real_gemini().display(),
         claude_config = env.dir.path().join("claude-config").display(),
-        claude_base = claude_api.base_url(),
-        claude_id = identity("Claude"),
+        claude_env = crate::e2e::fake_login_env(&claude_api.base_url()),
         codex_home = codex_home.display(),
         codex_id = identity("Codex"),
         codex_tmp = codex_tmp.display(),

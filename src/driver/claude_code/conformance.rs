@@ -150,26 +150,11 @@ fn short(line: &Value) -> String {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    const NAME: &str = "--version parses";
-    let out = std::process::Command::new(command)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    let check = match out {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            match ClaudeCode.check_version(&text) {
-                Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
-                Err(crate::driver::AgentCliError::Untested { version, .. }) => {
-                    Check::new(NAME, true, format!("{version}, outside the tested range"))
-                }
-                Err(e) => Check::failed(NAME, e.to_string()),
-            }
-        }
-        Err(e) => Check::failed(NAME, format!("running it: {e}")),
-    };
-    vec![check]
+    vec![crate::driver::conformance::version_check(
+        &ClaudeCode,
+        command,
+        &[],
+    )]
 }
 
 /// A turn with a tool: get_usage before the prompt and mid-turn, a rate-limit warning, the

@@ -29,22 +29,11 @@ pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    const NAME: &str = "--version parses";
-    let out = std::process::Command::new(command)
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    vec![match out {
-        Ok(out) => match Codex.check_version(&String::from_utf8_lossy(&out.stdout)) {
-            Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
-            Err(crate::driver::AgentCliError::Untested { version, .. }) => {
-                Check::new(NAME, true, format!("{version}, outside the tested range"))
-            }
-            Err(e) => Check::failed(NAME, e.to_string()),
-        },
-        Err(e) => Check::failed(NAME, format!("running it: {e}")),
-    }]
+    vec![crate::driver::conformance::version_check(
+        &Codex,
+        command,
+        &[],
+    )]
 }
 
 /// A scratch git repository with one commit, a mock, and an Account at it.

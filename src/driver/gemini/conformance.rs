@@ -23,23 +23,11 @@ pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    const NAME: &str = "--version parses";
-    let out = std::process::Command::new(command)
-        .arg("--version")
-        .env("GEMINI_CLI_NO_RELAUNCH", "true")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output();
-    vec![match out {
-        Ok(out) => match GeminiCli.check_version(&String::from_utf8_lossy(&out.stdout)) {
-            Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
-            Err(crate::driver::AgentCliError::Untested { version, .. }) => {
-                Check::new(NAME, true, format!("{version}, outside the tested range"))
-            }
-            Err(e) => Check::failed(NAME, e.to_string()),
-        },
-        Err(e) => Check::failed(NAME, format!("running it: {e}")),
-    }]
+    vec![crate::driver::conformance::version_check(
+        &GeminiCli,
+        command,
+        &[("GEMINI_CLI_NO_RELAUNCH", "true")],
+    )]
 }
 
 /// One turn: the lines the CLI wrote, and the requests the mock saw.
