@@ -209,7 +209,16 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Chi
 /// holding a pipe.
 pub fn kill_descendants() -> usize {
     let me = sys::own_pid();
-    kill_until_none(|| sys::descendants_of(me))
+    // A process already dying — a zombie, or one whose memory is gone (its command line
+    // reads empty) — is reaped, not counted as something the Run left alive: a sandbox's
+    // bubblewrap exits a moment after the process owl waited for.
+    kill_until_none(|| {
+        sys::descendants_of(me)
+            .into_iter()
+            .filter(|pid| sys::stat(*pid).is_some_and(|s| s.state != 'Z'))
+            .filter(|pid| !sys::cmdline(*pid).is_empty())
+            .collect()
+    })
 }
 
 /// Kills every process `find` names, again and again until it names none (killing a
