@@ -290,6 +290,7 @@ impl World {
                 observed_at: observed,
                 source: "get_usage".into(),
                 run_id: None,
+                model: None,
             });
             if batch.len() == 10_000 {
                 store.insert_snapshots(&batch).unwrap();

@@ -306,6 +306,79 @@ pub struct Snapshot {
     /// `get_usage`, `rate_limit_event` or `probe`.
     pub source: String,
     pub run_id: Option<i64>,
+    /// The model family a per-model Window limits, when the agent named it.
+    pub model: Option<String>,
+}
+
+/// What a Window limits, read once from its name, so that the ceilings, `status` and the
+/// report agree on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    /// `five_hour`: the plan's session Window.
+    FiveHour,
+    /// `seven_day` (and any other account-wide `seven_day*`).
+    Weekly,
+    /// A weekly Window of one model family: `seven_day_overage_included` (Claude Code
+    /// 2.1.332's "Fable limit", `model_scoped` in `get_usage`), `seven_day_opus`,
+    /// `seven_day_sonnet`.
+    ModelWeekly,
+    /// A Window owl has no ceiling for.
+    Other,
+}
+
+impl WindowKind {
+    /// The kind of the Window of this name.
+    pub fn of(window: &str) -> WindowKind {
+        match window {
+            "five_hour" => WindowKind::FiveHour,
+            "seven_day_opus" | "seven_day_sonnet" => WindowKind::ModelWeekly,
+            w if w.starts_with("seven_day_overage_included") => WindowKind::ModelWeekly,
+            w if w.starts_with("seven_day") => WindowKind::Weekly,
+            _ => WindowKind::Other,
+        }
+    }
+
+    /// The model family a Window limits: the name the agent gave it, or the one its own
+    /// name says (`seven_day_opus`).
+    pub fn model_of(window: &str, named: Option<&str>) -> Option<String> {
+        match window {
+            "seven_day_opus" => Some("Opus".into()),
+            "seven_day_sonnet" => Some("Sonnet".into()),
+            _ if WindowKind::of(window) == WindowKind::ModelWeekly => named.map(String::from),
+            _ => None,
+        }
+    }
+
+    /// Whether a per-model Window limits a Run of `run_model` (a model id such as
+    /// `claude-fable-5`). Conservative (ADR-0020): it does unless both are known and the
+    /// id does not name the family.
+    pub fn limits_model(window_model: Option<&str>, run_model: Option<&str>) -> bool {
+        let (Some(family), Some(run)) = (window_model, run_model) else {
+            return true;
+        };
+        let family = family.split_whitespace().next().unwrap_or(family);
+        run.to_lowercase().contains(&family.to_lowercase())
+    }
+}
+
+/// A Run billed to extra usage (paid credits), and the Window whose reset ends it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct OnCredits {
+    /// The Window that is used up (the event's `rateLimitType`), when it said.
+    pub window: Option<String>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for OnCredits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.window.as_deref().unwrap_or("a window");
+        write!(
+            f,
+            "extra usage: {window} is used up and the plan billed usage credits \
+             (allowExtraUsage is off)"
+        )
+    }
 }
 
 /// A Ceiling crossed: the Window, its figure, and the limit it crossed.
@@ -360,6 +433,8 @@ pub enum StopCause {
     Ceiling(Crossing),
     /// The provider rejected the Account (`rate_limit_event` with `status: rejected`).
     RateLimited(Rejection),
+    /// The plan started billing extra usage (paid credits), which the Account does not allow.
+    ExtraUsage(OnCredits),
     MaxRunTime,
     Stalled,
     Cancelled,
@@ -377,6 +452,7 @@ pub enum StopCause {
 pub enum StopKind {
     Ceiling,
     RateLimited,
+    ExtraUsage,
     MaxRunTime,
     Stalled,
     Cancelled,
@@ -386,9 +462,10 @@ pub enum StopKind {
 }
 
 impl StopKind {
-    pub const ALL: [StopKind; 8] = [
+    pub const ALL: [StopKind; 9] = [
         StopKind::Ceiling,
         StopKind::RateLimited,
+        StopKind::ExtraUsage,
         StopKind::MaxRunTime,
         StopKind::Stalled,
         StopKind::Cancelled,
@@ -402,6 +479,7 @@ impl StopKind {
         match self {
             StopKind::Ceiling => "ceiling",
             StopKind::RateLimited => "rate_limited",
+            StopKind::ExtraUsage => "extra_usage",
             StopKind::MaxRunTime => "max_run_time",
             StopKind::Stalled => "stalled",
             StopKind::Cancelled => "cancelled",
@@ -425,6 +503,7 @@ impl StopCause {
         match self {
             StopCause::Ceiling(_) => StopKind::Ceiling,
             StopCause::RateLimited(_) => StopKind::RateLimited,
+            StopCause::ExtraUsage(_) => StopKind::ExtraUsage,
             StopCause::MaxRunTime => StopKind::MaxRunTime,
             StopCause::Stalled => StopKind::Stalled,
             StopCause::Cancelled => StopKind::Cancelled,
@@ -439,6 +518,7 @@ impl StopCause {
         match self {
             StopCause::Ceiling(crossing) => crossing.to_string(),
             StopCause::RateLimited(rejection) => rejection.to_string(),
+            StopCause::ExtraUsage(credits) => credits.to_string(),
             StopCause::MaxRunTime => "maxRunTime reached".into(),
             StopCause::Stalled => "stalled".into(),
             StopCause::Cancelled => "cancelled".into(),
@@ -458,6 +538,8 @@ pub enum JobReason {
     Ceiling(Crossing),
     /// The provider refused the Account; the Job waits for the reset it named (or a default).
     RateLimited,
+    /// A Run was stopped at the first sign of extra usage; the Job waits for the reset.
+    ExtraUsage(OnCredits),
     /// A Run ended for a cause that is not the Job's (a login, an outage, a full disk, a
     /// stop of owl's): the Job keeps its place. `why` is the Run's stop reason.
     NotTheJobs { cause: Cause, why: String },
@@ -491,6 +573,7 @@ impl fmt::Display for JobReason {
         match self {
             JobReason::Ceiling(crossing) => crossing.fmt(f),
             JobReason::RateLimited => f.write_str("rate limited by the provider"),
+            JobReason::ExtraUsage(credits) => credits.fmt(f),
             JobReason::NotTheJobs { why, .. } => write!(f, "waiting: {why}"),
             JobReason::Blocked { summary } => f.write_str(summary),
             JobReason::Handoff(problem) => write!(f, "warning: {problem}"),
@@ -656,6 +739,10 @@ pub struct AccountNote {
     /// A reactive Account (its Driver reports no utilization) waits after a rate limit
     /// until this time.
     pub rate_limited_until: Option<DateTime<Utc>>,
+    /// A Run found the plan billing extra usage: no Run starts before this, the reset of
+    /// `on_credits_window`.
+    pub on_credits_until: Option<DateTime<Utc>>,
+    pub on_credits_window: Option<String>,
 }
 
 #[cfg(test)]

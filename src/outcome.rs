@@ -50,9 +50,10 @@ pub fn classify(f: &RunFacts) -> Classified {
             StopCause::DiskFull(_) => (RunOutcome::Failed, Cause::DiskFull),
             StopCause::LogWrite(_) => (RunOutcome::Failed, Cause::Stopped),
             StopCause::RateLimited(_) => (RunOutcome::RateLimited, Cause::RateLimited),
-            StopCause::Ceiling { .. } | StopCause::Cancelled | StopCause::Signal(_) => {
-                (RunOutcome::Interrupted, Cause::Stopped)
-            }
+            StopCause::Ceiling { .. }
+            | StopCause::ExtraUsage(_)
+            | StopCause::Cancelled
+            | StopCause::Signal(_) => (RunOutcome::Interrupted, Cause::Stopped),
         };
         return done(outcome, Some(stop.reason()), cause);
     }
@@ -177,6 +178,14 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
         Some(StopCause::Ceiling(crossing)) => {
             let reason = JobReason::Ceiling(crossing.clone());
             return to(JobState::Waiting, Some(reason), crossing.resets_at);
+        }
+        Some(StopCause::ExtraUsage(credits)) => {
+            let until = credits
+                .until
+                .filter(|t| *t > a.now)
+                .unwrap_or(a.now + UNKNOWN_RESET_WAIT);
+            let reason = JobReason::ExtraUsage(credits.clone());
+            return to(JobState::Waiting, Some(reason), Some(until));
         }
         _ => {}
     }

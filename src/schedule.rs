@@ -7,13 +7,17 @@ use serde::Serialize;
 
 use crate::clock::{human, local_hm};
 use crate::config::{Config, TimeWindow};
-use crate::model::{AccountNote, JobState, PlanJob, Snapshot};
+use crate::model::{AccountNote, JobState, PlanJob, Snapshot, WindowKind};
 pub use crate::text::fmt_percent;
 
 /// One Window of one Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowView {
     pub window: String,
+    /// What it limits: the five-hour Window, a weekly one, one model family's week.
+    pub kind: WindowKind,
+    /// The model family a per-model Window limits, when known.
+    pub model: Option<String>,
     /// `None` when the last figure is from before the Window's reset (it no longer holds).
     pub percent: Option<f64>,
     pub ceiling: Option<f64>,
@@ -21,8 +25,27 @@ pub struct WindowView {
     pub observed_at: DateTime<Utc>,
     pub source: String,
     pub run_id: Option<i64>,
-    /// The figure is at or above the Ceiling.
+    /// The figure is at or above the Ceiling (for a per-model Window: and it limits the
+    /// model the Account's Jobs run, or that model is unknown).
     pub over: bool,
+}
+
+impl WindowView {
+    /// Its name as people read it: a per-model Window with its model's.
+    pub fn label(&self) -> String {
+        window_label(&self.window, self.model.as_deref())
+    }
+}
+
+/// A Window's name with the model family it limits: `seven_day_overage_included (Fable)`.
+pub fn window_label(window: &str, model: Option<&str>) -> String {
+    match model {
+        // `seven_day_opus` says its model already.
+        Some(m) if !window.to_lowercase().contains(&m.to_lowercase()) => {
+            format!("{window} ({m})")
+        }
+        _ => window.to_string(),
+    }
 }
 
 /// One Account as scheduling sees it.
@@ -69,6 +92,13 @@ pub enum Standing {
     RateLimited {
         until: DateTime<Utc>,
     },
+    /// The plan is used up (a Window at 100%, or a Run found it billing usage credits):
+    /// a Run now would be refused or billed to extra usage, which the Account does not
+    /// allow. `until`: the reset of the Window that sent it there.
+    OnCredits {
+        window: Option<String>,
+        until: Option<DateTime<Utc>>,
+    },
     /// A Window's figure is at or over its Ceiling.
     OverCeiling {
         window: String,
@@ -104,6 +134,7 @@ impl Standing {
         match self {
             Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
             Standing::OverCeiling { resets_at, .. } => *resets_at,
+            Standing::OnCredits { until, .. } => *until,
             _ => None,
         }
     }
@@ -156,6 +187,21 @@ impl Standing {
                     fmt_percent(*ceiling)
                 )
             }
+            Standing::OnCredits { window, until } => {
+                let window = window.as_deref().unwrap_or("a window");
+                let until = match until {
+                    Some(t) => format!(
+                        "not scheduled until {} (in {})",
+                        local_hm(*t),
+                        human(*t - now)
+                    ),
+                    None => "not scheduled until a probe or a Run observes a new figure".into(),
+                };
+                format!(
+                    "extra usage: {window} is used up, so a Run now would be refused or billed \
+                     to usage credits (allowExtraUsage is off) — {until}"
+                )
+            }
             Standing::NoCeiling => "no ceiling".into(),
             Standing::Reactive { backoff_secs } => format!(
                 "reactive: no utilization reported; runs until a rate limit, then waits \
@@ -170,18 +216,22 @@ impl Standing {
     }
 }
 
-/// Which Ceiling governs a Window: `fiveHourMax` for `five_hour`, `weeklyMax` for every `seven_day*`.
+/// Which Ceiling governs a Window, by its kind: `fiveHourMax` the five-hour Window,
+/// `weeklyMax` the weekly ones, and `modelWeeklyMax` (or, unset, `weeklyMax`) each
+/// per-model weekly Window. A Window owl does not know has none.
 pub fn ceiling_for(
     window: &str,
     limits: Option<&crate::config::Limits>,
 ) -> Option<(&'static str, f64)> {
     let limits = limits?;
-    if window == "five_hour" {
-        limits.five_hour_max.map(|x| ("fiveHourMax", x))
-    } else if window.starts_with("seven_day") {
-        limits.weekly_max.map(|x| ("weeklyMax", x))
-    } else {
-        None
+    match WindowKind::of(window) {
+        WindowKind::FiveHour => limits.five_hour_max.map(|x| ("fiveHourMax", x)),
+        WindowKind::Weekly => limits.weekly_max.map(|x| ("weeklyMax", x)),
+        WindowKind::ModelWeekly => limits
+            .model_weekly_max
+            .map(|x| ("modelWeeklyMax", x))
+            .or(limits.weekly_max.map(|x| ("weeklyMax", x))),
+        WindowKind::Other => None,
     }
 }
 
@@ -197,6 +247,8 @@ pub fn account_views(
         .iter()
         .map(|(name, account)| {
             let limits = account.limits.as_ref();
+            let allow_extra_usage = limits.is_some_and(|l| l.allow_extra_usage);
+            let run_model = config.defaults.model.as_deref();
             let windows: Vec<WindowView> = snapshots
                 .iter()
                 .filter(|s| &s.account == name)
@@ -209,26 +261,40 @@ pub fn account_views(
                     };
                     let percent = (!stale).then_some(s.percent);
                     let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
+                    let model = WindowKind::model_of(&s.window, s.model.as_deref());
+                    let applies = WindowKind::limits_model(model.as_deref(), run_model);
                     WindowView {
                         window: s.window.clone(),
+                        kind: WindowKind::of(&s.window),
+                        model,
                         percent,
                         ceiling,
                         resets_at: s.resets_at,
                         observed_at: s.observed_at,
                         source: s.source.clone(),
                         run_id: s.run_id,
-                        over: matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
+                        over: applies && matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
                     }
                 })
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
-            let has_ceiling =
-                limits.is_some_and(|l| l.five_hour_max.is_some() || l.weekly_max.is_some());
+            let has_ceiling = limits.is_some_and(crate::config::Limits::any_ceiling);
             let binding = binding_window(&windows);
             let headroom = windows
                 .iter()
+                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
                 .filter_map(|w| Some(w.ceiling? - w.percent?))
                 .fold(100.0_f64, f64::min);
+            // A used-up Window: past it a request is refused or billed to credits.
+            let spent = windows
+                .iter()
+                .filter(|w| w.kind != WindowKind::Other && w.percent.is_some_and(|p| p >= 100.0))
+                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+                .max_by_key(|w| w.resets_at)
+                .filter(|_| !allow_extra_usage);
+            let on_credits = note
+                .on_credits_until
+                .filter(|t| *t > now && !allow_extra_usage);
             // An agent CLI problem does not stop scheduling: every tick checks the CLI
             // again, so the Job runs as soon as the CLI is fixed. Status tells it.
             let backoff = note.backoff_until.filter(|t| *t > now);
@@ -245,9 +311,19 @@ pub fn account_views(
                     outages: note.outages,
                     until,
                 }
+            } else if let Some(until) = on_credits {
+                Standing::OnCredits {
+                    window: note.on_credits_window.clone(),
+                    until: Some(until),
+                }
+            } else if let Some(w) = spent {
+                Standing::OnCredits {
+                    window: Some(w.label()),
+                    until: w.resets_at,
+                }
             } else if let Some(w) = binding {
                 Standing::OverCeiling {
-                    window: w.window.clone(),
+                    window: w.label(),
                     percent: w.percent.unwrap_or(0.0),
                     limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
                     ceiling: w.ceiling.unwrap_or(0.0),
@@ -590,6 +666,7 @@ mod tests {
             observed_at: t("2026-11-30T01:00:00Z"),
             source: "get_usage".into(),
             run_id: None,
+            model: None,
         }
     }
 
@@ -708,6 +785,95 @@ mod tests {
         );
         let later = account_views(&cfg(), &[], &notes, t("2026-11-30T02:10:00Z"));
         assert!(later.iter().find(|a| a.name == "free").unwrap().schedulable);
+    }
+
+    #[test]
+    fn a_full_model_week_holds_the_account_while_its_week_reads_30() {
+        let config = config::parse(
+            "accounts:\n  work:\n    limits: {fiveHourMax: 60, weeklyMax: 50, modelWeeklyMax: 90}\n",
+            "x",
+        )
+        .unwrap();
+        let mut fable = snap(
+            "work",
+            "seven_day_overage_included",
+            95.0,
+            "2026-12-04T00:00:00Z",
+        );
+        fable.model = Some("Fable".into());
+        let snaps = vec![
+            snap("work", "five_hour", 20.0, "2026-11-30T04:00:00Z"),
+            snap("work", "seven_day", 30.0, "2026-12-05T00:00:00Z"),
+            fable.clone(),
+        ];
+        let views = account_views(&config, &snaps, &BTreeMap::new(), t(NOW));
+        let work = &views[0];
+        assert!(!work.schedulable);
+        assert!(
+            matches!(&work.standing, Standing::OverCeiling { window, limit: "modelWeeklyMax", ceiling, .. }
+                if window == "seven_day_overage_included (Fable)" && *ceiling == 90.0),
+            "{:?}",
+            work.standing
+        );
+        assert_eq!(work.until, Some(t("2026-12-04T00:00:00Z")));
+        let w = work
+            .windows
+            .iter()
+            .find(|w| w.kind == WindowKind::ModelWeekly)
+            .unwrap();
+        assert_eq!(w.model.as_deref(), Some("Fable"));
+        // At 100 a Run would be refused or billed: held even with no ceiling for it.
+        fable.percent = 100.0;
+        let bare = config::parse("accounts:\n  work: {}\n", "x").unwrap();
+        let views = account_views(&bare, &[fable.clone()], &BTreeMap::new(), t(NOW));
+        assert!(
+            matches!(&views[0].standing, Standing::OnCredits { window: Some(w), until: Some(_) }
+                if w == "seven_day_overage_included (Fable)"),
+            "{:?}",
+            views[0].standing
+        );
+        assert!(
+            views[0].reason.contains("allowExtraUsage is off"),
+            "{}",
+            views[0].reason
+        );
+        // Unless the Account allows extra usage, or its Jobs run another model.
+        let allowed = config::parse(
+            "accounts:\n  work:\n    limits: {allowExtraUsage: true}\n",
+            "x",
+        )
+        .unwrap();
+        let views = account_views(&allowed, &[fable.clone()], &BTreeMap::new(), t(NOW));
+        assert!(views[0].schedulable, "{}", views[0].reason);
+        let sonnet = config::parse(
+            "defaults:\n  model: claude-sonnet-5-5\naccounts:\n  work: {}\n",
+            "x",
+        )
+        .unwrap();
+        let views = account_views(&sonnet, &[fable], &BTreeMap::new(), t(NOW));
+        assert!(views[0].schedulable, "{}", views[0].reason);
+    }
+
+    #[test]
+    fn a_run_found_on_credits_holds_the_account_until_the_reset() {
+        let note = AccountNote {
+            on_credits_until: Some(t("2026-11-30T04:00:00Z")),
+            on_credits_window: Some("five_hour".into()),
+            ..Default::default()
+        };
+        let notes = BTreeMap::from([("work".to_string(), note)]);
+        let snaps = vec![snap("work", "five_hour", 50.0, "2026-11-30T04:00:00Z")];
+        let views = account_views(&cfg(), &snaps, &notes, t(NOW));
+        let work = views.iter().find(|a| a.name == "work").unwrap();
+        assert!(!work.schedulable);
+        assert_eq!(work.until, Some(t("2026-11-30T04:00:00Z")));
+        assert!(
+            work.reason.contains("extra usage: five_hour is used up"),
+            "{}",
+            work.reason
+        );
+        let later = account_views(&cfg(), &snaps, &notes, t("2026-11-30T04:00:00Z"));
+        assert!(later.iter().find(|a| a.name == "work").unwrap().schedulable);
     }
 
     #[test]

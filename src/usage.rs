@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Limits;
 use crate::driver::{AgentEvent, RateLimitInfo, Usage, WindowUsage};
-use crate::model::{Crossing, Snapshot, StopCause};
+use crate::model::{Crossing, OnCredits, Snapshot, StopCause, WindowKind};
 use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 
 /// Where a Snapshot came from.
@@ -41,33 +41,53 @@ pub fn from_usage(
             observed_at: now,
             source: source.to_string(),
             run_id,
+            model: w.model.clone(),
         })
         .collect()
 }
 
-/// A Snapshot from a `rate_limit_event`: `utilization` is a fraction 0–1 and only present
-/// in warning states; `rejected` means the Window is at 100% until `resetsAt`.
+/// The Snapshots a `rate_limit_event` carries: every Window of its `unifiedWindows`
+/// (Claude Code 2.1.332, on every event), and the one it names: `rejected` means that
+/// Window is at 100% until `resetsAt`, and a warning state says its `utilization` (a
+/// fraction). The named Window's figure wins over its `unifiedWindows` copy only when it
+/// says more (a rejection).
 pub fn from_rate_limit(
     info: &RateLimitInfo,
     account: &str,
     run_id: Option<i64>,
     now: DateTime<Utc>,
-) -> Option<Snapshot> {
-    let window = info.window.clone()?;
-    let percent = if info.status == "rejected" {
-        100.0
-    } else {
-        info.utilization? * 100.0
+) -> Vec<Snapshot> {
+    let mut out = from_usage(&info.windows, account, SOURCE_RATE_LIMIT_EVENT, run_id, now);
+    let Some(window) = info.window.clone() else {
+        return out;
     };
-    Some(Snapshot {
-        account: account.to_string(),
-        window,
-        percent: round_percent(percent),
-        resets_at: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),
-        observed_at: now,
-        source: SOURCE_RATE_LIMIT_EVENT.to_string(),
-        run_id,
-    })
+    // On credits the plan says rejected, but the request went through: the figure is the
+    // Window's own (100 in every recording), never a rejection's.
+    let named = if info.status == "rejected" && !info.on_credits {
+        Some(100.0)
+    } else {
+        info.utilization.map(|u| u * 100.0)
+    };
+    let Some(percent) = named else {
+        return out;
+    };
+    let percent = round_percent(percent);
+    let resets_at = info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0));
+    match out.iter_mut().find(|s| s.window == window) {
+        Some(s) if s.percent >= percent => {}
+        Some(s) => s.percent = percent,
+        None => out.push(Snapshot {
+            account: account.to_string(),
+            window,
+            percent,
+            resets_at,
+            observed_at: now,
+            source: SOURCE_RATE_LIMIT_EVENT.to_string(),
+            run_id,
+            model: None,
+        }),
+    }
+    out
 }
 
 /// The Snapshots an agent event carries, if any.
@@ -83,18 +103,42 @@ pub fn from_event(
             ..
         } => from_usage(windows, account, SOURCE_GET_USAGE, run_id, now),
         AgentEvent::Usage { source, windows } => from_usage(windows, account, source, run_id, now),
-        AgentEvent::RateLimit(info) => from_rate_limit(info, account, run_id, now)
-            .into_iter()
-            .collect(),
+        AgentEvent::RateLimit(info) => from_rate_limit(info, account, run_id, now),
         _ => Vec::new(),
     }
 }
 
-/// The Ceiling these Snapshots cross, if any: the crossed Window that resets last, so the
-/// Job waits until every crossed Window has reset.
-pub fn crossing(snapshots: &[Snapshot], limits: Option<&Limits>) -> Option<StopCause> {
+/// The extra-usage stop an event calls for: the first sign that a response was billed to
+/// usage credits (`isUsingOverage` or `overageInUse`, even under `status: allowed`), on
+/// an Account that does not allow extra usage. The Job waits for the reset of the Window
+/// the event names.
+pub fn on_credits(event: &AgentEvent, allow_extra_usage: bool) -> Option<StopCause> {
+    let AgentEvent::RateLimit(info) = event else {
+        return None;
+    };
+    if !info.on_credits || allow_extra_usage {
+        return None;
+    }
+    Some(StopCause::ExtraUsage(OnCredits {
+        window: info.window.clone(),
+        until: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),
+    }))
+}
+
+/// The Ceiling these Snapshots cross for a Run of `run_model` (a per-model Window counts
+/// unless it is known to limit another model), if any: the crossed Window that resets
+/// last, so the Job waits until every crossed Window has reset.
+pub fn crossing(
+    snapshots: &[Snapshot],
+    limits: Option<&Limits>,
+    run_model: Option<&str>,
+) -> Option<StopCause> {
     snapshots
         .iter()
+        .filter(|s| {
+            let model = WindowKind::model_of(&s.window, s.model.as_deref());
+            WindowKind::limits_model(model.as_deref(), run_model)
+        })
         .filter_map(|s| {
             let (key, ceiling) = ceiling_for(&s.window, limits)?;
             (s.percent >= ceiling).then_some((s, key, ceiling))
@@ -217,6 +261,17 @@ mod tests {
         crate::clock::parse(s).unwrap()
     }
 
+    fn info(status: &str, window: &str, utilization: Option<f64>) -> RateLimitInfo {
+        RateLimitInfo {
+            status: status.into(),
+            resets_at: Some(1796020271),
+            window: Some(window.into()),
+            utilization,
+            windows: Vec::new(),
+            on_credits: false,
+        }
+    }
+
     #[test]
     fn float_noise_is_rounded() {
         assert_eq!(round_percent(55.00000000000001), 55.0);
@@ -226,34 +281,29 @@ mod tests {
 
     #[test]
     fn a_rejected_event_is_100_percent_until_the_reset() {
-        let info = RateLimitInfo {
-            status: "rejected".into(),
-            resets_at: Some(1796020271),
-            window: Some("five_hour".into()),
-            utilization: None,
-        };
-        let s = from_rate_limit(&info, "work", Some(3), t("2026-11-30T03:00:00Z")).unwrap();
-        assert_eq!(s.percent, 100.0);
-        assert_eq!(s.resets_at, Some(t("2026-11-30T06:31:11Z")));
-        assert_eq!(s.source, "rate_limit_event");
+        let s = from_rate_limit(
+            &info("rejected", "five_hour", None),
+            "work",
+            Some(3),
+            t("2026-11-30T03:00:00Z"),
+        );
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].percent, 100.0);
+        assert_eq!(s[0].resets_at, Some(t("2026-11-30T06:31:11Z")));
+        assert_eq!(s[0].source, "rate_limit_event");
     }
 
     #[test]
-    fn an_allowed_event_carries_no_figure() {
-        let info = RateLimitInfo {
-            status: "allowed".into(),
-            resets_at: Some(1796016657),
-            window: Some("five_hour".into()),
-            utilization: None,
-        };
-        assert!(from_rate_limit(&info, "work", None, t("2026-11-30T03:00:00Z")).is_none());
-        let warning = RateLimitInfo {
-            status: "allowed_warning".into(),
-            utilization: Some(0.93),
-            ..info
-        };
-        let s = from_rate_limit(&warning, "work", None, t("2026-11-30T03:00:00Z")).unwrap();
-        assert_eq!(s.percent, 93.0);
+    fn a_2_1_197_allowed_event_carries_no_figure_but_a_warning_does() {
+        let now = t("2026-11-30T03:00:00Z");
+        assert!(from_rate_limit(&info("allowed", "five_hour", None), "work", None, now).is_empty());
+        let s = from_rate_limit(
+            &info("allowed_warning", "five_hour", Some(0.93)),
+            "work",
+            None,
+            now,
+        );
+        assert_eq!(s[0].percent, 93.0);
     }
 
     #[test]
@@ -261,6 +311,8 @@ mod tests {
         let limits = Limits {
             five_hour_max: Some(60.0),
             weekly_max: Some(50.0),
+            model_weekly_max: None,
+            allow_extra_usage: false,
         };
         let snap = |window: &str, percent, resets: &str| Snapshot {
             account: "work".into(),
@@ -270,16 +322,17 @@ mod tests {
             observed_at: t("2026-11-30T03:00:00Z"),
             source: SOURCE_GET_USAGE.into(),
             run_id: None,
+            model: None,
         };
         let under = [snap("five_hour", 59.9, "2026-11-30T05:00:00Z")];
-        assert_eq!(crossing(&under, Some(&limits)), None);
+        assert_eq!(crossing(&under, Some(&limits), None), None);
         let over = [
             snap("five_hour", 63.0, "2026-11-30T05:00:00Z"),
             snap("seven_day_opus", 12.0, "2026-12-03T00:00:00Z"),
             snap("extra_window", 99.0, "2026-12-03T00:00:00Z"),
         ];
         assert_eq!(
-            crossing(&over, Some(&limits)),
+            crossing(&over, Some(&limits), None),
             Some(StopCause::Ceiling(Crossing {
                 window: "five_hour".into(),
                 percent: 63.0,
@@ -288,6 +341,60 @@ mod tests {
                 resets_at: Some(t("2026-11-30T05:00:00Z")),
             }))
         );
-        assert_eq!(crossing(&over, None), None);
+        assert_eq!(crossing(&over, None, None), None);
+    }
+
+    #[test]
+    fn a_per_model_window_is_under_its_own_key_or_weekly_max_and_spares_another_model() {
+        let mut fable = Snapshot {
+            account: "work".into(),
+            window: "seven_day_overage_included".into(),
+            percent: 80.0,
+            resets_at: Some(t("2026-12-04T03:00:00Z")),
+            observed_at: t("2026-11-30T03:00:00Z"),
+            source: SOURCE_RATE_LIMIT_EVENT.into(),
+            run_id: None,
+            model: None,
+        };
+        let weekly = Limits {
+            five_hour_max: None,
+            weekly_max: Some(50.0),
+            model_weekly_max: None,
+            allow_extra_usage: false,
+        };
+        let crossed = |s: &Snapshot, l: &Limits, m: Option<&str>| match crossing(
+            std::slice::from_ref(s),
+            Some(l),
+            m,
+        ) {
+            Some(StopCause::Ceiling(c)) => Some(c.limit),
+            _ => None,
+        };
+        // Its model unknown: it limits every Run (ADR-0020: unknown applies).
+        assert_eq!(
+            crossed(&fable, &weekly, Some("claude-sonnet-5-5")).as_deref(),
+            Some("weeklyMax")
+        );
+        let own = Limits {
+            model_weekly_max: Some(90.0),
+            ..weekly
+        };
+        assert_eq!(crossed(&fable, &own, None), None, "80 < modelWeeklyMax 90");
+        fable.percent = 95.0;
+        assert_eq!(
+            crossed(&fable, &own, None).as_deref(),
+            Some("modelWeeklyMax")
+        );
+        // Once named, it spares a Run known to use another model, and not one of its own.
+        fable.model = Some("Fable".into());
+        assert_eq!(crossed(&fable, &own, Some("claude-sonnet-5-5")), None);
+        assert_eq!(
+            crossed(&fable, &own, Some("claude-fable-5")).as_deref(),
+            Some("modelWeeklyMax")
+        );
+        assert_eq!(
+            crossed(&fable, &own, None).as_deref(),
+            Some("modelWeeklyMax")
+        );
     }
 }

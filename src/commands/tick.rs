@@ -509,7 +509,14 @@ fn execute(
     // A write that waits on another process's lock must never hold up a stop deadline:
     // during the Run a write gives up after this long (and is retried or only warned of).
     store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
-    let mut observer = TickObserver::new(store, run_id, &job.id, account, account_cfg);
+    let mut observer = TickObserver::new(
+        store,
+        run_id,
+        &job.id,
+        account,
+        account_cfg,
+        job.model.as_deref(),
+    );
     if ignore_ceiling {
         observer.ignore_ceilings();
     }
@@ -747,6 +754,12 @@ fn record(
         now,
     )?;
     note_account(store, account, run_id, &classified, report, now)?;
+    if let Some(crate::model::StopCause::ExtraUsage(credits)) = &report.stop {
+        // The Account as a whole is on credits, not only this Job: held until the reset.
+        let window = credits.window.as_deref().unwrap_or("a window");
+        let until = credits.until.unwrap_or(now + outcome::UNKNOWN_RESET_WAIT);
+        store.set_on_credits(account, Some((window, until)), now)?;
+    }
     let note = store.account_note(account)?;
     if reactive_wait.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
         store.set_rate_limited_until(account, reactive_wait, now)?;

@@ -278,6 +278,21 @@ pub struct Limits {
     pub five_hour_max: Option<f64>,
     #[serde(default, deserialize_with = "de_percent")]
     pub weekly_max: Option<f64>,
+    /// The ceiling of every per-model weekly Window (the "Fable limit"); `weeklyMax`
+    /// governs them when it is not set.
+    #[serde(default, deserialize_with = "de_percent")]
+    pub model_weekly_max: Option<f64>,
+    /// Whether a Run may go on when the plan bills extra usage (paid credits). Off by
+    /// default: the first sign of it stops the Run.
+    #[serde(default)]
+    pub allow_extra_usage: bool,
+}
+
+impl Limits {
+    /// Whether any Ceiling is set.
+    pub fn any_ceiling(&self) -> bool {
+        self.five_hour_max.is_some() || self.weekly_max.is_some() || self.model_weekly_max.is_some()
+    }
 }
 
 /// The agent CLIs owl has a Driver for.

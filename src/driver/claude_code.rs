@@ -162,7 +162,7 @@ impl Driver for ClaudeCode {
         }
         if login_failed(r, agent_error) {
             Some(AgentFailure::NotLoggedIn)
-        } else if r.api_error_status == Some(429) || agent_error == Some("rate_limit") {
+        } else if rate_limited(r, agent_error) {
             Some(AgentFailure::RateLimited)
         } else if api_unavailable(r, agent_error, reached_model) {
             Some(AgentFailure::Unavailable)
@@ -373,7 +373,9 @@ fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
 
 /// Reads a `get_usage` answer: percent 0–100 and ISO 8601 times per Window; `null` means
 /// the CLI does not know yet. Entries without a numeric utilization (`extra_usage`, a
-/// `null` Window) are not Windows.
+/// `null` Window) are not Windows. `model_scoped` rows are the per-model weekly Windows
+/// (2.1.332 §2.2): the first is the stream's `seven_day_overage_included`, with its
+/// model's name, which the stream never says.
 fn parse_usage(response: &Value) -> Option<Usage> {
     let limits = response.get("rate_limits")?;
     // With no login (or only an API key) the CLI answers `subscription_type: null,
@@ -388,23 +390,44 @@ fn parse_usage(response: &Value) -> Option<Usage> {
     let Some(map) = limits.as_object() else {
         return Some(Usage::Unknown);
     };
-    let windows = map
+    let mut windows: Vec<WindowUsage> = map
         .iter()
         .filter_map(|(name, w)| {
-            let percent = w.get("utilization")?.as_f64()?;
-            let resets_at = w
-                .get("resets_at")
-                .and_then(Value::as_str)
-                .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
-                .map(|t| t.with_timezone(&chrono::Utc));
             Some(WindowUsage {
                 window: name.chars().take(64).collect(),
-                percent,
-                resets_at,
+                percent: w.get("utilization")?.as_f64()?,
+                resets_at: iso_time(w.get("resets_at")),
+                model: None,
             })
         })
         .collect();
+    let scoped = map.get("model_scoped").and_then(Value::as_array);
+    for (i, row) in scoped.into_iter().flatten().enumerate() {
+        let Some(percent) = row.get("utilization").and_then(Value::as_f64) else {
+            continue;
+        };
+        let model = str_at(row, "display_name").map(|m| m.chars().take(64).collect::<String>());
+        let window = match (i, &model) {
+            (0, _) | (_, None) => MODEL_WEEKLY.to_string(),
+            (_, Some(m)) => format!("{MODEL_WEEKLY}:{m}"),
+        };
+        windows.push(WindowUsage {
+            window,
+            percent,
+            resets_at: iso_time(row.get("resets_at")),
+            model,
+        });
+    }
     Some(Usage::Windows(windows))
+}
+
+/// The per-model weekly Window as the stream names it (the header claim `7d_oi`).
+const MODEL_WEEKLY: &str = "seven_day_overage_included";
+
+fn iso_time(v: Option<&Value>) -> Option<chrono::DateTime<chrono::Utc>> {
+    v.and_then(Value::as_str)
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
 }
 
 fn is_number(s: &str) -> bool {
@@ -458,6 +481,7 @@ fn summarize_assistant(v: &Value) -> String {
 
 fn parse_rate_limit(v: &Value) -> RateLimitInfo {
     let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
+    let flag = |key: &str| info.get(key).and_then(Value::as_bool) == Some(true);
     RateLimitInfo {
         status: string_at(info, "status").unwrap_or_else(|| "allowed".into()),
         resets_at: info
@@ -466,7 +490,30 @@ fn parse_rate_limit(v: &Value) -> RateLimitInfo {
             .map(|x| x as i64),
         window: string_at(info, "rateLimitType"),
         utilization: info.get("utilization").and_then(Value::as_f64),
+        windows: unified_windows(info.get("unifiedWindows")),
+        on_credits: flag("isUsingOverage") || flag("overageInUse"),
     }
+}
+
+/// `unifiedWindows` (2.1.332 §1): each Window's `utilization` (a fraction, may pass 1,
+/// may be the integer 1) and `resetsAt` (epoch seconds).
+fn unified_windows(v: Option<&Value>) -> Vec<WindowUsage> {
+    let Some(map) = v.and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    map.iter()
+        .filter_map(|(name, w)| {
+            Some(WindowUsage {
+                window: name.chars().take(64).collect(),
+                percent: w.get("utilization")?.as_f64()? * 100.0,
+                resets_at: w
+                    .get("resetsAt")
+                    .and_then(Value::as_f64)
+                    .and_then(|s| chrono::DateTime::from_timestamp(s as i64, 0)),
+                model: None,
+            })
+        })
+        .collect()
 }
 
 fn parse_result(v: &Value) -> AgentResult {
@@ -493,6 +540,7 @@ fn parse_result(v: &Value) -> AgentResult {
             })
             .unwrap_or_default(),
         terminal_reason: string_at(v, "terminal_reason"),
+        api_error: string_at(v, "api_error"),
         session_id: string_at(v, "session_id"),
         cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
         num_turns: v.get("num_turns").and_then(Value::as_i64),
@@ -531,6 +579,14 @@ fn login_failed(r: &AgentResult, agent_error: Option<&str>) -> bool {
         || text.contains("Please run /login")
 }
 
+/// A limit stopped the turn: the typed `api_error` first (2.1.332 words its limits anew,
+/// "You've hit your 5-hour limit"), then the status and the CLI's error word.
+fn rate_limited(r: &AgentResult, agent_error: Option<&str>) -> bool {
+    r.api_error.as_deref() == Some("usage_limit_reached")
+        || r.api_error_status == Some(429)
+        || agent_error == Some("rate_limit")
+}
+
 /// The API could not be used: a 5xx or 529 after the CLI's retries, its `server_error` or
 /// `overloaded` error word, or an "API Error" before any model answer (unreachable).
 fn api_unavailable(r: &AgentResult, agent_error: Option<&str>, reached_model: bool) -> bool {
@@ -551,6 +607,179 @@ mod tests {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/claude-code-2.1.197"
     );
+
+    /// Recorded from 2.1.332: usage windows, extra usage, limit stops (its PROTOCOL.md).
+    const FIXTURES_332: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/claude-code-2.1.332"
+    );
+
+    fn events_332(name: &str) -> Vec<AgentEvent> {
+        let text = std::fs::read_to_string(format!("{FIXTURES_332}/{name}.jsonl")).unwrap();
+        text.lines()
+            .map(|l| ClaudeCode.parse_line(l.as_bytes()).unwrap())
+            .collect()
+    }
+
+    fn rate_limits(events: &[AgentEvent]) -> Vec<RateLimitInfo> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::RateLimit(i) => Some(i.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn percents(info: &RateLimitInfo, window: &str) -> Option<f64> {
+        info.windows
+            .iter()
+            .find(|w| w.window == window)
+            .map(|w| crate::usage::round_percent(w.percent))
+    }
+
+    fn usage_answers(events: &[AgentEvent]) -> Vec<Vec<WindowUsage>> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::ControlResponse {
+                    usage: Some(Usage::Windows(w)),
+                    ..
+                } if !w.is_empty() => Some(w.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_2_1_332_event_carries_each_windows_figure_allowed_ones_too() {
+        let allowed = rate_limits(&events_332("unified-windows-allowed"));
+        assert!(allowed
+            .iter()
+            .all(|i| i.status == "allowed" && i.utilization.is_none()));
+        let five: Vec<Option<f64>> = allowed.iter().map(|i| percents(i, "five_hour")).collect();
+        assert_eq!(five, [Some(42.0), Some(55.0), Some(63.0)]);
+        assert!(allowed
+            .iter()
+            .all(|i| percents(i, "seven_day") == Some(30.0)));
+        assert!(allowed.iter().all(|i| !i.on_credits));
+        // Above 1, and the integer 1, are figures too.
+        let over = rate_limits(&events_332("unified-windows-over-one"));
+        let raw = |i: &RateLimitInfo| {
+            i.windows
+                .iter()
+                .find(|w| w.window == "five_hour")
+                .map(|w| w.percent)
+        };
+        let figures: Vec<Option<f64>> = over.iter().map(raw).collect();
+        assert!((figures[0].unwrap() - 107.0).abs() < 1e-9, "{figures:?}");
+        assert_eq!(figures[1], Some(100.0), "{figures:?}");
+        // A 2.1.197 event has no unifiedWindows: nothing is made up.
+        let old = events("rate-limit-sequence.jsonl");
+        assert!(rate_limits(&old).iter().all(|i| i.windows.is_empty()));
+    }
+
+    #[test]
+    fn the_per_model_week_is_one_window_in_the_stream_and_in_get_usage() {
+        let ev = events_332("seven-day-oi-allowed");
+        let stream = rate_limits(&ev);
+        assert_eq!(
+            percents(&stream[0], "seven_day_overage_included"),
+            Some(80.0)
+        );
+        let answers = usage_answers(&ev);
+        let scoped = answers
+            .iter()
+            .flatten()
+            .find(|w| w.model.is_some())
+            .expect("a model_scoped row");
+        assert_eq!(scoped.window, "seven_day_overage_included");
+        assert_eq!(scoped.model.as_deref(), Some("Fable"));
+        assert_eq!(scoped.percent, 80.0);
+        assert!(scoped.resets_at.is_some());
+        // At 100 while the week reads 30: the wall the Account would be scheduled into.
+        let full = usage_answers(&events_332("seven-day-oi-window-rejected-request-allowed"));
+        let last = full.last().unwrap();
+        let find = |name: &str| last.iter().find(|w| w.window == name).map(|w| w.percent);
+        assert_eq!(find("seven_day_overage_included"), Some(100.0));
+        assert_eq!(find("seven_day"), Some(30.0));
+    }
+
+    #[test]
+    fn credits_are_seen_in_either_flag_allowed_status_included() {
+        for name in ["overage-in-use", "overage-warning", "fable-on-credits"] {
+            let events = rate_limits(&events_332(name));
+            let first = events
+                .iter()
+                .find(|i| i.on_credits)
+                .unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(first.status, "rejected", "{name}");
+        }
+        let header_only = rate_limits(&events_332("overage-in-use-header-only"));
+        let billed = header_only
+            .iter()
+            .find(|i| i.on_credits)
+            .expect("overageInUse");
+        assert_eq!(billed.status, "allowed");
+        assert_eq!(billed.window.as_deref(), Some("five_hour"));
+        assert!(billed.resets_at.is_some());
+        // Refused credits are a rate limit, not a bill.
+        for name in [
+            "overage-rejected-org_level_disabled",
+            "overage-rejected-out_of_credits",
+            "overage-rejected-noreason",
+            "overage-credits-required",
+        ] {
+            assert!(
+                rate_limits(&events_332(name)).iter().all(|i| !i.on_credits),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_limit_stop_is_read_from_its_typed_fields_before_its_words() {
+        for name in [
+            "seven-day-oi-rejected",
+            "seven-day-oi-rejected-fable",
+            "overage-rejected-org_level_disabled",
+            "overage-rejected-noreason",
+            "overage-exhausted",
+            "overage-claim-rejected",
+            "overage-credits-required",
+            "auto-continue-default-stdin-open",
+        ] {
+            let ev = events_332(name);
+            let r = ev
+                .iter()
+                .find_map(|e| match e {
+                    AgentEvent::Result(r) => Some(r.clone()),
+                    _ => None,
+                })
+                .unwrap();
+            assert_eq!(
+                r.api_error.as_deref(),
+                Some("usage_limit_reached"),
+                "{name}"
+            );
+            assert_eq!(r.terminal_reason.as_deref(), Some("api_error"), "{name}");
+            assert_eq!(
+                ClaudeCode.failure(&r, None, true),
+                Some(AgentFailure::RateLimited),
+                "{name}"
+            );
+            // The typed field alone decides, whatever the words and the status say.
+            let bare = AgentResult {
+                api_error_status: None,
+                text: Some("You've hit your 5-hour limit".into()),
+                ..r
+            };
+            assert_eq!(
+                ClaudeCode.failure(&bare, None, true),
+                Some(AgentFailure::RateLimited)
+            );
+        }
+    }
 
     fn events(name: &str) -> Vec<AgentEvent> {
         let text = std::fs::read_to_string(format!("{FIXTURES}/{name}")).unwrap();

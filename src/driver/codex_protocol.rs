@@ -171,6 +171,7 @@ fn plan_windows(limits: &Value, percent: &str, reset: &str) -> Vec<WindowUsage> 
                 resets_at: w[reset]
                     .as_i64()
                     .and_then(|s| DateTime::from_timestamp(s, 0)),
+                model: None,
             })
         })
         .collect()

@@ -256,6 +256,8 @@ pub struct WindowUsage {
     pub window: String,
     pub percent: f64,
     pub resets_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The model family a per-model Window limits ("Fable"), when the agent named it.
+    pub model: Option<String>,
 }
 
 /// A `rate_limit_event`, in the agent's units.
@@ -268,6 +270,13 @@ pub struct RateLimitInfo {
     pub window: Option<String>,
     /// A fraction 0–1; only present in warning states.
     pub utilization: Option<f64>,
+    /// Every Window's figure the event carries (Claude Code 2.1.332's `unifiedWindows`, on
+    /// every event, `allowed` ones included), already in percent.
+    pub windows: Vec<WindowUsage>,
+    /// The response was billed to extra usage (paid credits): `isUsingOverage` (the plan
+    /// says rejected, credits let it through) or `overageInUse` (billed to credits, even
+    /// under `status: allowed`).
+    pub on_credits: bool,
 }
 
 /// A file the agent writes during a Run that tells more than its stdout (Codex's rollout
@@ -346,6 +355,9 @@ pub struct AgentResult {
     pub text: Option<String>,
     pub errors: Vec<String>,
     pub terminal_reason: Option<String>,
+    /// The CLI's typed word for an API error (`usage_limit_reached` for a limit stop,
+    /// Claude Code 2.1.332 on): read before any words of the text.
+    pub api_error: Option<String>,
     pub session_id: Option<String>,
     pub cost_usd: Option<f64>,
     pub num_turns: Option<i64>,

@@ -192,6 +192,14 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE account_notes ADD COLUMN rate_limited_until TEXT;
     "#,
+    // 14: the model family a per-model Window limits ("Fable"); an Account held off extra
+    // usage (paid credits) until the reset of the Window that sent it there.
+    r#"
+    ALTER TABLE snapshots ADD COLUMN model TEXT;
+    ALTER TABLE latest_snapshots ADD COLUMN model TEXT;
+    ALTER TABLE account_notes ADD COLUMN on_credits_until TEXT;
+    ALTER TABLE account_notes ADD COLUMN on_credits_window TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

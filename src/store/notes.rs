@@ -15,8 +15,8 @@ impl Store {
             .conn
             .query_row(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
-                 backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until \
-                 FROM account_notes WHERE account = ?1",
+                 backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until, \
+                 on_credits_until, on_credits_window FROM account_notes WHERE account = ?1",
                 [account],
                 |r| {
                     Ok(AccountNote {
@@ -30,6 +30,8 @@ impl Store {
                         agent_checked: r.get(7)?,
                         agent_checked_at: time_col(r.get(8)?),
                         rate_limited_until: time_col(r.get(9)?),
+                        on_credits_until: time_col(r.get(10)?),
+                        on_credits_window: r.get(11)?,
                     })
                 },
             )
@@ -85,6 +87,19 @@ impl Store {
     ) -> Result<()> {
         let until = until.map(rfc3339);
         self.upsert_note(account, "rate_limited_until", until.as_deref(), now)
+    }
+
+    /// Holds an Account off extra usage until `until`, the reset of `window` (or, with
+    /// `None`, releases it).
+    pub fn set_on_credits(
+        &mut self,
+        account: &str,
+        hold: Option<(&str, DateTime<Utc>)>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let until = hold.map(|(_, t)| rfc3339(t));
+        self.upsert_note(account, "on_credits_until", until.as_deref(), now)?;
+        self.upsert_note(account, "on_credits_window", hold.map(|(w, _)| w), now)
     }
 
     /// Records the agent CLI file that passed the version check, and its version.

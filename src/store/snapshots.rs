@@ -18,16 +18,18 @@ impl Store {
     pub fn insert_snapshots(&mut self, snapshots: &[Snapshot]) -> Result<()> {
         self.write(|tx| {
             let mut history = tx.prepare_cached(
-                "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source, run_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source, run_id, model) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?;
-            // RFC 3339 in UTC with a fixed shape compares as text in time order.
+            // RFC 3339 in UTC with a fixed shape compares as text in time order. The stream
+            // never names a per-model Window's model: the name a usage answer gave it stays.
             let mut latest = tx.prepare_cached(
-                "INSERT INTO latest_snapshots (account, window, percent, resets_at, observed_at, source, run_id) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                "INSERT INTO latest_snapshots (account, window, percent, resets_at, observed_at, source, run_id, model) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
                  ON CONFLICT(account, window) DO UPDATE SET percent = excluded.percent, \
                    resets_at = excluded.resets_at, observed_at = excluded.observed_at, \
-                   source = excluded.source, run_id = excluded.run_id \
+                   source = excluded.source, run_id = excluded.run_id, \
+                   model = COALESCE(excluded.model, latest_snapshots.model) \
                  WHERE excluded.observed_at >= latest_snapshots.observed_at",
             )?;
             for s in snapshots {
@@ -38,7 +40,8 @@ impl Store {
                     s.resets_at.map(rfc3339),
                     rfc3339(s.observed_at),
                     s.source,
-                    s.run_id
+                    s.run_id,
+                    s.model
                 ];
                 history.execute(row)?;
                 latest.execute(row)?;
@@ -82,7 +85,7 @@ impl Store {
         until: DateTime<Utc>,
     ) -> Result<Vec<Snapshot>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT account, window, percent, resets_at, observed_at, source, run_id \
+            "SELECT account, window, percent, resets_at, observed_at, source, run_id, model \
              FROM snapshots WHERE account = ?1 AND window = ?2 AND observed_at >= ?3 \
              AND observed_at <= ?4 ORDER BY observed_at, id",
         )?;
@@ -98,6 +101,7 @@ impl Store {
                         observed_at: time_col(r.get(4)?).unwrap_or_default(),
                         source: r.get(5)?,
                         run_id: r.get(6)?,
+                        model: r.get(7)?,
                     })
                 },
             )?
@@ -119,7 +123,7 @@ impl Store {
     /// The newest Snapshot of every Window of every Account.
     pub fn latest_snapshots(&self) -> Result<Vec<Snapshot>> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT account, window, percent, resets_at, observed_at, source, run_id \
+            "SELECT account, window, percent, resets_at, observed_at, source, run_id, model \
              FROM latest_snapshots ORDER BY account, window",
         )?;
         let rows = stmt
@@ -132,6 +136,7 @@ impl Store {
                     observed_at: time_col(r.get(4)?).unwrap_or_default(),
                     source: r.get(5)?,
                     run_id: r.get(6)?,
+                    model: r.get(7)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;

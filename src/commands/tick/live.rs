@@ -149,6 +149,7 @@ mod tests {
                 window: "five_hour".into(),
                 percent: 42.5,
                 resets_at: None,
+                model: None,
             }],
         });
         assert_eq!(

@@ -20,6 +20,11 @@ pub(super) struct TickObserver<'a> {
     job_id: &'a str,
     account: &'a str,
     limits: Option<Limits>,
+    /// The Account lets a Run go on when the plan bills extra usage (paid credits).
+    allow_extra_usage: bool,
+    /// The model the Run asked for, or (once the agent said) the one it runs: a per-model
+    /// Window of another model does not stop it.
+    model: Option<String>,
     /// The Account's `env:`, whose values never reach the database.
     env: &'a crate::config::Env,
     last_flush: Instant,
@@ -40,6 +45,7 @@ impl<'a> TickObserver<'a> {
         job_id: &'a str,
         account: &'a str,
         account_cfg: &'a crate::config::Account,
+        model: Option<&str>,
     ) -> TickObserver<'a> {
         TickObserver {
             store,
@@ -47,6 +53,8 @@ impl<'a> TickObserver<'a> {
             job_id,
             account,
             limits: account_cfg.limits,
+            allow_extra_usage: account_cfg.limits.is_some_and(|l| l.allow_extra_usage),
+            model: model.map(String::from),
             env: &account_cfg.env,
             last_flush: Instant::now(),
             dirty: false,
@@ -56,6 +64,7 @@ impl<'a> TickObserver<'a> {
     }
 
     /// Figures are still recorded, but no ceiling stops the Run (`tick --ignore-ceiling`).
+    /// Extra usage still does: that is a bill, not a ceiling.
     pub(super) fn ignore_ceilings(&mut self) {
         self.limits = None;
     }
@@ -117,15 +126,19 @@ impl TickObserver<'_> {
         // process holds the lock) is kept and tried again, and the stop goes ahead.
         self.pending.extend(snapshots.iter().cloned());
         self.record_pending();
+        // Credits first: on credits the plan says `rejected`, but the Run goes on, billed.
+        if let Some(stop) = usage::on_credits(event, self.allow_extra_usage) {
+            return Some(stop);
+        }
         if let AgentEvent::RateLimit(info) = event {
-            if info.status == "rejected" {
+            if info.status == "rejected" && !info.on_credits {
                 return Some(StopCause::RateLimited(crate::model::Rejection {
                     window: info.window.clone(),
                     until: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),
                 }));
             }
         }
-        usage::crossing(&snapshots, self.limits.as_ref())
+        usage::crossing(&snapshots, self.limits.as_ref(), self.model.as_deref())
     }
 }
 
@@ -138,6 +151,9 @@ impl Observer for TickObserver<'_> {
 
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause> {
         self.dirty = true;
+        if let AgentEvent::Init { model: Some(m), .. } = event {
+            self.model = Some(m.clone());
+        }
         if let Some(live) = self.live.as_mut() {
             live.note(event);
             live.draw(report);
