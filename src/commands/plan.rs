@@ -79,7 +79,7 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
         let run = w.run_id.map(|r| format!(", run {r}")).unwrap_or_default();
         outln!(
             "    {:<17} {:>11}  {:<13} {resets}; observed {} ago by {}{run}",
-            w.window,
+            w.label(),
             percent,
             ceiling,
             human(now - w.observed_at),

@@ -38,6 +38,8 @@ struct RunJson {
     cause: Option<crate::model::Cause>,
     /// Whether the Run counts toward the Job's `maxRuns`.
     counts: bool,
+    /// Why owl stopped it (`ceiling`, `extra_usage`, …), or null when it ended by itself.
+    stop: Option<crate::model::StopKind>,
     /// Something that happened after the result line.
     note: Option<String>,
     exit_code: Option<i32>,
@@ -266,6 +268,7 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
         stop_reason: r.stop_reason.clone(),
         cause: r.cause,
         counts: r.counts(),
+        stop: r.stop,
         note: r.note.clone(),
         exit_code: r.exit_code,
         session_id: r.session_id.clone(),

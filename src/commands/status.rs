@@ -59,6 +59,10 @@ struct AccountJson {
 #[derive(Debug, Serialize)]
 struct WindowJson {
     window: String,
+    /// `five_hour`, `weekly`, `model_weekly` (one model family's week) or `other`.
+    kind: crate::model::WindowKind,
+    /// The model family a per-model Window limits, when the agent named it.
+    model: Option<String>,
     percent: Option<f64>,
     ceiling: Option<f64>,
     resets_at: Option<String>,
@@ -311,6 +315,8 @@ fn account_json(a: &AccountView) -> AccountJson {
             .iter()
             .map(|w| WindowJson {
                 window: w.window.clone(),
+                kind: w.kind,
+                model: w.model.clone(),
                 percent: w.percent,
                 ceiling: w.ceiling,
                 resets_at: opt_time(w.resets_at),

@@ -25,3 +25,4 @@ mod support;
 mod three_drivers;
 mod tick_basics;
 mod tick_job;
+mod usage_windows;

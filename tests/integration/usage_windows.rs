@@ -1,0 +1,174 @@
+//! The plan as Claude Code 2.1.332 reports it (its PROTOCOL.md): a figure on every
+//! `rate_limit_event`, the per-model weekly Window, and extra usage, replayed from the
+//! transcripts the real CLI printed against the loopback mock.
+
+use predicates::prelude::*;
+
+use crate::support::{window, TestEnv};
+
+/// A 2.1.332 transcript beside the 2.1.197 ones the fake agent reads by default.
+fn recorded(name: &str) -> String {
+    format!("../claude-code-2.1.332/{name}.jsonl")
+}
+
+/// One Account `work` with `limits` (a flow map's insides) and a poll that never comes in
+/// time: whatever stops a Run comes from the stream.
+fn env_with(limits: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "usagePollInterval: 1h\naccounts:\n  work:\n    credentialStore: {}\n    limits: {{{limits}}}\n",
+        env.dir.path().join("creds").display()
+    ));
+    env
+}
+
+#[test]
+fn a_run_is_stopped_at_the_allowed_event_that_crosses_not_at_the_next_poll() {
+    let env = env_with("fiveHourMax: 50, weeklyMax: 50");
+    // Responses 0 and 1 of the recording (42%, then 55%), then a tool that would run 30 s.
+    env.script(&format!(
+        "read-prompt\nreplay {} 1 6\nsleep 30000\n",
+        recorded("unified-windows-allowed")
+    ));
+    let id = env.add("Climb");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(
+        tick["stop_reason"],
+        "ceiling: five_hour 55% >= fiveHourMax 50"
+    );
+    // The Job waits for the reset the event named (resetsAt 1796161237).
+    let show = env.show(&id);
+    assert_eq!(show["state"], "waiting");
+    assert_eq!(show["not_before"], "2026-12-01T21:40:37Z");
+    assert_eq!(show["runs"][0]["stop"], "ceiling");
+    assert_eq!(show["runs"][0]["counts"], false);
+    let status = env.status();
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["percent"], 55.0);
+    assert_eq!(five["source"], "rate_limit_event");
+    assert_eq!(five["kind"], "five_hour");
+    assert_eq!(window(&status, "work", "seven_day")["percent"], 30.0);
+    // The one poll owl sent (after the first response) was answered "unknown": only the
+    // stream could have stopped it.
+    let stdin = env.recorded("stdin.jsonl");
+    assert!(stdin.contains(r#""subtype":"interrupt""#), "{stdin}");
+}
+
+#[test]
+fn a_full_model_week_holds_the_account_while_its_week_reads_30() {
+    let env = env_with("fiveHourMax: 60, weeklyMax: 50");
+    // 7d_oi at 1.0 (status rejected) while the request is allowed, then a long tool.
+    env.script(&format!(
+        "read-prompt\nreplay {} 1 3\nsleep 30000\n",
+        recorded("seven-day-oi-window-rejected-request-allowed")
+    ));
+    let id = env.add("Fable week");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(
+        tick["stop_reason"],
+        "ceiling: seven_day_overage_included 100% >= weeklyMax 50"
+    );
+    let status = env.status();
+    let week = window(&status, "work", "seven_day");
+    assert_eq!(week["percent"], 30.0);
+    let fable = window(&status, "work", "seven_day_overage_included");
+    assert_eq!(fable["percent"], 100.0);
+    assert_eq!(fable["kind"], "model_weekly");
+    assert_eq!(status["accounts"][0]["schedulable"], false);
+    let reason = status["accounts"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("seven_day_overage_included"), "{reason}");
+    // A second Job waits too, and the next tick says which Window holds it.
+    env.add("Another");
+    let idle = env.tick();
+    assert_eq!(idle["action"], "idle", "{idle}");
+    assert!(
+        idle["reason"]
+            .as_str()
+            .unwrap()
+            .contains("seven_day_overage_included"),
+        "{idle}"
+    );
+    assert_eq!(env.show(&id)["state"], "waiting");
+}
+
+#[test]
+fn overage_in_use_under_status_allowed_stops_the_run_and_holds_the_account() {
+    // No ceiling at all: extra usage is refused whatever the ceilings say.
+    let env = TestEnv::new();
+    env.script(&format!(
+        "read-prompt\nreplay {} 1 3\nsleep 30000\n",
+        recorded("overage-in-use-header-only")
+    ));
+    let id = env.add("On credits");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(
+        tick["stop_reason"],
+        "extra usage: five_hour is used up and the plan billed usage credits (allowExtraUsage is off)"
+    );
+    let show = env.show(&id);
+    let run = &show["runs"][0];
+    assert_eq!(run["stop"], "extra_usage");
+    assert_eq!(run["counts"], false, "a stop of owl's: not the Job's Run");
+    assert_eq!(show["state"], "waiting");
+    assert_eq!(show["not_before"], "2026-12-01T21:41:13Z");
+    // The Account as a whole is held, though its five-hour figure reads 50%.
+    let status = env.status();
+    assert_eq!(window(&status, "work", "five_hour")["percent"], 50.0);
+    let account = &status["accounts"][0];
+    assert_eq!(account["schedulable"], false);
+    assert!(
+        account["reason"].as_str().unwrap().contains("extra usage"),
+        "{account}"
+    );
+    env.add("Next");
+    assert_eq!(env.tick()["action"], "idle");
+    env.owl()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "work: not schedulable — extra usage: five_hour is used up",
+        ));
+}
+
+#[test]
+fn the_first_credited_response_stops_the_run_before_its_tool() {
+    let env = TestEnv::new();
+    // Response 0 at 97% (a warning), response 1 through on credits: isUsingOverage.
+    env.script(&format!(
+        "read-prompt\nreplay {} 1 6\nsleep 30000\nreplay {} 7\n",
+        recorded("overage-in-use"),
+        recorded("overage-in-use")
+    ));
+    env.add("On credits");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("extra usage: five_hour"),
+        "{tick}"
+    );
+}
+
+#[test]
+fn an_account_that_allows_extra_usage_runs_on() {
+    let env = env_with("allowExtraUsage: true");
+    env.script(&format!(
+        "read-prompt\nreplay {}\n",
+        recorded("overage-in-use-header-only")
+    ));
+    env.add("On credits, allowed");
+    let tick = env.tick();
+    assert_ne!(tick["outcome"], "interrupted", "{tick}");
+    assert!(tick["stop_reason"].is_null(), "{tick}");
+    env.owl()
+        .args(["config", "check"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("allowExtraUsage: true"));
+}
