@@ -526,14 +526,10 @@ fn execute(
     report
 }
 
-/// How long a passed version check of an unchanged agent CLI file is trusted. The file's
-/// identity catches an update of the CLI itself; the age bounds a wrapper script whose
-/// target changed behind it.
-const AGENT_CHECK_MAX_AGE: chrono::Duration = chrono::Duration::hours(1);
-
-/// The agent CLI's version: its `--version` checked, unless this Account's last check
-/// passed for the very same file within [`AGENT_CHECK_MAX_AGE`] (with the real CLI, a
-/// node start of a second or so, before every Run).
+/// The agent CLI's version, from its `--version`, before every Run: a version manager's
+/// shim or a wrapper script is the same file whatever version runs behind it, so no file
+/// identity can stand in for asking (a node start of a second, beside a Run of minutes).
+/// An idle tick never gets here. A verdict holds for the pair of file and version.
 fn agent_version(
     ctx: &Ctx,
     store: &mut Store,
@@ -544,19 +540,6 @@ fn agent_version(
 ) -> Result<Result<String, driver::AgentCliError>> {
     let account_cfg = &ctx.config.accounts[account];
     let identity = driver::identity(command);
-    let note = store.account_note(account)?;
-    let cached = note
-        .agent_checked
-        .as_deref()
-        .and_then(|c| c.split_once('\t'))
-        .filter(|(id, _)| identity.as_deref() == Some(*id))
-        .filter(|_| {
-            note.agent_checked_at
-                .is_some_and(|at| at <= now && now - at < AGENT_CHECK_MAX_AGE)
-        });
-    if let Some((_, version)) = cached {
-        return Ok(Ok(version.to_string()));
-    }
     let checked = match driver::check_agent(driver, command, account_cfg) {
         Err(driver::AgentCliError::Untested { agent, version, .. }) => verified(
             ctx,

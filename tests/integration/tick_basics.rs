@@ -469,42 +469,60 @@ fn the_branch_starts_at_the_commit_the_base_named_when_the_job_was_queued() {
 }
 
 #[test]
-fn the_version_check_is_trusted_for_the_same_file_for_an_hour() {
-    let mut env = TestEnv::new();
-    // A CLI of its own, so that the test can change it.
-    let cli = env.dir.path().join("claude");
-    std::fs::copy(env!("CARGO_BIN_EXE_owl-fake-agent"), &cli).unwrap();
+fn the_version_is_checked_before_every_run_even_behind_an_unchanged_wrapper() {
+    let env = TestEnv::new();
+    // A version manager's shim: one file, whatever version runs behind it.
+    let version = env.dir.path().join("version.txt");
+    std::fs::write(&version, "2.1.197 (Claude Code)").unwrap();
+    let shim = env.dir.path().join("claude");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nFAKE_AGENT_VERSION=\"$(cat '{}')\" exec '{}' \"$@\"\n",
+            version.display(),
+            env!("CARGO_BIN_EXE_owl-fake-agent")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(
         &env.config,
         std::fs::read_to_string(&env.config)
             .unwrap()
-            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), cli.to_str().unwrap()),
+            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), shim.to_str().unwrap())
+            + "agentVerification: off\n",
     )
     .unwrap();
     // No Handoff: the Job is queued again after every Run.
     env.script("read-prompt\nreplay success.jsonl\nwait-stdin-eof\n");
-    env.add_with(&["--max-runs", "10"], "Hello");
+    let id = env.add_with(&["--max-runs", "10"], "Hello");
     let checked = env.record.join("version-env.json");
-    let tick_checks = |env: &TestEnv| {
-        let _ = std::fs::remove_file(&checked);
-        assert_eq!(env.tick()["outcome"], "succeeded");
-        checked.exists()
-    };
-    assert!(tick_checks(&env), "the first Run checks the version");
+    let _ = std::fs::remove_file(&checked);
+    // An idle tick never starts the agent.
+    env.owl().args(["tick", "--dry-run"]).assert().success();
+    assert!(!checked.exists(), "a dry run asked for the version");
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    assert!(checked.exists(), "the first Run checks the version");
+    std::fs::remove_file(&checked).unwrap();
+    assert_eq!(env.tick()["outcome"], "succeeded");
     assert!(
-        !tick_checks(&env),
-        "the same file, checked just now: trusted"
+        checked.exists(),
+        "the same file, checked just now, is asked again"
     );
-    // The CLI updated in place: a new file, checked again.
-    std::fs::File::options()
-        .write(true)
-        .open(&cli)
-        .unwrap()
-        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
-        .unwrap();
-    assert!(tick_checks(&env), "a changed file is checked");
-    assert!(!tick_checks(&env));
-    // An hour on, checked again whatever the file.
-    env.now = "2026-11-30T04:00:01Z".into();
-    assert!(tick_checks(&env), "an hour-old check is not trusted");
+    // The version behind the shim changes; the shim does not.
+    std::fs::write(&version, "2.2.0 (Claude Code)").unwrap();
+    env.owl()
+        .arg("tick")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("Claude Code 2.2.0"));
+    let show = env.show(&id);
+    assert_eq!(show["runs"].as_array().unwrap().len(), 2, "no Run on 2.2.0");
+    assert_eq!(show["state"], "queued");
+    env.owl()
+        .arg("status")
+        .assert()
+        .stdout(predicate::str::contains(
+            "Claude Code 2.2.0 is not verified",
+        ));
 }
