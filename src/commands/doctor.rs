@@ -118,6 +118,26 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
                 false
             }
         };
+        // The CLI's own answer on its login, local and without a turn, where it has one.
+        let needs_plan = account.limits.is_some_and(|l| l.any_ceiling());
+        if let Some(login) = cli_ok
+            .then(|| driver::check_login(d.as_ref(), command, account))
+            .flatten()
+        {
+            match login.refusal(needs_plan) {
+                None => found.check(
+                    true,
+                    format!(
+                        "account {name}: auth status: logged in, {}",
+                        login.describe()
+                    ),
+                ),
+                Some(why) => found.check(
+                    false,
+                    format!("account {name}: {why}; {}", d.login_hint(account)),
+                ),
+            }
+        }
         // The zero-token probe: a credential store that exists may still hold no login.
         // Run in the state dir when there is one; doctor creates nothing.
         let cwd = Some(ctx.config.state_dir.clone())

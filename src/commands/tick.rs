@@ -340,6 +340,24 @@ fn run_job(
         }
     };
 
+    // The CLI's own word on its login (local, no token): no Run on an Account it says has
+    // none, or only an API key where the ceilings need a plan.
+    let needs_plan = account_cfg.limits.is_some_and(|l| l.any_ceiling());
+    let refused = driver::check_login(driver.as_ref(), &command, account_cfg)
+        .and_then(|login| login.refusal(needs_plan));
+    if let Some(why) = refused {
+        store.set_not_logged_in(&account, Some(&why), now)?;
+        return Ok(TickJson {
+            job_id: Some(job_id.clone()),
+            account: Some(account.clone()),
+            ..TickJson::said(
+                "idle",
+                format!("{account}: {why}; job {job_id} stays queued"),
+                false,
+            )
+        });
+    }
+
     let job = ctx.job(store, &job_id)?;
     let prepared = if sandboxed {
         crate::workspace::prepare_clone(&job, &ctx.worktrees_dir())

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
-    Invocation, LineError, RateLimitInfo, RunRequest, Usage, UsagePoll, WindowUsage,
+    Invocation, LineError, Login, RateLimitInfo, RunRequest, Usage, UsagePoll, WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -133,7 +133,13 @@ impl Driver for ClaudeCode {
     }
 
     fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>> {
-        Some(control_request(request_id, "get_usage"))
+        // `skip_behaviors` spares the CLI its scan of local transcripts (honoured from
+        // 2.1.332 on, ignored by 2.1.197).
+        Some(line_bytes(&json!({
+            "type": "control_request",
+            "request_id": request_id,
+            "request": {"subtype": "get_usage", "skip_behaviors": true}
+        })))
     }
 
     fn interactive_command(&self, account: &Account) -> String {
@@ -187,6 +193,24 @@ impl Driver for ClaudeCode {
 
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError> {
         parse_line(line)
+    }
+
+    fn login_invocation(&self, command: &std::path::Path, account: &Account) -> Option<Invocation> {
+        // Local and about 0.3 s; never a request to the API base URL, never a token (§5).
+        Some(account_invocation(
+            command,
+            account,
+            vec!["auth".into(), "status".into(), "--json".into()],
+        ))
+    }
+
+    fn parse_login(&self, stdout: &str) -> Option<Login> {
+        let v: Value = serde_json::from_str(stdout.trim()).ok()?;
+        Some(Login {
+            logged_in: v.get("loggedIn")?.as_bool()?,
+            method: string_at(&v, "authMethod").unwrap_or_else(|| "unknown".into()),
+            plan: string_at(&v, "subscriptionType"),
+        })
     }
 }
 
@@ -779,6 +803,44 @@ mod tests {
                 Some(AgentFailure::RateLimited)
             );
         }
+    }
+
+    #[test]
+    fn auth_status_answers_for_none_a_plan_and_an_api_key() {
+        let text = std::fs::read_to_string(format!("{FIXTURES_332}/auth-status.json")).unwrap();
+        let cases: Vec<Value> = serde_json::from_str(&text).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for case in &cases {
+            // Recorded parsed when it was JSON, as text when it was `--text`.
+            let stdout = match &case["stdout"] {
+                Value::String(text) => text.clone(),
+                json => json.to_string(),
+            };
+            let stdout = stdout.as_str();
+            // `--text` answers are not read.
+            let Some(login) = ClaudeCode.parse_login(stdout) else {
+                assert!(!stdout.trim_start().starts_with('{'), "{stdout}");
+                continue;
+            };
+            assert_eq!(login.logged_in, case["exit_code"] == 0, "{stdout}");
+            seen.insert(login.method.clone());
+            match login.method.as_str() {
+                "none" => assert!(login.refusal(false).unwrap().contains("not logged in")),
+                "api_key" => {
+                    assert_eq!(login.refusal(false), None);
+                    assert!(login.refusal(true).unwrap().contains("plan login"));
+                }
+                "claude.ai" => {
+                    assert_eq!(login.plan.as_deref(), Some("max"));
+                    assert_eq!(login.refusal(true), None);
+                }
+                _ => assert_eq!(login.refusal(true), None),
+            }
+        }
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            ["api_key", "claude.ai", "none", "oauth_token"]
+        );
     }
 
     fn events(name: &str) -> Vec<AgentEvent> {

@@ -495,6 +495,21 @@ pub trait Driver: Send + Sync {
 
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
+
+    /// The command that asks the CLI for its login without a turn (`claude auth status`),
+    /// if it has one.
+    fn login_invocation(
+        &self,
+        _command: &std::path::Path,
+        _account: &Account,
+    ) -> Option<Invocation> {
+        None
+    }
+
+    /// Reads that command's answer.
+    fn parse_login(&self, _stdout: &str) -> Option<Login> {
+        None
+    }
 }
 
 /// How long an agent asked to interrupt its turn has to write its `result` line: owl waits
@@ -661,36 +676,103 @@ pub fn check_agent(
     command: &std::path::Path,
     account: &Account,
 ) -> Result<String, AgentCliError> {
+    let inv = driver.version_invocation(command, account);
+    let out = output_of(&inv, VERSION_TIMEOUT).map_err(|e| match e {
+        None => AgentCliError::NoAnswer(command.to_path_buf()),
+        Some(error) => AgentCliError::CannotRun {
+            command: command.to_path_buf(),
+            error,
+        },
+    })?;
+    driver.check_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// How long the CLI's own login answer may take (`claude auth status`: about 0.3 s, local).
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The Account's login as the CLI itself tells it without a turn, where its version can
+/// (`None`: it cannot, or its answer was not one owl reads; the probe then decides).
+pub fn check_login(
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    account: &Account,
+) -> Option<Login> {
+    let inv = driver.login_invocation(command, account)?;
+    let out = output_of(&inv, LOGIN_TIMEOUT).ok()?;
+    driver.parse_login(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Runs a short command to its end: its output, or why not (`None`: no answer in time, and
+/// it was killed). Waited on, not polled: the answer is read the moment it exits.
+fn output_of(
+    inv: &Invocation,
+    timeout: std::time::Duration,
+) -> Result<std::process::Output, Option<String>> {
     use std::process::Stdio;
-    let mut cmd = driver.version_invocation(command, account).command();
+    let mut cmd = inv.command();
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let child = cmd.spawn().map_err(|e| AgentCliError::CannotRun {
-        command: command.to_path_buf(),
-        error: e.to_string(),
-    })?;
-    // Waited on, not polled: the answer is read the moment the CLI exits.
+    let child = cmd.spawn().map_err(|e| Some(e.to_string()))?;
     let pid = child.id() as i32;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    let out = match rx.recv_timeout(VERSION_TIMEOUT) {
-        Ok(Ok(output)) => String::from_utf8_lossy(&output.stdout).into_owned(),
-        Ok(Err(e)) => {
-            return Err(AgentCliError::CannotRun {
-                command: command.to_path_buf(),
-                error: e.to_string(),
-            })
-        }
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(output)) => Ok(output),
+        Ok(Err(e)) => Err(Some(e.to_string())),
         Err(_) => {
             let _ = crate::sys::signal_pid(pid, crate::sys::Sig::KILL);
             let _ = rx.recv();
-            return Err(AgentCliError::NoAnswer(command.to_path_buf()));
+            Err(None)
         }
-    };
-    driver.check_version(&out)
+    }
+}
+
+/// What the CLI says of its login, read locally and without a token: it cannot see a
+/// login that expired or was revoked (only a Run or a probe can).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Login {
+    pub logged_in: bool,
+    /// How: `none`, `claude.ai` (a plan login), `oauth_token`, `api_key`, …
+    pub method: String,
+    /// The plan the stored login names (`max`), when it does.
+    pub plan: Option<String>,
+}
+
+impl Login {
+    /// Whether it bills per token instead of a plan: no utilization to keep under a ceiling.
+    pub fn is_api_key(&self) -> bool {
+        self.method == "api_key"
+    }
+
+    /// Why no Run may start on this login, if none may: none at all, or an API key on an
+    /// Account whose ceilings need a plan's utilization (and which would bill per token).
+    pub fn refusal(&self, needs_plan: bool) -> Option<String> {
+        if !self.logged_in {
+            Some(format!(
+                "not logged in (the CLI's auth status: authMethod {})",
+                self.method
+            ))
+        } else if self.is_api_key() && needs_plan {
+            Some(
+                "logged in with an API key, which reports no utilization and bills per token: \
+                 an Account with ceilings needs a plan login"
+                    .into(),
+            )
+        } else {
+            None
+        }
+    }
+
+    /// A few words: `claude.ai (plan max)`.
+    pub fn describe(&self) -> String {
+        match &self.plan {
+            Some(plan) => format!("{} (plan {plan})", self.method),
+            None => self.method.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@
 //! the way the real CLI answers before its first API response; a line `no-plan` answers
 //! as the real CLI does with no login (not-logged-in.jsonl).
 //! Without a script file the agent waits for its prompt, like the real CLI.
+//! `auth status` answers a plan login, or `FAKE_AGENT_AUTH` (JSON) when set.
 //! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
 //! a pause point between owl's pick and its Run, released by the test.
 //! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
@@ -102,6 +103,19 @@ fn main() {
         if !args.iter().any(|a| a == "--version") {
             relay(Path::new(&real), &args[1..]);
         }
+    }
+    if args.get(1..3) == Some(&["auth".to_string(), "status".to_string()][..]) {
+        // As 2.1.332 answers for a stored plan login (auth-status.json), unless the test
+        // gives the answer: `FAKE_AGENT_AUTH=JSON`, exit 1 when it says not logged in.
+        let answer = std::env::var("FAKE_AGENT_AUTH").unwrap_or_else(|_| {
+            r#"{"loggedIn":true,"authMethod":"claude.ai","apiProvider":"firstParty","subscriptionType":"max"}"#.into()
+        });
+        println!("{answer}");
+        std::process::exit(if answer.contains(r#""loggedIn":false"#) {
+            1
+        } else {
+            0
+        });
     }
     if args.iter().any(|a| a == "--version") {
         if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {

@@ -172,3 +172,51 @@ fn an_account_that_allows_extra_usage_runs_on() {
         .success()
         .stdout(predicate::str::contains("allowExtraUsage: true"));
 }
+
+#[test]
+fn the_clis_own_auth_status_keeps_a_run_off_an_account_without_a_login() {
+    let mut env = env_with("fiveHourMax: 60");
+    env.script("read-prompt\nreplay success.jsonl\n");
+    let id = env.add("Hello");
+    env.extra_env.push((
+        "FAKE_AGENT_AUTH".into(),
+        r#"{"loggedIn":false,"authMethod":"none","apiProvider":"firstParty"}"#.into(),
+    ));
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(
+        tick["reason"].as_str().unwrap().contains("not logged in"),
+        "{tick}"
+    );
+    let show = env.show(&id);
+    assert_eq!(show["state"], "queued");
+    assert!(
+        show["runs"].as_array().unwrap().is_empty(),
+        "no Run started"
+    );
+    let status = env.status();
+    assert!(status["accounts"][0]["not_logged_in"]
+        .as_str()
+        .unwrap()
+        .contains("auth status"));
+    env.owl()
+        .arg("status")
+        .assert()
+        .stdout(predicate::str::contains("/login"));
+    // An API key where the ceilings need a plan: refused the same way.
+    env.extra_env.pop();
+    let env2 = env_with("fiveHourMax: 60");
+    let mut env2 = env2;
+    env2.script("read-prompt\nreplay success.jsonl\n");
+    env2.add("Hello");
+    env2.extra_env.push((
+        "FAKE_AGENT_AUTH".into(),
+        r#"{"loggedIn":true,"authMethod":"api_key","apiKeySource":"ANTHROPIC_API_KEY"}"#.into(),
+    ));
+    let tick = env2.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(
+        tick["reason"].as_str().unwrap().contains("API key"),
+        "{tick}"
+    );
+}
