@@ -69,6 +69,35 @@ impl Reply {
         self
     }
 
+    /// Adds one `anthropic-ratelimit-unified-<name>` header.
+    pub fn unified(mut self, name: &str, value: impl ToString) -> Reply {
+        self.headers.push((
+            format!("anthropic-ratelimit-unified-{name}"),
+            value.to_string(),
+        ));
+        self
+    }
+
+    /// Adds the per-model weekly Window (the claim `7d_oi`, the CLI's "Fable limit"): its
+    /// utilization (a fraction) and reset, and `rejected` once it is used up.
+    pub fn with_model_week(self, utilization: f64, reset: i64) -> Reply {
+        let status = if utilization >= 1.0 {
+            "rejected"
+        } else {
+            "allowed"
+        };
+        self.unified("7d_oi-utilization", utilization)
+            .unified("7d_oi-reset", reset)
+            .unified("7d_oi-status", status)
+    }
+
+    /// Marks the response as billed to extra usage (usage credits): the overage headers a
+    /// plan sends when it lets a request through on credits (2.1.332 PROTOCOL §3).
+    pub fn on_credits(self) -> Reply {
+        self.unified("overage-status", "allowed")
+            .unified("overage-in-use", "true")
+    }
+
     /// An API error of `status` (500: `api_error`), as the API words it.
     pub fn error(status: u16) -> Reply {
         Reply {
