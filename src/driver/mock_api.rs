@@ -45,7 +45,12 @@ impl Reply {
 
     /// Adds the unified rate-limit headers of a plan login: status, the representative
     /// claim, and five-hour utilization (a fraction) with its reset (epoch seconds).
-    pub fn with_five_hour(mut self, status: &str, utilization: f64, reset: i64) -> Reply {
+    pub fn with_five_hour(self, status: &str, utilization: f64, reset: i64) -> Reply {
+        self.with_plan(status, utilization, 0.2, reset)
+    }
+
+    /// Like [`Reply::with_five_hour`], with the seven-day figure too.
+    pub fn with_plan(mut self, status: &str, utilization: f64, weekly: f64, reset: i64) -> Reply {
         let h = |k: &str, v: String| (format!("anthropic-ratelimit-unified-{k}"), v);
         self.headers.extend([
             h("status", status.into()),
@@ -53,7 +58,7 @@ impl Reply {
             h("representative-claim", "five_hour".into()),
             h("5h-utilization", utilization.to_string()),
             h("5h-reset", reset.to_string()),
-            h("7d-utilization", "0.2".into()),
+            h("7d-utilization", weekly.to_string()),
             h("7d-reset", (reset + 4 * 86_400).to_string()),
         ]);
         self

@@ -305,30 +305,26 @@ fn e2e_sigterm_while_the_bash_tool_sleeps_leaves_nothing_behind() {
 #[test]
 #[ignore = "needs the real Claude Code CLI"]
 fn e2e_an_account_with_no_login_costs_the_job_nothing() {
-    // No ceiling: nothing probes before the first Run, which the CLI ends "Not logged in".
+    // No ceiling, so nothing probes: the CLI's own `auth status` says there is no login,
+    // and no Run starts at all.
     let E2e { env, mock } = e2e_with_login("", false);
     let id = env.add_with(&["--max-runs", "1"], "Say hello.");
     let tick = env.tick();
-    assert_eq!(tick["outcome"], "failed", "{tick}");
+    assert_eq!(tick["action"], "idle", "{tick}");
     assert!(
-        tick["stop_reason"]
+        tick["reason"]
             .as_str()
             .unwrap()
-            .starts_with("not logged in: Not logged in"),
+            .contains("not logged in (the CLI's auth status: authMethod none)"),
         "{tick}"
     );
-    // At maxRuns 1 the Job's own failure would fail it; this one is not the Job's.
-    assert_eq!(tick["job_state"], "queued");
+    assert_eq!(tick["job_state"], Value::Null);
     let show = env.show(&id);
-    assert_eq!(show["runs"][0]["cause"], "not_logged_in");
-    assert_eq!(show["runs"][0]["counts"], false);
-    assert_eq!(
-        mock.calls(),
-        0,
-        "an empty credential store makes no API call"
-    );
+    assert_eq!(show["state"], "queued");
+    assert!(show["runs"].as_array().unwrap().is_empty(), "{show}");
+    assert_eq!(mock.calls(), 0, "auth status makes no API call");
 
-    // Now the Account is not scheduled; the next tick's probe finds no plan login.
+    // The Account is not scheduled, and status names the fix.
     let status = env.status();
     assert_eq!(status["accounts"][0]["schedulable"], false);
     let creds = env.dir.path().join("claude-config");
@@ -346,12 +342,8 @@ fn e2e_an_account_with_no_login_costs_the_job_nothing() {
     for _ in 0..3 {
         assert_eq!(env.tick()["action"], "idle");
     }
-    assert_eq!(env.show(&id)["runs"].as_array().unwrap().len(), 1);
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
     assert_eq!(env.show(&id)["state"], "queued");
-    assert!(env.status()["accounts"][0]["last_probe"]
-        .as_str()
-        .unwrap()
-        .starts_with("no plan"));
     env.owl()
         .arg("doctor")
         .assert()
@@ -417,4 +409,179 @@ fn e2e_a_ceiling_stop_as_a_background_task_starts_is_followed_by_no_request() {
     let left = marked_processes(&env);
     assert!(left.is_empty(), "processes outlived the Run: {left:?}");
     assert_eq!(env.show(&id)["state"], "waiting");
+}
+
+/// The mock's plan: each response's five-hour figure a step higher, every Window's figure
+/// in the headers (2.1.332 puts them on every `rate_limit_event`).
+fn climbing(steps: &[f64], reset: i64, last: Reply) -> Vec<Reply> {
+    let tool = |i: usize| {
+        Reply::tool(
+            "Bash",
+            // Response 1's tool runs until it is stopped; the others end at once.
+            json!({"command": if i == 1 { "tail -s 600 -f README.md" } else { "tail -n 1 README.md" }, "description": "Wait"}),
+        )
+    };
+    let mut replies: Vec<Reply> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, p)| tool(i).with_five_hour("allowed", *p, reset))
+        .collect();
+    replies.push(last);
+    replies
+}
+
+/// Whether the CLI under test puts every Window's figure on every event (2.1.332 on).
+fn reports_every_window() -> bool {
+    let out = std::process::Command::new(real_claude())
+        .arg("--version")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&out.stdout);
+    let v: Vec<u64> = version
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .map(|p| p.parse().unwrap_or(0))
+        .collect();
+    v >= vec![2, 1, 332]
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_a_run_is_stopped_at_the_event_that_crossed_with_at_most_one_request_after() {
+    let E2e { env, mock } = e2e("    limits: {fiveHourMax: 50}\n");
+    let every = reports_every_window();
+    if every {
+        // The stream alone must stop it: no poll comes in time.
+        let config = std::fs::read_to_string(&env.config).unwrap();
+        std::fs::write(
+            &env.config,
+            config.replace("usagePollInterval: 200ms", "usagePollInterval: 1h"),
+        )
+        .unwrap();
+    }
+    let reset = epoch_in(3 * 3600);
+    // 42%, then 55% on the response whose tool runs for 600 s.
+    mock.script(climbing(
+        &[0.42, 0.55, 0.6, 0.7],
+        reset,
+        Reply::text("Done."),
+    ));
+    let id = env.add("Climb.");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert_eq!(
+        tick["stop_reason"],
+        "ceiling: five_hour 55% >= fiveHourMax 50"
+    );
+    let status = env.status();
+    let five = crate::support::window(&status, "work", "five_hour");
+    assert_eq!(five["percent"], 55.0);
+    let show = env.show(&id);
+    assert_eq!(show["not_before"], rfc3339(reset));
+    if every {
+        assert_eq!(five["source"], "rate_limit_event", "{status}");
+        // The crossing came with response 2 of 2 sent: at most one more may follow.
+        assert!(mock.calls() <= 3, "{} requests", mock.calls());
+    } else {
+        // 2.1.197 carries no figure on an allowed event: a poll stopped it.
+        assert_eq!(five["source"], "get_usage", "{status}");
+    }
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_the_first_response_billed_to_credits_stops_the_run() {
+    // No ceiling at all: credits are refused whatever the ceilings say.
+    let E2e { env, mock } = e2e("");
+    let reset = epoch_in(2 * 3600);
+    let long = Reply::tool(
+        "Bash",
+        json!({"command": "tail -s 600 -f README.md", "description": "Wait"}),
+    );
+    // Status allowed, 50%, and yet billed to usage credits (`overageInUse`).
+    mock.script(vec![
+        long.with_five_hour("allowed", 0.5, reset).on_credits(),
+        Reply::text("Done."),
+    ]);
+    let id = env.add("On credits.");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "interrupted", "{tick}");
+    assert!(
+        tick["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("extra usage: five_hour"),
+        "{tick}"
+    );
+    assert_eq!(mock.calls(), 1, "no request after the first billed one");
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["stop"], "extra_usage");
+    assert_eq!(show["runs"][0]["counts"], false);
+    assert_eq!(show["not_before"], rfc3339(reset));
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    env.add("Next.");
+    assert_eq!(env.tick()["action"], "idle");
+    assert_eq!(mock.calls(), 1);
+}
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_a_full_model_week_holds_the_account_while_its_week_reads_30() {
+    let E2e { env, mock } = e2e("    limits: {fiveHourMax: 60, weeklyMax: 50}\n");
+    let reset = epoch_in(3 * 3600);
+    let week = epoch_in(2 * 86_400);
+    // 2.1.197 cannot see the Window, so nothing stops its tool: it ends by itself there.
+    let every = reports_every_window();
+    let command = if every {
+        "tail -s 600 -f README.md"
+    } else {
+        "tail -n 1 README.md"
+    };
+    mock.script(vec![
+        Reply::tool("Bash", json!({"command": command, "description": "Wait"}))
+            .with_plan("allowed", 0.2, 0.3, reset)
+            .with_model_week(1.0, week),
+        Reply::text("Done."),
+    ]);
+    let id = env.add("The Fable week.");
+    let tick = env.tick();
+    let status = env.status();
+    if every {
+        assert_eq!(tick["outcome"], "interrupted", "{tick}");
+        assert_eq!(
+            tick["stop_reason"],
+            "ceiling: seven_day_overage_included 100% >= weeklyMax 50"
+        );
+        let fable = crate::support::window(&status, "work", "seven_day_overage_included");
+        assert_eq!(fable["percent"], 100.0);
+        assert_eq!(fable["kind"], "model_weekly");
+        assert_eq!(
+            crate::support::window(&status, "work", "seven_day")["percent"],
+            30.0
+        );
+        assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+        assert_eq!(env.show(&id)["not_before"], rfc3339(week));
+        env.add("Another.");
+        let idle = env.tick();
+        assert_eq!(idle["action"], "idle", "{idle}");
+        assert!(idle["reason"]
+            .as_str()
+            .unwrap()
+            .contains("seven_day_overage_included"));
+    } else {
+        // 2.1.197 reads no 7d_oi header: nothing of it reaches owl.
+        assert!(
+            status["accounts"][0]["windows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|w| w["window"] != "seven_day_overage_included"),
+            "{status}"
+        );
+    }
+    assert!(mock.calls() >= 1);
 }
