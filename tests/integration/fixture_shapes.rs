@@ -178,3 +178,64 @@ fn what_changed_between_the_oldest_and_the_newest_version_is_reviewed() {
     }
     insta::assert_snapshot!(format!("shapes_{oldest}_to_{newest}"), diff);
 }
+
+/// The usage fields owl reads from 2.1.332 on (its PROTOCOL.md §1–§3, §6), by line kind.
+const USAGE_READ_BY_OWL: &[(&str, &str)] = &[
+    (
+        "rate_limit_event",
+        "rate_limit_info.unifiedWindows.five_hour.utilization",
+    ),
+    (
+        "rate_limit_event",
+        "rate_limit_info.unifiedWindows.five_hour.resetsAt",
+    ),
+    (
+        "rate_limit_event",
+        "rate_limit_info.unifiedWindows.seven_day.utilization",
+    ),
+    (
+        "rate_limit_event",
+        "rate_limit_info.unifiedWindows.seven_day_overage_included.utilization",
+    ),
+    ("rate_limit_event", "rate_limit_info.isUsingOverage"),
+    ("rate_limit_event", "rate_limit_info.overageInUse"),
+    (
+        "control_response/success",
+        "response.response.rate_limits.model_scoped[].display_name",
+    ),
+    (
+        "control_response/success",
+        "response.response.rate_limits.model_scoped[].utilization",
+    ),
+    (
+        "control_response/success",
+        "response.response.rate_limits.model_scoped[].resets_at",
+    ),
+    ("result/success", "api_error"),
+    ("result/success", "terminal_reason"),
+];
+
+/// Every field owl reads of the plan is in the newest version's usage recordings: a
+/// re-recording that loses one fails here.
+#[test]
+fn the_newest_usage_recordings_have_every_field_owl_reads() {
+    let dir = fixture_dir("2.1.332");
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.ends_with(".jsonl") || name.starts_with("conformance-") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let value: Value = serde_json::from_str(line).unwrap();
+            paths(&value, "", found.entry(kind(&value)).or_default());
+        }
+    }
+    for (kind, field) in USAGE_READ_BY_OWL {
+        let present = found
+            .get(*kind)
+            .is_some_and(|paths| paths.iter().any(|p| p.split(": ").next() == Some(field)));
+        assert!(present, "no {field} in the 2.1.332 {kind} lines");
+    }
+}
