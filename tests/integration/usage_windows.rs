@@ -220,3 +220,50 @@ fn the_clis_own_auth_status_keeps_a_run_off_an_account_without_a_login() {
         "{tick}"
     );
 }
+
+#[test]
+fn a_model_week_named_once_spares_runs_of_another_model() {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "usagePollInterval: 1h\ndefaults:\n  model: claude-sonnet-5-5\naccounts:\n  work:\n    credentialStore: {}\n    limits: {{fiveHourMax: 60, weeklyMax: 50}}\n",
+        env.dir.path().join("creds").display()
+    ));
+    // The first Run: the stream says 7d_oi 80% before anything named its model, so it
+    // counts (unknown applies), and the Run is stopped.
+    env.script(&format!(
+        "read-prompt\nreplay {} 2 4\nsleep 30000\n",
+        recorded("seven-day-oi-allowed")
+    ));
+    let first = env.add_with(&["--max-runs", "5"], "Sonnet work");
+    let tick = env.tick();
+    assert_eq!(
+        tick["stop_reason"], "ceiling: seven_day_overage_included 80% >= weeklyMax 50",
+        "{tick}"
+    );
+    // The Account is held while the Window's model is unknown. Once the figure is older
+    // than probeMaxAge, the probe's usage answer names it: Fable's week (as 2.1.332 answers).
+    let mut env = env;
+    let answer = r#"{"five_hour":{"utilization":20,"resets_at":"2026-12-01T21:40:42.000Z"},"seven_day":{"utilization":30,"resets_at":"2026-12-05T07:00:42.000Z"},"model_scoped":[{"display_name":"Fable","utilization":80,"resets_at":"2026-12-06T10:47:22.000Z"}]}"#;
+    std::fs::write(&env.usage, answer).unwrap();
+    env.now = "2026-11-30T03:20:00Z".into();
+    env.add("Sonnet work, again");
+    env.script(&format!(
+        "read-prompt\nreplay {} 2 9\nreplay {} 10 10\n",
+        recorded("seven-day-oi-allowed"),
+        recorded("seven-day-oi-allowed")
+    ));
+    let second = env.tick();
+    assert_eq!(second["outcome"], "succeeded", "{second}");
+    let status = env.status();
+    let fable = window(&status, "work", "seven_day_overage_included");
+    assert_eq!(fable["model"], "Fable");
+    // A Run of claude-sonnet-5-5 was neither held nor stopped by Fable's week at 80-86%.
+    assert_eq!(status["accounts"][0]["schedulable"], true, "{status}");
+    assert_eq!(env.show(&first)["state"], "waiting");
+    env.owl()
+        .arg("status")
+        .assert()
+        .stdout(predicate::str::contains(
+            "seven_day_overage_included (Fable)",
+        ));
+}

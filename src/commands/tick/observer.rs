@@ -25,6 +25,9 @@ pub(super) struct TickObserver<'a> {
     /// The model the Run asked for, or (once the agent said) the one it runs: a per-model
     /// Window of another model does not stop it.
     model: Option<String>,
+    /// The model family of each per-model Window, as a usage answer named it (the stream
+    /// never does): a Window's figure from the stream is that family's.
+    window_models: std::collections::BTreeMap<String, String>,
     /// The Account's `env:`, whose values never reach the database.
     env: &'a crate::config::Env,
     last_flush: Instant,
@@ -47,7 +50,15 @@ impl<'a> TickObserver<'a> {
         account_cfg: &'a crate::config::Account,
         model: Option<&str>,
     ) -> TickObserver<'a> {
+        let window_models = store
+            .latest_snapshots()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.account == account)
+            .filter_map(|s| Some((s.window, s.model?)))
+            .collect();
         TickObserver {
+            window_models,
             store,
             run_id,
             job_id,
@@ -121,7 +132,15 @@ impl TickObserver<'_> {
             return None;
         }
         let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
-        let snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
+        let mut snapshots = usage::from_event(event, self.account, Some(self.run_id), now);
+        for s in &mut snapshots {
+            match &s.model {
+                Some(model) => {
+                    self.window_models.insert(s.window.clone(), model.clone());
+                }
+                None => s.model = self.window_models.get(&s.window).cloned(),
+            }
+        }
         // Written before acting on them; a write that cannot land at once (another
         // process holds the lock) is kept and tried again, and the stop goes ahead.
         self.pending.extend(snapshots.iter().cloned());
