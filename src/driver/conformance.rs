@@ -210,22 +210,43 @@ pub fn version_check(driver: &dyn super::Driver, command: &Path, env: &[(&str, &
 /// A scenario of a Driver's conformance check: the CLI, and where to record what it wrote.
 pub type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
 
-/// Runs `scenarios` side by side (each its own CLI, mock and directory) and gathers their
-/// checks in order.
+/// How many scenarios run at once: each starts a CLI (a node process for Claude Code),
+/// and more than a few per core only slows every one of them past its time limits.
+fn scenarios_at_once() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    (cores * 2).clamp(2, 8)
+}
+
+/// Runs `scenarios` side by side, a few at a time (each its own CLI, mock and directory),
+/// and gathers their checks in order.
 pub fn run_scenarios(command: &Path, record: Option<&Path>, scenarios: &[Scenario]) -> Vec<Check> {
-    let handles: Vec<_> = scenarios
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Vec<Check>>>> = scenarios
         .iter()
-        .map(|scenario| {
-            let (scenario, command) = (*scenario, command.to_path_buf());
-            let record = record.map(Path::to_path_buf);
-            std::thread::spawn(move || scenario(&command, record.as_deref()))
-        })
+        .map(|_| std::sync::Mutex::new(None))
         .collect();
-    handles
+    std::thread::scope(|scope| {
+        for _ in 0..scenarios_at_once().min(scenarios.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(scenario) = scenarios.get(i) else {
+                    break;
+                };
+                let checks = std::panic::catch_unwind(|| scenario(command, record))
+                    .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")]);
+                if let Ok(mut slot) = results[i].lock() {
+                    *slot = Some(checks);
+                }
+            });
+        }
+    });
+    results
         .into_iter()
-        .flat_map(|h| {
-            h.join()
-                .unwrap_or_else(|_| vec![Check::failed("scenario", "a scenario panicked")])
+        .flat_map(|slot| {
+            slot.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| vec![Check::failed("scenario", "a scenario did not finish")])
         })
         .collect()
 }

@@ -688,7 +688,8 @@ pub fn check_agent(
 }
 
 /// How long the CLI's own login answer may take (`claude auth status`: about 0.3 s, local).
-const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// A bound for a CLI that hangs: 2.1.197 takes 1.8 s, and a loaded machine much longer.
+const LOGIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The Account's login as the CLI itself tells it without a turn, where its version can
 /// (`None`: it cannot, or its answer was not one owl reads; the probe then decides).

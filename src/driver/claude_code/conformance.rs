@@ -16,8 +16,9 @@ use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
 const MARKER: &str = "owl-conformance-marker: find me in the system prompt";
 /// How long the CLI gets to start and answer its first control request.
 const START: Duration = Duration::from_secs(15);
-/// How long a turn against the mock may take.
-const TURN: Duration = Duration::from_secs(20);
+/// How long a turn against the mock may take: a bound for a CLI that hangs, far above
+/// the second or two a turn takes, since a loaded machine (CI) slows every node start.
+const TURN: Duration = Duration::from_secs(40);
 
 /// Every check, the scenarios run side by side (each its own CLI, mock and config dir).
 /// With `record`, what the CLI wrote in each scenario is kept there.
