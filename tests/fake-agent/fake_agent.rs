@@ -31,7 +31,9 @@
 //! the way the real CLI answers before its first API response; a line `no-plan` answers
 //! as the real CLI does with no login (not-logged-in.jsonl).
 //! Without a script file the agent waits for its prompt, like the real CLI.
-//! `auth status` answers a plan login, or `FAKE_AGENT_AUTH` (JSON) when set.
+//! `auth status` answers a plan login, or `FAKE_AGENT_AUTH` (JSON) when set (only for the
+//! `CLAUDE_CONFIG_DIR` named by `FAKE_AGENT_AUTH_STORE`, when that is set); with
+//! `FAKE_AGENT_RELAY` the real CLI answers every other.
 //! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
 //! a pause point between owl's pick and its Run, released by the test.
 //! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
@@ -99,15 +101,16 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--peak-rss-into") {
         peak_rss_of(Path::new(&args[2]), &args[3..]);
     }
-    if let Some(real) = std::env::var_os("FAKE_AGENT_RELAY") {
-        if !args.iter().any(|a| a == "--version") {
-            relay(Path::new(&real), &args[1..]);
-        }
-    }
-    if args.get(1..3) == Some(&["auth".to_string(), "status".to_string()][..]) {
+    let auth_status = args.get(1..3) == Some(&["auth".to_string(), "status".to_string()][..]);
+    // The test's answer, for the credential store it names (`FAKE_AGENT_AUTH_STORE`), if any.
+    let given = std::env::var_os("FAKE_AGENT_AUTH").is_some()
+        && std::env::var_os("FAKE_AGENT_AUTH_STORE")
+            .is_none_or(|store| std::env::var_os("CLAUDE_CONFIG_DIR") == Some(store));
+    // Relayed too, unless the test gives the answer.
+    if auth_status && (given || std::env::var_os("FAKE_AGENT_RELAY").is_none()) {
         // As 2.1.332 answers for a stored plan login (auth-status.json), unless the test
         // gives the answer: `FAKE_AGENT_AUTH=JSON`, exit 1 when it says not logged in.
-        let answer = std::env::var("FAKE_AGENT_AUTH").unwrap_or_else(|_| {
+        let answer = std::env::var("FAKE_AGENT_AUTH").ok().filter(|_| given).unwrap_or_else(|| {
             r#"{"loggedIn":true,"authMethod":"claude.ai","apiProvider":"firstParty","subscriptionType":"max"}"#.into()
         });
         println!("{answer}");
@@ -116,6 +119,11 @@ fn main() {
         } else {
             0
         });
+    }
+    if let Some(real) = std::env::var_os("FAKE_AGENT_RELAY") {
+        if !args.iter().any(|a| a == "--version") {
+            relay(Path::new(&real), &args[1..]);
+        }
     }
     if args.iter().any(|a| a == "--version") {
         if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {

@@ -111,12 +111,21 @@ fn e2e_a_cli_that_answers_the_interrupt_late_fails_the_check_naming_it() {
 /// The real CLI behind a `--version` that says 2.2.0: outside the tested range.
 fn env_with_2_2_0(extra: &str) -> TestEnv {
     let mut env = env_running(FAKE, extra);
+    let store = env.dir.path().join("creds").display().to_string();
     env.extra_env.extend([
         (
             "FAKE_AGENT_RELAY".into(),
             real_claude().display().to_string(),
         ),
         ("FAKE_AGENT_VERSION".into(), "2.2.0 (Claude Code)".into()),
+        // A plan login as far as the Account's `auth status` can tell: the Run is then started, and
+        // ends without a model (the real CLI talks to nothing here).
+        (
+            "FAKE_AGENT_AUTH".into(),
+            r#"{"loggedIn":true,"authMethod":"claude.ai","subscriptionType":"max"}"#.into(),
+        ),
+        // Only the Account's own store: the conformance check's stores get the real answer.
+        ("FAKE_AGENT_AUTH_STORE".into(), store),
     ]);
     env
 }
