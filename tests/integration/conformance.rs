@@ -81,8 +81,10 @@ fn e2e_a_cli_that_does_not_answer_get_usage_fails_the_checks_naming_it() {
             ),
         "{failed:?}"
     );
-    // Only those: the rest of the protocol holds.
-    assert_eq!(failed.len(), 2, "{failed:?}");
+    // Only checks of get_usage (from 2.1.332 on, also the per-model week it reports): the
+    // rest of the protocol holds.
+    assert!(failed.iter().all(|f| f.contains("get_usage")), "{failed:?}");
+    assert!(failed.len() <= 3, "{failed:?}");
 }
 
 #[test]
