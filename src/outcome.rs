@@ -133,6 +133,15 @@ pub struct JobTransition {
 /// How long a rate-limited Job waits when the provider did not say when the limit resets.
 pub const UNKNOWN_RESET_WAIT: Duration = Duration::minutes(30);
 
+/// Until when a Run found on extra usage holds its Job and its Account: the reset the
+/// event named, or (none, or one already past by this clock) [`UNKNOWN_RESET_WAIT`].
+pub fn credits_wait(credits: &crate::model::OnCredits, now: DateTime<Utc>) -> DateTime<Utc> {
+    credits
+        .until
+        .filter(|t| *t > now)
+        .unwrap_or(now + UNKNOWN_RESET_WAIT)
+}
+
 /// The inputs to [`next_job_state`].
 #[derive(Debug, Clone)]
 pub struct AfterRun<'a> {
@@ -180,12 +189,12 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
             return to(JobState::Waiting, Some(reason), crossing.resets_at);
         }
         Some(StopCause::ExtraUsage(credits)) => {
-            let until = credits
-                .until
-                .filter(|t| *t > a.now)
-                .unwrap_or(a.now + UNKNOWN_RESET_WAIT);
             let reason = JobReason::ExtraUsage(credits.clone());
-            return to(JobState::Waiting, Some(reason), Some(until));
+            return to(
+                JobState::Waiting,
+                Some(reason),
+                Some(credits_wait(credits, a.now)),
+            );
         }
         _ => {}
     }

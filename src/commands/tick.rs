@@ -758,7 +758,7 @@ fn record(
     if let Some(crate::model::StopCause::ExtraUsage(credits)) = &report.stop {
         // The Account as a whole is on credits, not only this Job: held until the reset.
         let window = credits.window.as_deref().unwrap_or("a window");
-        let until = credits.until.unwrap_or(now + outcome::UNKNOWN_RESET_WAIT);
+        let until = outcome::credits_wait(credits, now);
         store.set_on_credits(account, Some((window, until)), now)?;
     }
     let note = store.account_note(account)?;

@@ -267,3 +267,21 @@ fn a_model_week_named_once_spares_runs_of_another_model() {
             "seven_day_overage_included (Fable)",
         ));
 }
+
+#[test]
+fn credits_whose_named_reset_is_already_past_hold_the_job_and_the_account_alike() {
+    let mut env = TestEnv::new();
+    // This clock is past the reset the recorded event names (2026-12-01T21:41:13Z).
+    env.now = "2026-12-02T00:00:00Z".into();
+    env.script(&format!(
+        "read-prompt\nreplay {} 1 3\nsleep 30000\n",
+        recorded("overage-in-use-header-only")
+    ));
+    let id = env.add("On credits");
+    assert_eq!(env.tick()["outcome"], "interrupted");
+    assert_eq!(env.show(&id)["not_before"], "2026-12-02T00:30:00Z");
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    env.add("Next");
+    assert_eq!(env.tick()["action"], "idle");
+}
