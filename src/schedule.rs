@@ -278,7 +278,7 @@ pub fn account_views(
                 })
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
-            let has_ceiling = limits.is_some_and(crate::config::Limits::any_ceiling);
+            let has_ceiling = account.has_ceiling();
             let binding = binding_window(&windows);
             let headroom = windows
                 .iter()

@@ -119,12 +119,11 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
             }
         };
         // The CLI's own answer on its login, local and without a turn, where it has one.
-        let needs_plan = account.limits.is_some_and(|l| l.any_ceiling());
         if let Some(login) = cli_ok
             .then(|| driver::check_login(d.as_ref(), command, account))
             .flatten()
         {
-            match login.refusal(needs_plan) {
+            match login.refusal(account.has_ceiling()) {
                 None => found.check(
                     true,
                     format!(

@@ -342,9 +342,8 @@ fn run_job(
 
     // The CLI's own word on its login (local, no token): no Run on an Account it says has
     // none, or only an API key where the ceilings need a plan.
-    let needs_plan = account_cfg.limits.is_some_and(|l| l.any_ceiling());
     let refused = driver::check_login(driver.as_ref(), &command, account_cfg)
-        .and_then(|login| login.refusal(needs_plan));
+        .and_then(|login| login.refusal(account_cfg.has_ceiling()));
     if let Some(why) = refused {
         store.set_not_logged_in(&account, Some(&why), now)?;
         return Ok(TickJson {

@@ -295,6 +295,13 @@ impl Limits {
     }
 }
 
+impl Account {
+    /// Whether it keeps a Ceiling: its login must then be a plan's, which reports utilization.
+    pub fn has_ceiling(&self) -> bool {
+        self.limits.as_ref().is_some_and(Limits::any_ceiling)
+    }
+}
+
 /// The agent CLIs owl has a Driver for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DriverKind {

@@ -125,7 +125,10 @@ impl Driver for ClaudeCode {
     }
 
     fn interrupt(&self, request_id: &str) -> Option<Interrupt> {
-        Some(Interrupt::Stdin(control_request(request_id, "interrupt")))
+        Some(Interrupt::Stdin(control_request(
+            request_id,
+            json!({"subtype": "interrupt"}),
+        )))
     }
 
     fn usage_poll(&self) -> UsagePoll {
@@ -135,11 +138,10 @@ impl Driver for ClaudeCode {
     fn usage_request_input(&self, request_id: &str) -> Option<Vec<u8>> {
         // `skip_behaviors` spares the CLI its scan of local transcripts (honoured from
         // 2.1.332 on, ignored by 2.1.197).
-        Some(line_bytes(&json!({
-            "type": "control_request",
-            "request_id": request_id,
-            "request": {"subtype": "get_usage", "skip_behaviors": true}
-        })))
+        Some(control_request(
+            request_id,
+            json!({"subtype": "get_usage", "skip_behaviors": true}),
+        ))
     }
 
     fn interactive_command(&self, account: &Account) -> String {
@@ -251,11 +253,11 @@ fn account_invocation(
     )
 }
 
-fn control_request(request_id: &str, subtype: &str) -> Vec<u8> {
+fn control_request(request_id: &str, request: Value) -> Vec<u8> {
     line_bytes(&json!({
         "type": "control_request",
         "request_id": request_id,
-        "request": {"subtype": subtype}
+        "request": request
     }))
 }
 

@@ -14,9 +14,14 @@ fn recorded(name: &str) -> String {
 /// One Account `work` with `limits` (a flow map's insides) and a poll that never comes in
 /// time: whatever stops a Run comes from the stream.
 fn env_with(limits: &str) -> TestEnv {
+    env_with_top("", limits)
+}
+
+/// Like [`env_with`], with `top` (whole lines) before the Account.
+fn env_with_top(top: &str, limits: &str) -> TestEnv {
     let env = TestEnv::new();
     env.write_config(&format!(
-        "usagePollInterval: 1h\naccounts:\n  work:\n    credentialStore: {}\n    limits: {{{limits}}}\n",
+        "usagePollInterval: 1h\n{top}accounts:\n  work:\n    credentialStore: {}\n    limits: {{{limits}}}\n",
         env.dir.path().join("creds").display()
     ));
     env
@@ -223,11 +228,10 @@ fn the_clis_own_auth_status_keeps_a_run_off_an_account_without_a_login() {
 
 #[test]
 fn a_model_week_named_once_spares_runs_of_another_model() {
-    let env = TestEnv::new();
-    env.write_config(&format!(
-        "usagePollInterval: 1h\ndefaults:\n  model: claude-sonnet-5-5\naccounts:\n  work:\n    credentialStore: {}\n    limits: {{fiveHourMax: 60, weeklyMax: 50}}\n",
-        env.dir.path().join("creds").display()
-    ));
+    let env = env_with_top(
+        "defaults:\n  model: claude-sonnet-5-5\n",
+        "fiveHourMax: 60, weeklyMax: 50",
+    );
     // The first Run: the stream says 7d_oi 80% before anything named its model, so it
     // counts (unknown applies), and the Run is stopped.
     env.script(&format!(
