@@ -3,6 +3,10 @@
 /// Where the agent leaves the Handoff, relative to the worktree root.
 pub const HANDOFF_PATH: &str = ".owl/handoff.md";
 
+/// The largest Handoff owl reads: far more than a note for the next Run needs, and it goes
+/// into that Run's prompt. A bigger one is not read at all.
+pub const HANDOFF_CAP: usize = 256 * 1024;
+
 /// What the agent says about the Job on the Handoff's first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandoffStatus {
@@ -19,6 +23,10 @@ pub enum HandoffError {
     Missing,
     #[error("reading {HANDOFF_PATH}: {0}")]
     Unreadable(String),
+    #[error("{HANDOFF_PATH} is {0}, not a file; not read")]
+    NotAFile(String),
+    #[error("{HANDOFF_PATH} is {0} bytes, over the {cap} owl reads; not read", cap = HANDOFF_CAP)]
+    TooLarge(u64),
     #[error("{HANDOFF_PATH} does not start with 'status: ...' (found '{}')", crate::text::truncate(.0, 60))]
     NoStatus(String),
     #[error("{HANDOFF_PATH} has status '{0}'; expected done, continue or blocked")]

@@ -24,6 +24,7 @@ pub mod store;
 pub mod supervise;
 pub mod sys;
 pub mod text;
+pub mod untrusted;
 pub mod usage;
 pub mod workspace;
 

@@ -42,9 +42,11 @@ pub fn recover_lost_runs(
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
         // Nothing the lost Run wrote is lost with it (ADR-0017).
         let worktree = crate::workspace::worktree_path(&state_dir.join("worktrees"), &run.job_id);
-        let workspace = worktree
-            .exists()
-            .then(|| crate::workspace::Workspace::open(&worktree))
+        let job = store.job(&run.job_id)?;
+        let workspace = job
+            .as_ref()
+            .filter(|_| worktree.exists())
+            .map(|job| crate::workspace::Workspace::open(&worktree, job))
             .transpose()
             .unwrap_or_else(|e| {
                 tracing::warn!("opening what run {} left: {e:#}", run.run_id);

@@ -11,6 +11,27 @@ pub fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// `s` as one word of a POSIX shell command: as it is when only safe characters make it,
+/// otherwise in single quotes. Every value owl prints into a command to copy goes through it.
+pub fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Whether `s` is a UUID (`8-4-4-4-12` hex digits): the shape of every agent CLI's session
+/// id, and the only one owl offers to resume.
+pub fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
 /// The last `max` bytes of a text, cut at a character boundary, for an error's tail.
 pub fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -52,6 +73,32 @@ pub fn fmt_percent(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_in_a_command_is_one_word_whatever_it_holds() {
+        assert_eq!(shell_quote("/home/me/.config/owl"), "/home/me/.config/owl");
+        assert_eq!(shell_quote("my dir"), "'my dir'");
+        assert_eq!(
+            shell_quote("x$(touch /tmp/pwned); echo 'hi'"),
+            r#"'x$(touch /tmp/pwned); echo '\''hi'\'''"#
+        );
+        assert_eq!(shell_quote(""), "''");
+        // What sh makes of the quoted word is the value itself.
+        let tricky = "a'b\"$c`d`\n e";
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("printf %s {}", shell_quote(tricky))])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), tricky);
+    }
+
+    #[test]
+    fn only_a_uuid_is_a_session_id() {
+        assert!(is_uuid("7859bb08-6e62-4362-bef3-c4e1b305f720"));
+        assert!(!is_uuid("x$(touch /tmp/pwned); echo pwned"));
+        assert!(!is_uuid("7859bb08-6e62-4362-bef3-c4e1b305f72"));
+        assert!(!is_uuid("7859bb08-6e62-4362-bef3-c4e1b305f72g"));
+    }
 
     #[test]
     fn cuts_at_char_boundaries() {

@@ -5,8 +5,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use git2::{BranchType, Repository, WorktreeAddOptions, WorktreePruneOptions};
 
-use crate::handoff::HANDOFF_PATH;
+use crate::handoff::{HandoffError, HANDOFF_PATH};
 use crate::model::Job;
+
+mod seal;
+pub use seal::Tampered;
 
 /// Checks that `repo` is a git repository and `base` resolves to a commit; returns the
 /// repository's canonical path and the base commit's id.
@@ -48,23 +51,103 @@ pub struct Workspace {
     path: PathBuf,
     branch: String,
     repo: Repository,
+    /// The branch the Job's Runs work on, `owl/<id>`: the only one owl commits to.
+    job_branch: String,
+    sealed: Vec<String>,
+}
+
+/// A sealed clone, opened by its `.git` as a bare repository with the work tree set by owl:
+/// no `core.worktree` of the agent's can move it.
+fn open_sealed(path: &Path) -> Result<Repository> {
+    let repo = Repository::open_bare(path.join(".git"))
+        .with_context(|| format!("opening the clone {}", path.display()))?;
+    repo.set_workdir(path, false)?;
+    Ok(repo)
+}
+
+/// The user's repository's object store, which a Job's clone reads through its alternates.
+fn user_objects(job: &Job) -> Result<PathBuf> {
+    let user =
+        Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
+    Ok(user.commondir().join("objects"))
 }
 
 impl Workspace {
-    /// Opens the worktree at `path` (on whatever branch it is).
-    pub fn open(path: &Path) -> Result<Workspace> {
-        let repo = Repository::open(path)
+    /// Opens the Job's working copy at `path`, in a way the agent cannot redirect: a clone
+    /// (`.git` a directory) is sealed first and opened by its own `.git`, whatever config it
+    /// set; a worktree's `.git` file must lead to the user's repository's own record of it.
+    /// A `.git` that is a symlink is never followed.
+    pub fn open(path: &Path, job: &Job) -> Result<Workspace> {
+        let git = path.join(".git");
+        match std::fs::symlink_metadata(&git) {
+            Ok(meta) if meta.is_dir() => Workspace::open_clone(path, job),
+            Ok(meta) if meta.is_file() => Workspace::open_worktree(path, job),
+            Ok(_) => Err(Tampered {
+                clone: path.display().to_string(),
+                what: ".git is a symlink".into(),
+            }
+            .into()),
+            Err(e) => Err(anyhow!("{} is not a git worktree: {e}", path.display())),
+        }
+    }
+
+    fn open_worktree(path: &Path, job: &Job) -> Result<Workspace> {
+        let user = Repository::open(&job.repo)
+            .with_context(|| format!("opening repository {}", job.repo))?;
+        let registered = user
+            .find_worktree(&worktree_name(&job.id))
+            .ok()
+            .and_then(|wt| wt.path().canonicalize().ok());
+        if registered.is_none() || registered != path.canonicalize().ok() {
+            bail!(
+                "{} is not the worktree {} has for job {}",
+                path.display(),
+                job.repo,
+                job.id
+            );
+        }
+        let repo = Repository::open_ext(path, git2::RepositoryOpenFlags::NO_SEARCH, [""; 0])
             .with_context(|| format!("opening worktree {}", path.display()))?;
+        Ok(Workspace::new(path, repo, job, Vec::new()))
+    }
+
+    fn open_clone(path: &Path, job: &Job) -> Result<Workspace> {
+        let objects = user_objects(job)?;
+        let sealed = seal::seal(path, &objects)?;
+        Ok(Workspace::new(path, open_sealed(path)?, job, sealed))
+    }
+
+    fn new(path: &Path, repo: Repository, job: &Job, sealed: Vec<String>) -> Workspace {
         let branch = repo
             .head()
             .ok()
             .and_then(|h| h.shorthand().map(String::from))
             .unwrap_or_default();
-        Ok(Workspace {
+        Workspace {
             path: path.to_path_buf(),
             branch,
             repo,
-        })
+            job_branch: job.branch(),
+            sealed,
+        }
+    }
+
+    /// Seals a clone again after a Run, before owl commits or reads there; returns what was
+    /// undone this time (nothing for a worktree, whose Run was not confined).
+    pub fn reseal(&mut self, job: &Job) -> Result<Vec<String>> {
+        if !self.is_clone() {
+            return Ok(Vec::new());
+        }
+        let undone = seal::seal(&self.path, &user_objects(job)?)?;
+        // Opened anew: nothing libgit2 read of the config before the seal lingers.
+        self.repo = open_sealed(&self.path)?;
+        self.sealed.extend(undone.iter().cloned());
+        Ok(undone)
+    }
+
+    /// What sealing the clone undid since it was opened (`config core.fsmonitor`, …).
+    pub fn sealed(&self) -> &[String] {
+        &self.sealed
     }
 
     /// Where the worktree is.
@@ -90,47 +173,69 @@ impl Workspace {
         !self.repo.is_worktree()
     }
 
-    /// Brings the Job's branch from its own clone into the user's repository, with a local
-    /// fetch of that one ref: the only write owl makes there. Only a fast-forward (or a
-    /// branch the user's repository lacks) is brought; a branch that moved there since is
-    /// left alone and named in the error, the work staying in the clone. Returns whether
-    /// the branch moved.
+    /// Brings the Job's branch from its own clone into the user's repository: the only write
+    /// owl makes there. The objects come first, by a local download of that one ref that
+    /// moves no ref and writes no `FETCH_HEAD`; once every object the new commits reach is there,
+    /// `refs/heads/owl/<id>` moves, as a fast-forward only (or is created), and only from
+    /// where it was. A branch that moved there since is left alone and named in the error,
+    /// the work staying in the clone. Returns whether the branch moved.
     pub fn publish(&self, job: &Job) -> Result<bool> {
         let user = Repository::open(&job.repo)
             .with_context(|| format!("opening repository {}", job.repo))?;
         let branch = job.branch();
-        let Some(ours) = self.repo.head().ok().and_then(|h| h.target()) else {
+        let refname = format!("refs/heads/{branch}");
+        let Ok(ours) = self.repo.refname_to_id(&refname) else {
             bail!(
                 "the clone {} has no commit on {branch}",
                 self.path.display()
             );
         };
-        let theirs = user
-            .find_branch(&branch, BranchType::Local)
-            .ok()
-            .and_then(|b| b.get().target());
+        let theirs = user.refname_to_id(&refname).ok();
         if theirs == Some(ours) {
             return Ok(false);
         }
+        let moved = || {
+            anyhow!(
+                "{branch} in {} moved since the Run began; not overwritten: the Run's work \
+                 is on {branch} in {}",
+                job.repo,
+                self.path.display()
+            )
+        };
         // The clone reads the user's objects, so it can tell ancestry before any fetch.
         if let Some(theirs) = theirs {
             if !self.repo.graph_descendant_of(ours, theirs)? {
-                bail!(
-                    "{branch} in {} moved since the Run began ({theirs}); not overwritten: the \
-                     Run's work is on {branch} in {}",
-                    job.repo,
-                    self.path.display()
-                );
+                return Err(moved());
             }
         }
-        let source = self
-            .path
+        let source = self.path.join(".git");
+        let source = source
             .to_str()
             .ok_or_else(|| anyhow!("the clone path {} is not UTF-8", self.path.display()))?;
-        let refspec = format!("+refs/heads/{branch}:refs/heads/{branch}");
-        user.remote_anonymous(source)?
-            .fetch(&[refspec.as_str()], None, None)
+        // A download, not a fetch: libgit2's fetch truncates FETCH_HEAD whatever it is told.
+        let mut options = git2::FetchOptions::new();
+        options.download_tags(git2::AutotagOption::None);
+        let mut remote = user.remote_anonymous(source)?;
+        remote
+            .download(&[refname.as_str()], Some(&mut options))
             .with_context(|| format!("bringing {branch} into {}", job.repo))?;
+        remote.disconnect()?;
+        check_connected(&user, ours, theirs)
+            .with_context(|| format!("checking what {branch} brings into {}", job.repo))?;
+        let message = format!("owl: {branch} from the Job's own clone");
+        match theirs {
+            Some(theirs) => {
+                if !user.graph_descendant_of(ours, theirs)? {
+                    return Err(moved());
+                }
+                user.reference_matching(&refname, ours, true, theirs, &message)
+                    .map_err(|_| moved())?;
+            }
+            None => {
+                user.reference(&refname, ours, false, &message)
+                    .map_err(|_| moved())?;
+            }
+        }
         Ok(true)
     }
 
@@ -141,8 +246,15 @@ impl Workspace {
     }
 
     /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
-    pub fn handoff(&self) -> Result<Option<String>> {
-        handoff_on(&self.repo, &self.branch)
+    pub fn handoff(&self) -> Result<Option<String>, HandoffError> {
+        handoff_on(&self.repo, &self.job_branch)
+    }
+
+    /// Whether the working copy has changes git would commit.
+    pub fn is_dirty(&self) -> Result<bool> {
+        let mut opts = git2::StatusOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(true);
+        Ok(!self.repo.statuses(Some(&mut opts))?.is_empty())
     }
 
     /// How many commits `to` has that `from` does not.
@@ -155,10 +267,11 @@ impl Workspace {
     pub fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {
         let repo = &self.repo;
         let head = repo.head()?;
-        if !head.is_branch() {
+        if !head.is_branch() || head.shorthand() != Some(self.job_branch.as_str()) {
             bail!(
-                "worktree {} is not on a branch; not committing",
-                self.path.display()
+                "worktree {} is not on {}; not committing",
+                self.path.display(),
+                self.job_branch
             );
         }
         let parent = head.peel_to_commit()?;
@@ -199,12 +312,12 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     };
     let path = worktree_path(worktrees_dir, &job.id);
     if path.exists() {
-        let wt = Workspace::open(&path)
+        let wt = Workspace::open(&path, job)
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
         if wt.is_clone() {
             // A sandboxed Run's clone: its work is brought back first, then it gives way.
             wt.publish(job)?;
-            if is_dirty(&path)? {
+            if wt.is_dirty()? {
                 bail!(
                     "the clone {} has uncommitted changes from a sandboxed Run; commit them \
                      before a local Run takes the Job",
@@ -246,7 +359,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         Some(WorktreeAddOptions::new().reference(Some(&reference))),
     )
     .with_context(|| format!("adding worktree {} on {branch_name}", path.display()))?;
-    Workspace::open(&path)
+    Workspace::open(&path, job)
 }
 
 /// Creates the Job's own clone for a sandboxed Run, or reuses it: a repository of its own
@@ -274,14 +387,14 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     };
     let path = worktree_path(worktrees_dir, &job.id);
     if path.exists() {
-        let ws = Workspace::open(&path)?;
+        let ws = Workspace::open(&path, job)?;
         if ws.is_clone() {
             if ws.branch != branch_name {
                 bail!("the clone {} is not on {branch_name}", path.display());
             }
             return Ok(ws);
         }
-        if is_dirty(&path)? {
+        if ws.is_dirty()? {
             bail!(
                 "worktree {} has uncommitted changes from a local Run; commit them before a \
                  sandboxed Run takes the Job",
@@ -294,6 +407,10 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     create_private_dir(worktrees_dir)?;
     let clone = Repository::init(&path)
         .with_context(|| format!("creating the clone {}", path.display()))?;
+    // owl's own config, the one every seal puts back.
+    let config = clone.path().join("config");
+    std::fs::write(&config, seal::CONFIG)
+        .with_context(|| format!("writing {}", config.display()))?;
     let objects = user.commondir().join("objects");
     let alternates = clone.path().join("objects/info/alternates");
     std::fs::write(&alternates, format!("{}\n", objects.display()))
@@ -306,7 +423,8 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     clone
         .checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
         .with_context(|| format!("checking out {branch_name} in {}", path.display()))?;
-    Workspace::open(&path)
+    drop(clone);
+    Workspace::open(&path, job)
 }
 
 /// A directory readable by the user alone, whatever the umask: it holds the user's code and
@@ -325,22 +443,71 @@ fn worktree_name(job_id: &str) -> String {
 }
 
 /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
-pub fn read_handoff(job: &Job) -> Result<Option<String>> {
-    let repo =
-        Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
+pub fn read_handoff(job: &Job) -> Result<Option<String>, HandoffError> {
+    let repo = Repository::open(&job.repo)
+        .map_err(|e| HandoffError::Unreadable(format!("opening {}: {}", job.repo, e.message())))?;
     handoff_on(&repo, &job.branch())
 }
 
-fn handoff_on(repo: &Repository, branch: &str) -> Result<Option<String>> {
+/// The Handoff on `branch`, read only when it is a file no larger than
+/// [`HANDOFF_CAP`](crate::handoff::HANDOFF_CAP): the agent decides what is committed there.
+fn handoff_on(repo: &Repository, branch: &str) -> Result<Option<String>, HandoffError> {
+    let unreadable = |e: git2::Error| HandoffError::Unreadable(e.message().to_string());
     let Ok(branch) = repo.find_branch(branch, BranchType::Local) else {
         return Ok(None);
     };
-    let tree = branch.get().peel_to_tree()?;
+    let tree = branch.get().peel_to_tree().map_err(unreadable)?;
     let Ok(entry) = tree.get_path(Path::new(HANDOFF_PATH)) else {
         return Ok(None);
     };
-    let blob = entry.to_object(repo)?.peel_to_blob()?;
+    match entry.filemode() {
+        0o100644 | 0o100755 => {}
+        0o040000 => return Err(HandoffError::NotAFile("a directory".into())),
+        0o120000 => return Err(HandoffError::NotAFile("a symlink".into())),
+        0o160000 => return Err(HandoffError::NotAFile("a submodule".into())),
+        mode => return Err(HandoffError::NotAFile(format!("of mode {mode:o}"))),
+    }
+    // Its size from the object's header: a blob over the cap is never inflated.
+    let (size, _) = repo
+        .odb()
+        .and_then(|odb| odb.read_header(entry.id()))
+        .map_err(unreadable)?;
+    if size > crate::handoff::HANDOFF_CAP {
+        return Err(HandoffError::TooLarge(size as u64));
+    }
+    let blob = repo.find_blob(entry.id()).map_err(unreadable)?;
     Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
+}
+
+/// Checks that every object the commits from `tip` (back to `known`) reach is in `repo`:
+/// what a fetch brought is whole before a ref points at it.
+fn check_connected(repo: &Repository, tip: git2::Oid, known: Option<git2::Oid>) -> Result<()> {
+    let odb = repo.odb()?;
+    let mut walk = repo.revwalk()?;
+    walk.push(tip)?;
+    if let Some(known) = known {
+        walk.hide(known)?;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for commit in walk {
+        let commit = repo.find_commit(commit?)?;
+        let mut trees = vec![commit.tree_id()];
+        while let Some(id) = trees.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            for entry in repo.find_tree(id)?.iter() {
+                match entry.kind() {
+                    Some(git2::ObjectType::Tree) => trees.push(entry.id()),
+                    Some(git2::ObjectType::Blob) if !odb.exists(entry.id()) => {
+                        bail!("object {} is missing", entry.id())
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the Job's branch holds beyond its base, for `owl show`.
@@ -367,10 +534,13 @@ pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
     walk.push(head.id())?;
     walk.hide(merge_base)?;
     let commits = walk.count();
+    // A blob over a MiB is counted as binary, never loaded: the agent chose its size.
+    let mut options = git2::DiffOptions::new();
+    options.max_size(1 << 20);
     let diff = repo.diff_tree_to_tree(
         Some(&repo.find_commit(merge_base)?.tree()?),
         Some(&head.tree()?),
-        None,
+        Some(&mut options),
     )?;
     let stats = diff.stats()?;
     Ok(Some(BranchSummary {
@@ -412,22 +582,13 @@ fn parse_author(author: &str) -> (String, String) {
     }
 }
 
-/// Whether the worktree has changes git would commit.
-pub fn is_dirty(worktree: &Path) -> Result<bool> {
-    let repo = Repository::open(worktree)?;
-    let mut opts = git2::StatusOptions::new();
-    opts.include_untracked(true).recurse_untracked_dirs(true);
-    let dirty = !repo.statuses(Some(&mut opts))?.is_empty();
-    Ok(dirty)
-}
-
 /// Removes a Job's worktree (the branch stays, so the work is never lost).
 pub fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
     let path = worktree_path(worktrees_dir, &job.id);
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let existed = path.exists();
-    if let Ok(ws) = Workspace::open(&path) {
+    if let Ok(ws) = Workspace::open(&path, job) {
         if ws.is_clone() {
             let ours = ws.head();
             let theirs = repo

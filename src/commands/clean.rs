@@ -31,12 +31,14 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
         let path = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id);
         // Fails closed: a worktree whose status cannot be read may hold work.
         let dirty = path.exists()
-            && crate::workspace::is_dirty(&path).with_context(|| {
-                format!(
-                    "reading the status of {}; it was left in place",
-                    path.display()
-                )
-            })?;
+            && crate::workspace::Workspace::open(&path, job)
+                .and_then(|w| w.is_dirty())
+                .with_context(|| {
+                    format!(
+                        "reading the status of {}; it was left in place",
+                        path.display()
+                    )
+                })?;
         if dirty {
             bad_input!(
                 "worktree {} has uncommitted changes; commit or discard them first",

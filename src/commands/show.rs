@@ -93,11 +93,10 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         .collect();
     let cost = crate::model::total_cost(&runs);
     let worktrees = ctx.worktrees_text();
-    let own_clone = crate::workspace::Workspace::open(&crate::workspace::worktree_path(
-        &ctx.worktrees_dir(),
-        &job.id,
-    ))
-    .is_ok_and(|w| w.is_clone());
+    let own_clone = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
+        .join(".git")
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir());
     if json {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();
@@ -220,12 +219,14 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     }
     if let Some(s) = &r.session_id {
         // The session lives in the Account's credential store: the hint names it.
-        match ctx.config.accounts.get(&r.account) {
-            Some(account) => {
-                let resume = crate::driver::for_kind(account.driver).resume_command(account, s);
-                outln!("  session: {s} (in the worktree: {resume})");
-            }
-            None => outln!("  session: {s}"),
+        // A session id is the agent's word: offered as a command only in the CLI's shape.
+        let resume =
+            ctx.config.accounts.get(&r.account).and_then(|account| {
+                crate::driver::for_kind(account.driver).resume_command(account, s)
+            });
+        match resume {
+            Some(resume) => outln!("  session: {s} (in the worktree: {resume})"),
+            None => outln!("  session: {}", crate::text::shell_quote(s)),
         }
     }
     if r.api_retries > 0 {

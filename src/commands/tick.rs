@@ -363,8 +363,17 @@ fn run_job(
     } else {
         crate::workspace::prepare(&job, &ctx.worktrees_dir())
     };
-    let workspace = match prepared {
+    let mut workspace = match prepared {
         Ok(w) => w,
+        Err(e) if e.downcast_ref::<crate::workspace::Tampered>().is_some() => {
+            // What a Run before left in the clone: the user's to look at, not a tick's.
+            let why = JobReason::Blocked {
+                summary: format!("{e:#}"),
+            };
+            let from = [JobState::Queued, JobState::Waiting];
+            store.move_job(&job.id, &from, JobState::Blocked, Some(&why), now)?;
+            return Err(e.context(format!("job {} is blocked", job.id)));
+        }
         Err(e) => {
             // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
             // likely gone by a later tick. The Job keeps its place; the exit code says it.
@@ -435,9 +444,18 @@ fn run_job(
     .unwrap_or_else(|e| RunReport {
         stop: None,
         stderr_tail: format!("owl could not run the agent: {e:#}"),
+        never_started: true,
         ..Default::default()
     });
-    let (outcome, job_state) = record(ctx, store, &job, &account, run_id, &workspace, &run_report)?;
+    let (outcome, job_state) = record(
+        ctx,
+        store,
+        &job,
+        &account,
+        run_id,
+        &mut workspace,
+        &run_report,
+    )?;
     if let Some(notify) = &ctx.config.notify {
         tell(ctx, store, notify, &job.id, run_id, &account, &outcome)?;
     }
@@ -468,7 +486,12 @@ fn execute(
     ignore_ceiling: bool,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
-    let handoff = workspace.handoff()?;
+    // A Handoff owl will not read (too large, not a file) leaves the prompt without one;
+    // the Job's reason already says why.
+    let handoff = workspace.handoff().unwrap_or_else(|e| {
+        tracing::warn!("job {}: {e}", job.id);
+        None
+    });
     let previous = store
         .last_finished_run(&job.id, run_id)?
         .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
@@ -636,31 +659,26 @@ fn record(
     job: &Job,
     account: &str,
     run_id: i64,
-    workspace: &Workspace,
+    workspace: &mut Workspace,
     report: &RunReport,
 ) -> Result<(outcome::Classified, JobState)> {
     let now = crate::clock::now()?;
-    // ADR-0017: a Run cut short loses nothing it wrote. Committed before the Handoff is
-    // read, so a Handoff the agent wrote but did not commit still counts.
-    let safety_commit = workspace
-        .safety_commit(
-            &ctx.config.commit_author,
-            &format!("owl: uncommitted work left by run {run_id}"),
-        )
-        .unwrap_or_else(|e| {
-            tracing::warn!("committing what run {run_id} left: {e:#}");
-            None
-        });
-    let head_after = workspace.head();
-    // A sandboxed Run worked in the Job's own clone: its branch comes home now.
-    let published = if workspace.is_clone() {
-        workspace.publish(job).err().map(|e| {
+    // A sandboxed Run wrote its clone's `.git` too: before owl, outside the sandbox, commits
+    // or reads there, what it planted is undone, or the clone is left alone whole.
+    let sealed = workspace.reseal(job);
+    let tampered = sealed.as_ref().err().map(|e| format!("{e:#}"));
+    let (safety_commit, published) = match &sealed {
+        Ok(_) => bring_home(ctx, job, run_id, workspace),
+        Err(e) => {
             tracing::warn!("run {run_id}: {e:#}");
-            format!("the branch was not brought into the repository: {e:#}")
-        })
-    } else {
-        None
+            (None, None)
+        }
     };
+    let head_after = workspace.head();
+    // What was undone when the clone was opened for this Run counts too (a tick that died
+    // before sealing what the Run before planted).
+    let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
+        .then(|| neutralised_note(workspace.sealed()));
     let mut classified = outcome::classify(&outcome::RunFacts {
         result: report.result.as_ref(),
         exit: report.exit,
@@ -677,19 +695,30 @@ fn record(
         signalled_after_result: report.signalled_after_result,
         unkillable: report.unkillable.as_deref(),
     });
+    if report.never_started {
+        // owl's failure, not the Job's: it neither counts toward maxRuns nor costs.
+        classified = outcome::Classified {
+            outcome: crate::model::RunOutcome::Failed,
+            stop_reason: Some(report.stderr_tail.clone()),
+            cause: crate::model::Cause::Stopped,
+        };
+    }
     // What the agent printed may echo the Account's credentials: never stored.
     let env = &ctx.config.accounts[account].env;
     classified.stop_reason = classified.stop_reason.map(|s| env.scrub(&s));
     let handoff = match workspace.handoff() {
         Ok(Some(text)) => Handoff::parse(&text),
         Ok(None) => Err(crate::handoff::HandoffError::Missing),
-        Err(e) => Err(crate::handoff::HandoffError::Unreadable(format!("{e:#}"))),
+        Err(e) => Err(e),
     };
     let runs = store.counted_runs(&job.id)? + u32::from(classified.cause.counts());
     let r = report.result.as_ref();
     let budget_usd = store.run(run_id)?.and_then(|run| run.budget_usd);
     // Without a result line the Run may have spent up to its cap.
-    let this_cost = r.and_then(|r| r.cost_usd).or(budget_usd).unwrap_or(0.0);
+    let this_cost = r
+        .and_then(|r| r.cost_usd)
+        .or(budget_usd.filter(|_| !report.never_started))
+        .unwrap_or(0.0);
     let account_cfg = &ctx.config.accounts[account];
     let driver = driver::for_kind(account_cfg.driver);
     // When the limit resets: the agent's rate-limit event, the words of its error, or the
@@ -723,7 +752,9 @@ fn record(
         stop_reason: classified.stop_reason.clone(),
         exit_code: report.exit.code.or(report.exit.signal.map(|s| 128 + s)),
         session_id: report.session_id.clone(),
-        cost_usd: r.and_then(|r| r.cost_usd),
+        cost_usd: r
+            .and_then(|r| r.cost_usd)
+            .or(report.never_started.then_some(0.0)),
         num_turns: r.and_then(|r| r.num_turns),
         input_tokens: r.and_then(|r| r.input_tokens),
         output_tokens: r.and_then(|r| r.output_tokens),
@@ -742,17 +773,23 @@ fn record(
             .late_stop
             .as_ref()
             .map(|c| env.scrub(&format!("after the result: {}", c.reason())))
-            .or(published),
+            .into_iter()
+            .chain(tampered.clone())
+            .chain(neutralised)
+            .chain(published)
+            .reduce(|a, b| format!("{a}; {b}")),
         stop: report.stop.as_ref().map(crate::model::StopCause::kind),
     };
-    store.finish_run(
-        run_id,
-        &finish,
-        transition.state,
-        transition.reason.as_ref(),
-        transition.not_before,
-        now,
-    )?;
+    // A tampered clone is the user's to look at before any Run works there again.
+    let (state, reason, not_before) = match tampered {
+        Some(why) => (
+            JobState::Blocked,
+            Some(JobReason::Blocked { summary: why }),
+            None,
+        ),
+        None => (transition.state, transition.reason, transition.not_before),
+    };
+    store.finish_run(run_id, &finish, state, reason.as_ref(), not_before, now)?;
     note_account(store, account, run_id, &classified, report, now)?;
     if let Some(crate::model::StopCause::ExtraUsage(credits)) = &report.stop {
         // The Account as a whole is on credits, not only this Job: held until the reset.
@@ -764,8 +801,47 @@ fn record(
     if reactive_wait.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
         store.set_rate_limited_until(account, reactive_wait, now)?;
     }
-    let state = store.job_state(&job.id)?.unwrap_or(transition.state);
+    let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
+}
+
+/// ADR-0017's safety net, then for a sandboxed Run its branch brought into the user's
+/// repository: the new commit's id, and what went wrong bringing the branch, if anything.
+fn bring_home(
+    ctx: &Ctx,
+    job: &Job,
+    run_id: i64,
+    workspace: &Workspace,
+) -> (Option<String>, Option<String>) {
+    // A Run cut short loses nothing it wrote. Committed before the Handoff is read, so a
+    // Handoff the agent wrote but did not commit still counts.
+    let safety_commit = workspace
+        .safety_commit(
+            &ctx.config.commit_author,
+            &format!("owl: uncommitted work left by run {run_id}"),
+        )
+        .unwrap_or_else(|e| {
+            tracing::warn!("committing what run {run_id} left: {e:#}");
+            None
+        });
+    let published = workspace
+        .is_clone()
+        .then(|| workspace.publish(job).err())
+        .flatten()
+        .map(|e| {
+            tracing::warn!("run {run_id}: {e:#}");
+            format!("the branch was not brought into the repository: {e:#}")
+        });
+    (safety_commit, published)
+}
+
+/// The Run's note on what owl undid in the clone before opening it.
+fn neutralised_note(undone: &[String]) -> String {
+    format!(
+        "owl undid what the Run planted in its clone's .git, which would run or redirect git \
+         outside the sandbox: {}",
+        undone.join(", ")
+    )
 }
 
 /// Tells the notify command what the Run did: after it is recorded, so nothing the
@@ -799,13 +875,19 @@ fn tell(
         job_id: job.id.clone(),
         job_name: job.name.clone(),
         job_state: job.state.to_string(),
-        job_reason: job.reason.as_ref().map(|r| r.to_string()),
+        job_reason: job
+            .reason
+            .as_ref()
+            .map(|r| crate::text::truncate(&r.to_string(), crate::notify::WORDS_CAP)),
         repo: job.repo.clone(),
         branch: job.branch(),
         run_id,
         account: account.to_string(),
         outcome: outcome.outcome.to_string(),
-        stop_reason: outcome.stop_reason.clone(),
+        stop_reason: outcome
+            .stop_reason
+            .as_deref()
+            .map(|s| crate::text::truncate(s, crate::notify::WORDS_CAP)),
         cost_usd: cost,
         until: until.map(crate::clock::rfc3339),
     };

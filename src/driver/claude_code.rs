@@ -17,7 +17,7 @@ pub struct ClaudeCode;
 
 /// Inherited credentials that would silently replace the Account's plan login: with an API
 /// key the CLI reports no utilization at all (PROTOCOL.md §4.1).
-const INHERITED_CREDENTIALS: [&str; 3] = [
+pub(super) const INHERITED_CREDENTIALS: [&str; 3] = [
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
@@ -147,7 +147,10 @@ impl Driver for ClaudeCode {
     fn interactive_command(&self, account: &Account) -> String {
         // The login lives in the Account's credential store: the command names it.
         match &account.credential_store {
-            Some(dir) => format!("CLAUDE_CONFIG_DIR={} claude", dir.display()),
+            Some(dir) => format!(
+                "CLAUDE_CONFIG_DIR={} claude",
+                crate::text::shell_quote(&dir.display().to_string())
+            ),
             None => "claude".into(),
         }
     }

@@ -47,6 +47,9 @@ fn codex_home(account: &Account) -> Option<PathBuf> {
         })
 }
 
+/// The largest `auth.json` read: a login is a few KiB.
+const AUTH_CAP: u64 = 1 << 20;
+
 /// Whether the Account logs in to ChatGPT (a plan, whose utilization `codex app-server`
 /// reads without a turn), as its `auth.json` says; an API key in `env` wins, as in the CLI.
 fn chatgpt_login(account: &Account) -> bool {
@@ -54,7 +57,8 @@ fn chatgpt_login(account: &Account) -> bool {
         return false;
     }
     let Some(auth) = codex_home(account)
-        .and_then(|home| std::fs::read(home.join("auth.json")).ok())
+        // The agent can write its credential store: a FIFO or a huge file there is refused.
+        .and_then(|home| crate::untrusted::read(&home.join("auth.json"), AUTH_CAP).ok())
         .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
     else {
         return false;
@@ -203,7 +207,10 @@ impl Driver for Codex {
 
     fn interactive_command(&self, account: &Account) -> String {
         match &account.credential_store {
-            Some(dir) => format!("CODEX_HOME={} codex", dir.display()),
+            Some(dir) => format!(
+                "CODEX_HOME={} codex",
+                crate::text::shell_quote(&dir.display().to_string())
+            ),
             None => "codex".into(),
         }
     }
@@ -212,8 +219,9 @@ impl Driver for Codex {
         format!("log in with `{} login`", self.interactive_command(account))
     }
 
-    fn resume_command(&self, account: &Account, session_id: &str) -> String {
-        format!("{} resume {session_id}", self.interactive_command(account))
+    fn resume_command(&self, account: &Account, session_id: &str) -> Option<String> {
+        crate::text::is_uuid(session_id)
+            .then(|| format!("{} resume {session_id}", self.interactive_command(account)))
     }
 
     fn blind_spots(&self) -> Option<&'static str> {
@@ -246,9 +254,12 @@ fn account_invocation(
         "CODEX_HOME",
         &[],
         &[],
-        &["OPENAI_API_KEY"],
+        &INHERITED_CREDENTIALS,
     )
 }
+
+/// Inherited credentials that would replace the Account's own login.
+pub(super) const INHERITED_CREDENTIALS: [&str; 1] = ["OPENAI_API_KEY"];
 
 #[cfg(test)]
 mod tests {

@@ -150,7 +150,10 @@ impl Driver for GeminiCli {
 
     fn interactive_command(&self, account: &Account) -> String {
         match &account.credential_store {
-            Some(dir) => format!("GEMINI_CLI_HOME={} gemini", dir.display()),
+            Some(dir) => format!(
+                "GEMINI_CLI_HOME={} gemini",
+                crate::text::shell_quote(&dir.display().to_string())
+            ),
             None => "gemini".into(),
         }
     }
@@ -163,7 +166,7 @@ impl Driver for GeminiCli {
     }
 
     fn uses_api_key(&self, account: &Account) -> bool {
-        ["GEMINI_API_KEY", "GOOGLE_API_KEY"]
+        INHERITED_CREDENTIALS
             .iter()
             .any(|k| account.env.contains_key(*k))
     }
@@ -290,9 +293,12 @@ fn account_invocation(
             ("GEMINI_CLI_TRUST_WORKSPACE", "true"),
         ],
         &[],
-        &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        &INHERITED_CREDENTIALS,
     )
 }
+
+/// Inherited credentials that would replace the Account's own login.
+pub(super) const INHERITED_CREDENTIALS: [&str; 2] = ["GEMINI_API_KEY", "GOOGLE_API_KEY"];
 
 #[cfg(test)]
 mod tests {

@@ -446,12 +446,15 @@ pub trait Driver: Send + Sync {
     /// How a person logs this Account in, in a few words with the command.
     fn login_hint(&self, account: &Account) -> String;
 
-    /// The command a person types in the worktree to take a Run's session up by hand.
-    fn resume_command(&self, account: &Account, session_id: &str) -> String {
-        format!(
-            "{} --resume {session_id}",
-            self.interactive_command(account)
-        )
+    /// The command a person types in the worktree to take a Run's session up by hand; `None`
+    /// for an id that is not the shape the CLI gives (the agent's stream names it).
+    fn resume_command(&self, account: &Account, session_id: &str) -> Option<String> {
+        crate::text::is_uuid(session_id).then(|| {
+            format!(
+                "{} --resume {session_id}",
+                self.interactive_command(account)
+            )
+        })
     }
 
     /// What owl cannot see of this agent's Runs, said under each in `show`; `None` when
@@ -619,6 +622,15 @@ pub(crate) fn recorded_lines(cli: &str, name: &str) -> Vec<String> {
         .lines()
         .map(String::from)
         .collect()
+}
+
+/// Every credential variable a Driver keeps its CLI from inheriting: what owl's other
+/// children (the notify command) are kept from too.
+pub fn inherited_credentials() -> impl Iterator<Item = &'static str> {
+    claude_code::INHERITED_CREDENTIALS
+        .into_iter()
+        .chain(codex::INHERITED_CREDENTIALS)
+        .chain(gemini::INHERITED_CREDENTIALS)
 }
 
 /// Finds the agent CLI without running it: a path must be an executable file, a bare name

@@ -109,6 +109,9 @@ pub struct RunReport {
     /// Tools the CLI's policy refused, seen on their own lines (a CLI whose result line
     /// does not list them).
     pub denials: Vec<crate::model::PermissionDenial>,
+    /// owl failed before the agent was started (a log it could not create, a sandbox it
+    /// could not build): the model never ran, so nothing is charged to the Job.
+    pub never_started: bool,
 }
 
 /// Runs the agent to its end and returns what happened. An error means it never started.

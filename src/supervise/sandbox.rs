@@ -9,6 +9,9 @@ use super::process::{Executor, LocalExecutor, LostProcesses, Supervisor};
 use crate::driver::Invocation;
 use crate::sys::{self, Sig};
 
+/// The most a sandbox's report (a count) can take.
+const REPORT_CAP: u64 = 64;
+
 /// The hidden subcommand that runs inside the sandbox as the agent's parent.
 pub const INIT_COMMAND: &str = "__sandbox-init";
 
@@ -193,10 +196,16 @@ impl Executor for SandboxExecutor {
 
     fn kill_leftovers(&self, pgid: i32) -> usize {
         // Inside, owl's init killed what the agent left in the namespace and said how many.
-        let inside = std::fs::read_to_string(&self.report)
-            .ok()
-            .and_then(|n| n.trim().parse::<usize>().ok())
-            .unwrap_or(0);
+        // The file is in the Run's own dir, the agent's to replace: a FIFO, a link to
+        // /dev/zero or a huge file there is refused, not waited on or read.
+        let inside = match crate::untrusted::read_to_string(&self.report, REPORT_CAP) {
+            Ok(n) => n.trim().parse::<usize>().unwrap_or(0),
+            Err(e) if e.is_missing() => 0,
+            Err(e) => {
+                tracing::warn!("the sandbox's report: {e}");
+                0
+            }
+        };
         inside + self.local.kill_leftovers(pgid)
     }
 

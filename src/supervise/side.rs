@@ -30,7 +30,11 @@ pub(super) fn follow(log: SessionLog, tx: SyncSender<Event>, stop: Arc<AtomicBoo
             return;
         }
         // Written a moment after the session starts, under a date owl cannot know.
-        if let Some(file) = log.find().and_then(|path| File::open(path).ok()) {
+        // The agent writes where its logs are: a FIFO there must not block this thread.
+        if let Some(file) = log
+            .find()
+            .and_then(|path| crate::untrusted::open(&path).ok())
+        {
             break file;
         }
         std::thread::sleep(FOLLOW_EVERY);

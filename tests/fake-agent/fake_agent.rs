@@ -346,6 +346,18 @@ fn main() {
                 while f.write_all(&block).is_ok() {}
                 while f.write_all(b"x").is_ok() {}
             }
+            // A tool the agent runs (its Bash tool): anything the Run's rights allow.
+            "sh" => {
+                let status = Command::new("/bin/sh")
+                    .args(["-c", rest])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .status()
+                    .unwrap();
+                if !status.success() {
+                    eprintln!("fake-agent: sh {rest}: {status}");
+                }
+            }
             "exit" => std::process::exit(rest.trim().parse().unwrap()),
             other => panic!("unknown script step '{other}'"),
         }

@@ -13,6 +13,7 @@ mod faults;
 mod fixture_shapes;
 mod fresh_home;
 mod gemini;
+mod hostile;
 mod json_contract;
 mod night;
 mod notify;

@@ -220,3 +220,64 @@ fn config_check_never_prints_the_commands_arguments() {
     assert!(!text.contains("SECRET-TOKEN"), "{text}");
     assert!(text.contains("<hidden>"), "{text}");
 }
+
+/// The command of a careless or hostile hook: it never reads its stdin, starts a process
+/// that would hold owl's stderr, floods its own stderr with NUL bytes, prints its
+/// environment and never ends; the stop reason it is sent is 100 KB of the agent's words.
+#[test]
+fn a_notify_command_is_bounded_in_every_direction() {
+    let env = TestEnv::new();
+    let seen_env = env.dir.path().join("notify-env.txt");
+    let left_pid = env.dir.path().join("left.pid");
+    env.write_config(&format!(
+        "notify:\n  command: [sh, -c, 'env > \"$0\"; (sleep 6151 & echo $! > \"$1\"; wait) & head -c 200000000 /dev/zero >&2; exec sleep 6152', {}, {}]\n  on: [run-ended]\n  timeout: 2s\naccounts:\n  work: {{}}\n",
+        seen_env.display(),
+        left_pid.display()
+    ));
+    let words = "w".repeat(100_000);
+    let emits: String = crate::support::fixture("success.jsonl")
+        .lines()
+        .map(|line| {
+            let mut v: Value = serde_json::from_str(line).unwrap();
+            if v["type"] == "result" {
+                v["is_error"] = true.into();
+                v["result"] = words.clone().into();
+            }
+            format!("emit {v}\n")
+        })
+        .collect();
+    env.script(&format!("read-prompt\n{emits}wait-stdin-eof\n"));
+    env.add("Say a lot");
+    let mut tick = env.owl_std();
+    tick.args(["tick", "--json"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-owl-test-secret")
+        .env("CLAUDE_CODE_OAUTH_TOKEN", "oauth-owl-test-secret");
+    let ran = crate::hostile::run_bounded(tick, std::time::Duration::from_secs(60));
+    assert!(ran.status.success(), "{}", ran.stderr);
+    // One event: its 2 s timeout, and nothing owl waits on after it.
+    assert!(
+        ran.took < std::time::Duration::from_secs(30),
+        "{:?}",
+        ran.took
+    );
+    assert!(ran.stderr.contains("took longer than 2s"), "{}", ran.stderr);
+    // Its stderr is told, bounded and inert; never passed through raw.
+    assert!(ran.stderr.len() < 64 * 1024, "{} bytes", ran.stderr.len());
+    assert!(!ran.stderr.contains('\0'));
+    assert!(ran.stderr.contains("\\x00"), "{}", ran.stderr);
+    // Its whole group was killed: what it started too.
+    let pid: i32 = std::fs::read_to_string(&left_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        crate::support::processes_with("sleep 6151").is_empty(),
+        "pid {pid} lives"
+    );
+    assert!(crate::support::processes_with("sleep 6152").is_empty());
+    // Its environment is scrubbed like the agent's.
+    let seen = std::fs::read_to_string(&seen_env).unwrap();
+    assert!(!seen.contains("owl-test-secret"), "{seen}");
+    assert!(seen.contains("HOME="), "{seen}");
+}
