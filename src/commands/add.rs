@@ -39,6 +39,9 @@ pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
             bad_input!("{flag} must be a finite number greater than 0");
         }
     }
+    if args.max_budget_usd.is_some() {
+        check_budget_cap(ctx, account.as_deref())?;
+    }
     if args.max_runs == Some(0) {
         bad_input!("--max-runs must be at least 1");
     }
@@ -138,5 +141,26 @@ fn fresh_id(store: &crate::store::Store) -> Result<String> {
             continue;
         }
         return Ok(id);
+    }
+}
+
+/// `--max-budget-usd` is a cap the agent CLI keeps (Claude Code's own flag): refused for a
+/// Job whose Account's Driver cannot hand it on, or, with no Account named, when no
+/// configured Account can. Stored, it would promise what no one keeps.
+fn check_budget_cap(ctx: &Ctx, account: Option<&str>) -> Result<()> {
+    let keeps =
+        |a: &crate::config::Account| crate::driver::for_kind(a.driver).capabilities().budget_cap;
+    let accounts = &ctx.config.accounts;
+    match account {
+        Some(name) if !keeps(&accounts[name]) => bad_input!(
+            "--max-budget-usd: account '{name}' runs {}, whose CLI takes no per-Run budget \
+             cap, so none could be kept; leave it out, or use an Account on claude-code",
+            accounts[name].driver.name()
+        ),
+        None if !accounts.values().any(keeps) => bad_input!(
+            "--max-budget-usd: no configured Account's CLI takes a per-Run budget cap \
+             (only claude-code does), so none could be kept; leave it out"
+        ),
+        _ => Ok(()),
     }
 }

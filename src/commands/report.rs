@@ -103,8 +103,11 @@ pub fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
         ))
         .into());
     }
+    if let Some(path) = &args.html {
+        check_html_path(path)?;
+    }
     let now = crate::clock::now()?;
-    let since = period_start(ctx, args, now);
+    let since = period_start(ctx, args, now)?;
     let report = match ctx.read_store()? {
         Some(store) => gather(ctx, &store, since, now)?,
         None => empty(since, now),
@@ -126,13 +129,23 @@ pub fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
 
 /// Where the period starts: `--since`, else the start of the latest `schedule.window` that
 /// has begun (`--night` and the default), else 12 hours ago.
-fn period_start(ctx: &Ctx, args: &ReportArgs, now: DateTime<Utc>) -> DateTime<Utc> {
+fn period_start(ctx: &Ctx, args: &ReportArgs, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if let Some(d) = args.since {
-        return now - chrono::Duration::from_std(d).unwrap_or(chrono::Duration::hours(12));
+        let start = chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d));
+        return match start {
+            Some(start) => Ok(start),
+            None => Err(crate::error::Error::bad_input(format!(
+                "--since reaches {} days back, before any date owl can name",
+                d.as_secs() / 86_400
+            ))
+            .into()),
+        };
     }
     let twelve_hours = now - chrono::Duration::hours(12);
     let Some(window) = ctx.config.schedule.window else {
-        return twelve_hours;
+        return Ok(twelve_hours);
     };
     let local = now.with_timezone(&Local);
     // Today's start if it has come, else yesterday's.
@@ -142,10 +155,31 @@ fn period_start(ctx: &Ctx, args: &ReportArgs, now: DateTime<Utc>) -> DateTime<Ut
     } else {
         today - chrono::Duration::days(1)
     };
-    start
+    Ok(start
         .and_local_timezone(Local)
         .earliest()
-        .map_or(twelve_hours, |t| t.with_timezone(&Utc))
+        .map_or(twelve_hours, |t| t.with_timezone(&Utc)))
+}
+
+/// `--html FILE` names a file in a directory that exists: checked before anything is read,
+/// so a typo is bad usage (exit 2), not a failure after the work.
+fn check_html_path(path: &std::path::Path) -> Result<()> {
+    if path.is_dir() {
+        crate::bad_input!(
+            "--html {} is a directory; name the page's file (say {}/owl-report.html)",
+            path.display(),
+            path.display()
+        );
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(dir) = parent.filter(|d| !d.is_dir()) {
+        crate::bad_input!(
+            "--html {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 fn empty(since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
@@ -164,7 +198,7 @@ fn gather(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Result<Report> {
-    let runs = store.runs_touching(since)?;
+    let runs = store.runs_touching(since, until)?;
     let mut by_job: BTreeMap<String, Vec<&Run>> = BTreeMap::new();
     for r in &runs {
         by_job.entry(r.job_id.clone()).or_default().push(r);
@@ -377,14 +411,22 @@ mod tests {
             html: None,
         };
         let now = Local::now();
-        let start = period_start(&ctx, &args, now.with_timezone(&Utc)).with_timezone(&Local);
+        let start = period_start(&ctx, &args, now.with_timezone(&Utc))
+            .unwrap()
+            .with_timezone(&Local);
         assert_eq!(start.format("%H:%M").to_string(), "22:00");
         assert!(now.naive_local() - start.naive_local() < chrono::Duration::days(1));
         let args = ReportArgs {
             since: Some(Duration::from_secs(3600)),
             ..args
         };
-        let start = period_start(&ctx, &args, now.with_timezone(&Utc));
+        let start = period_start(&ctx, &args, now.with_timezone(&Utc)).unwrap();
         assert_eq!((now.with_timezone(&Utc) - start).num_minutes(), 60);
+        // A period past what a date can name is refused, never replaced.
+        let args = ReportArgs {
+            since: Some(Duration::from_secs(100_000_000 * 86_400)),
+            ..args
+        };
+        assert!(period_start(&ctx, &args, now.with_timezone(&Utc)).is_err());
     }
 }

@@ -53,6 +53,12 @@ pub struct TickArgs {
 
 pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let (dry_run, json) = (args.dry_run, args.json);
+    if let Some(id) = &args.job {
+        // Refused before anything is made: on a fresh install no Job exists.
+        if ctx.read_store()?.is_none() {
+            crate::bad_input!("no job '{id}': no jobs have been added yet");
+        }
+    }
     ensure_private_dir(&ctx.config.state_dir)?;
     let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
         let holder = crate::lock::holder(&ctx.lock_path())

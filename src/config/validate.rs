@@ -72,10 +72,15 @@ pub(super) fn validate(
     for (name, acc) in raw.accounts.unwrap_or_default() {
         let here = format!("accounts.{name}");
         if !is_safe_name(&name) {
-            return Err(at(
-                &here,
-                format!("account name '{name}' may hold only letters, digits, '.', '_' and '-'"),
-            ));
+            // The name is the key: its own line, not that of the mapping under it.
+            let line = positions
+                .key_line(&here)
+                .map(|n| format!("line {n}: "))
+                .unwrap_or_default();
+            return Err(Error::bad_input(format!(
+                "reading config {source}: {line}account name '{name}' may hold only letters, \
+                 digits, '.', '_' and '-'"
+            )));
         }
         let driver = acc.driver.unwrap_or(DriverKind::ClaudeCode);
         let limits_line = positions.key_line(&format!("{here}.limits"));
@@ -99,6 +104,22 @@ pub(super) fn validate(
                      accounts.{name}.credentialStore"
                 ),
             ));
+        }
+        if let Some(store) = &credential_store {
+            let same = |other: &Account| {
+                other.credential_store.as_deref().map(same_dir) == Some(same_dir(store))
+            };
+            if let Some((other, _)) = accounts.iter().find(|(_, a)| same(a)) {
+                return Err(at(
+                    &format!("{here}.credentialStore"),
+                    format!(
+                        "accounts {other} and {name} share the credentialStore {}: one store is \
+                         one login and one plan, so each Account's ceiling would count the \
+                         other's use; give each Account its own",
+                        store.display()
+                    ),
+                ));
+            }
         }
         accounts.insert(
             name,
@@ -314,4 +335,11 @@ fn config_path_value(value: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(path)
+}
+
+/// A directory as the filesystem names it, so that `~/a`, `/home/me/a/` and a symlink to it
+/// are one; as written when it does not exist yet.
+fn same_dir(path: &std::path::Path) -> std::path::PathBuf {
+    path.canonicalize()
+        .unwrap_or_else(|_| path.components().collect())
 }

@@ -336,12 +336,14 @@ impl Store {
         )
     }
 
-    /// Runs that went on at any time since `since` (started, ended, or still running),
+    /// Runs that went on at any time from `since` to `until` (started by `until`, and
+    /// started, ended or still running after `since`),
     /// oldest first: what a report covers.
-    pub fn runs_touching(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
+    pub fn runs_touching(&self, since: DateTime<Utc>, until: DateTime<Utc>) -> Result<Vec<Run>> {
         self.runs_where(
-            "started_at >= ?1 OR ended_at >= ?1 OR outcome IS NULL ORDER BY started_at, id",
-            [rfc3339(since)],
+            "started_at <= ?2 AND (started_at >= ?1 OR ended_at >= ?1 OR outcome IS NULL) \
+             ORDER BY started_at, id",
+            [rfc3339(since), rfc3339(until)],
         )
     }
 

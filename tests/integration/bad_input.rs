@@ -80,6 +80,8 @@ const CASES: &[Case] = &[
     config("no Account", "stateDir: @\naccounts: {}\n", &["names no Account"]),
     config("an Account name with a slash", "stateDir: @\naccounts:\n  a/b: {}\n", &["line 3", "account name 'a/b'"]),
     config("unknown driver", "stateDir: @\naccounts:\n  work:\n    driver: aider\n", &["line 4", "unknown value 'aider'"]),
+    config("an Account name not ASCII, on its own line", "stateDir: @\naccounts:\n  wörk:\n    driver: claude-code\n", &["line 3:", "account name 'wörk'"]),
+    config("two Accounts on one credentialStore", "stateDir: @\naccounts:\n  a:\n    credentialStore: /tmp/owl-shared-store\n    limits: {fiveHourMax: 50}\n  b:\n    credentialStore: /tmp/owl-shared-store/\n    limits: {fiveHourMax: 90}\n", &["line 7:", "accounts a and b share the credentialStore", "give each Account its own"]),
     config("schedule hour 25", "stateDir: @\nschedule:\n  window: \"25:00-07:00\"\naccounts: {work: {}}\n", &["line 3", "'25:00-07:00' is not a time window"]),
     config("schedule nonsense", "stateDir: @\nschedule:\n  window: nightly\naccounts: {work: {}}\n", &["line 3", "'nightly' is not a time window"]),
     config("allowedTools a string", "stateDir: @\ndefaults:\n  allowedTools: Read\naccounts: {work: {}}\n", &["line 3", "allowedTools", "sequence"]),
@@ -125,6 +127,10 @@ const CASES: &[Case] = &[
     args("probe an Account that is not there", &["probe", "wrok"], &["no account 'wrok'"]),
     args("a command that is not one", &["frobnicate"], &["frobnicate"]),
     args("a flag that is not one", &["tick", "--bogus"], &["--bogus"]),
+    args("a report period before any date", &["report", "--since", "100000000d"], &["--since reaches 100000000 days back"]),
+    args("a report period past counting", &["report", "--since", "5000000000000h"], &["--since reaches"]),
+    args("a report page to a directory", &["report", "--html", "/tmp"], &["--html /tmp is a directory"]),
+    args("a report page in a missing directory", &["report", "--html", "/nonexistent/night.html"], &["the directory /nonexistent does not exist"]),
 ];
 
 /// Every file below `dir` with its bytes.
@@ -305,6 +311,8 @@ fn a_refused_command_on_a_fresh_install_creates_no_state() {
         vec!["show", "nosuch"],
         vec!["logs", "1"],
         vec!["clean", "nosuch"],
+        vec!["tick", "--job", "nosuch"],
+        vec!["report", "--html", "/nonexistent/night.html"],
     ] {
         env.owl().args(&args).assert().code(2);
         assert!(
@@ -312,5 +320,49 @@ fn a_refused_command_on_a_fresh_install_creates_no_state() {
             "owl {args:?} created {}",
             env.state.display()
         );
+    }
+}
+
+#[test]
+fn a_per_run_budget_no_cli_of_the_account_can_keep_is_refused_at_add() {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\naccounts:\n  gpt:\n    driver: codex\n  claude:\n    driver: claude-code\n",
+            env.state.display()
+        ),
+    )
+    .unwrap();
+    let repo = env.repo.display().to_string();
+    let out = env
+        .owl()
+        .args([
+            "add",
+            "--repo",
+            &repo,
+            "--account",
+            "gpt",
+            "--max-budget-usd",
+            "2",
+            "Hi",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("account 'gpt' runs codex, whose CLI takes no per-Run budget cap"),
+        "{stderr}"
+    );
+    assert!(!env.state.exists(), "nothing was made");
+    // On an Account whose CLI keeps it, or on any Account when one can, it is taken.
+    for account in [&["--account", "claude"][..], &[]] {
+        env.owl()
+            .args(["add", "--repo", &repo, "--max-budget-usd", "2"])
+            .args(account)
+            .arg("Hi")
+            .assert()
+            .success();
     }
 }

@@ -254,3 +254,30 @@ fn e2e_the_report_page_renders_its_chart_in_a_real_browser() {
         .unwrap();
     assert!(ceiling_row < lowest_blue, "{ceiling_row} vs {lowest_blue}");
 }
+
+#[test]
+fn a_period_bounds_its_runs_on_both_ends() {
+    let mut env = TestEnv::new();
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    env.add("Runs at three");
+    env.tick();
+    let runs = |env: &TestEnv, since: &str| {
+        let out = env
+            .owl()
+            .args(["report", "--json", "--since", since])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["runs"].as_array().map_or(0, Vec::len))
+            .sum::<usize>()
+    };
+    assert_eq!(runs(&env, "1h"), 1);
+    // A period that ends an hour before the Run: the Run is not in it.
+    env.now = "2026-11-30T02:00:00Z".into();
+    assert_eq!(runs(&env, "1h"), 0);
+}
