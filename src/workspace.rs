@@ -65,6 +65,17 @@ fn open_sealed(path: &Path) -> Result<Repository> {
     Ok(repo)
 }
 
+/// [`seal::remove_nested`], its failure said as the clone's.
+fn nested(repo: &Repository, path: &Path) -> Result<Vec<String>> {
+    seal::remove_nested(repo, path).map_err(|e| {
+        Tampered {
+            clone: path.display().to_string(),
+            what: format!("removing a repository inside it: {e}"),
+        }
+        .into()
+    })
+}
+
 /// The user's repository's object store, which a Job's clone reads through its alternates.
 fn user_objects(job: &Job) -> Result<PathBuf> {
     let user =
@@ -113,8 +124,10 @@ impl Workspace {
 
     fn open_clone(path: &Path, job: &Job) -> Result<Workspace> {
         let objects = user_objects(job)?;
-        let sealed = seal::seal(path, &objects)?;
-        Ok(Workspace::new(path, open_sealed(path)?, job, sealed))
+        let mut sealed = seal::seal(path, &objects)?;
+        let repo = open_sealed(path)?;
+        sealed.extend(nested(&repo, path)?);
+        Ok(Workspace::new(path, repo, job, sealed))
     }
 
     fn new(path: &Path, repo: Repository, job: &Job, sealed: Vec<String>) -> Workspace {
@@ -138,9 +151,10 @@ impl Workspace {
         if !self.is_clone() {
             return Ok(Vec::new());
         }
-        let undone = seal::seal(&self.path, &user_objects(job)?)?;
+        let mut undone = seal::seal(&self.path, &user_objects(job)?)?;
         // Opened anew: nothing libgit2 read of the config before the seal lingers.
         self.repo = open_sealed(&self.path)?;
+        undone.extend(nested(&self.repo, &self.path)?);
         self.sealed.extend(undone.iter().cloned());
         Ok(undone)
     }

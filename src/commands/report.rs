@@ -68,6 +68,9 @@ pub struct RunReport {
     pub started_at: String,
     pub ended_at: Option<String>,
     pub cost_usd: Option<f64>,
+    /// What owl noted of the Run beyond its outcome: what it undid in a sandboxed Run's
+    /// clone, a branch it could not bring home, a stop after the result.
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -310,6 +313,7 @@ fn run_report(r: &Run) -> RunReport {
         started_at: rfc3339(r.started_at),
         ended_at: r.ended_at.map(rfc3339),
         cost_usd: r.cost_usd,
+        note: r.note.clone(),
     }
 }
 
@@ -368,6 +372,9 @@ fn print_text(report: &Report) {
                 r.account,
                 local_hm(&r.started_at)
             );
+            if let Some(note) = &r.note {
+                outln!("    note: {note}");
+            }
         }
         for d in &job.denied_tools {
             outln!("  denied: {} {}", d.tool_name, d.detail);

@@ -79,6 +79,39 @@ pub fn seal(clone: &Path, user_objects: &Path) -> Result<Vec<String>, Tampered> 
     Ok(undone)
 }
 
+/// Removes the `.git` of every submodule path in the clone's index: a repository the Run
+/// made there (or a gitfile or link to one) has a config of its own, which git in the clone
+/// runs when it looks into its submodules. owl never makes one; the submodule's commit
+/// stays recorded in the tree. Returns `<path>/.git` for each.
+pub fn remove_nested(repo: &git2::Repository, clone: &Path) -> std::io::Result<Vec<String>> {
+    let Ok(index) = repo.index() else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for entry in index.iter().filter(|e| e.mode == 0o160000) {
+        let rel = PathBuf::from(String::from_utf8_lossy(&entry.path).into_owned());
+        // Only a path inside the clone along real directories: a symlink on the way could
+        // lead this removal anywhere the user can write.
+        if !rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+        {
+            continue;
+        }
+        let mut dir = clone.to_path_buf();
+        let inside = rel.components().all(|c| {
+            dir.push(c);
+            std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir())
+        });
+        let git = dir.join(".git");
+        if inside && std::fs::symlink_metadata(&git).is_ok() {
+            remove(&git)?;
+            removed.push(format!("{}/.git", rel.display()));
+        }
+    }
+    Ok(removed)
+}
+
 /// The first symlink or special file under `.git`, said as `refs is a symlink`.
 fn first_odd_entry(git: &Path) -> Option<String> {
     let mut dirs = vec![git.to_path_buf()];

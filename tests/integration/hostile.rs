@@ -226,6 +226,7 @@ fn git_config_and_hooks_planted_in_the_clone_never_run_when_the_user_opens_it() 
          sh cp .git/hooks/post-checkout .git/hooks/pre-commit\n\
          sh echo {repo}/.git > .git/commondir\n\
          sh echo '*.txt filter=trap' > .gitattributes\n\
+         sh git init -q sub && git -C sub -c user.name=A -c user.email=a@b commit -q --allow-empty -m s && git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub && git -C sub config core.fsmonitor '{touch}'\n\
          write left.txt uncommitted\\n\n\
          replay success.jsonl 2 3\nwait-stdin-eof\n",
         repo = env.repo.display()
@@ -272,11 +273,18 @@ fn git_config_and_hooks_planted_in_the_clone_never_run_when_the_user_opens_it() 
         "hooks/post-checkout",
         "hooks/pre-commit",
         "commondir",
+        "sub/.git",
     ] {
         assert!(note.contains(undone), "{undone} not in {note}");
     }
     let text = show_text(&env, &id);
     assert!(text.contains("owl undid what the Run planted"), "{text}");
+    let report = env.owl().arg("report").output().unwrap();
+    let report = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        report.contains("note: owl undid what the Run planted"),
+        "{report}"
+    );
 }
 
 #[test]

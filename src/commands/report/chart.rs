@@ -178,6 +178,7 @@ mod tests {
                 started_at: "2026-11-30T01:00:00Z".into(),
                 ended_at: Some("2026-11-30T02:00:00Z".into()),
                 cost_usd: None,
+                note: None,
             }],
         };
         let rows = account_rows(

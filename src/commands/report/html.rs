@@ -86,7 +86,11 @@ pub fn page(report: &Report, offset: &FixedOffset) -> String {
                         .as_deref()
                         .map(|s| format!(" ({})", esc(s)))
                         .unwrap_or_default()
-                )
+                ) + &r
+                    .note
+                    .as_deref()
+                    .map(|n| format!(" — note: {}", esc(n)))
+                    .unwrap_or_default()
             })
             .collect();
         let denied: String = job
