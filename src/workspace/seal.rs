@@ -237,6 +237,49 @@ fn remove(path: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    fn gitlink(path: &str) -> git2::IndexEntry {
+        git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o160000,
+            uid: 0,
+            gid: 0,
+            file_size: 0,
+            id: git2::Oid::from_str("1234567890123456789012345678901234567890").unwrap(),
+            flags: 0,
+            flags_extended: 0,
+            path: path.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_repository_at_a_submodule_path_is_removed_but_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let clone = dir.path().join("clone");
+        let repo = git2::Repository::init(&clone).unwrap();
+        // What stands for the user's repository, outside the clone, behind a link in it.
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(outside.join("x/.git")).unwrap();
+        std::os::unix::fs::symlink(&outside, clone.join("link")).unwrap();
+        std::fs::create_dir_all(clone.join("sub/.git")).unwrap();
+        std::fs::write(clone.join("sub/.git/config"), "[core]\n\tfsmonitor = x\n").unwrap();
+        let mut index = repo.index().unwrap();
+        for path in ["link/x", "sub", "../outside/x"] {
+            index.add(&gitlink(path)).unwrap_or_default();
+        }
+        index.write().unwrap();
+        assert!(index.get_path(Path::new("link/x"), 0).is_some());
+        let removed = remove_nested(&repo, &clone).unwrap();
+        assert_eq!(removed, ["sub/.git"]);
+        assert!(!clone.join("sub/.git").exists());
+        assert!(
+            outside.join("x/.git").is_dir(),
+            "followed a symlink out of the clone"
+        );
+    }
+
     #[test]
     fn config_entries_are_named_by_section_and_key() {
         let text = "[core]\n\tfsmonitor = touch /tmp/x\n[filter \"lfs\"]\n\tclean = x\n\
