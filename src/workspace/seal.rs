@@ -72,7 +72,7 @@ pub fn seal(clone: &Path, user_objects: &Path) -> Result<Vec<String>, Tampered> 
     let wanted = format!("{}\n", user_objects.display());
     let found = crate::untrusted::read_to_string(&alternates, 4096).ok();
     if found.as_deref() != Some(wanted.as_str()) {
-        std::fs::write(&alternates, &wanted)
+        replace(&alternates, &wanted)
             .map_err(|e| tampered(format!("objects/info/alternates: {e}")))?;
         undone.push("objects/info/alternates".into());
     }
@@ -166,7 +166,7 @@ fn seal_config(git: &Path) -> std::io::Result<Vec<String>> {
         config.push_str("[user]\n");
         config.push_str(&kept);
     }
-    std::fs::write(&path, config)?;
+    replace(&path, &config)?;
     Ok(dropped.into_iter().map(|k| format!("config {k}")).collect())
 }
 
@@ -223,6 +223,21 @@ fn remove_hooks(git: &Path) -> std::io::Result<Vec<String>> {
     }
     removed.sort();
     Ok(removed)
+}
+
+/// Writes a new file in the place of `path`, never through it: whatever the agent left
+/// there (a hard link to another file of the user's, say) is unlinked, not overwritten.
+fn replace(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 fn remove(path: &Path) -> std::io::Result<()> {
@@ -311,6 +326,16 @@ mod tests {
         assert_eq!(dropped, ["config core.worktree", "config core.fsmonitor"]);
         let text = std::fs::read_to_string(git.join("config")).unwrap();
         assert_eq!(text, format!("{CONFIG}[user]\n\temail = a@b\n"));
+        // A config that is a hard link to another file is replaced, the other left as it is.
+        let other = git.join("other");
+        std::fs::write(&other, "[core]\n\tfsmonitor = x\n").unwrap();
+        std::fs::remove_file(git.join("config")).unwrap();
+        std::fs::hard_link(&other, git.join("config")).unwrap();
+        assert_eq!(seal_config(git).unwrap(), ["config core.fsmonitor"]);
+        assert_eq!(
+            std::fs::read_to_string(&other).unwrap(),
+            "[core]\n\tfsmonitor = x\n"
+        );
         // Sealed once, it says nothing more.
         assert!(seal_config(git).unwrap().is_empty());
     }
