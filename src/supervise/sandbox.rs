@@ -206,11 +206,31 @@ impl Executor for SandboxExecutor {
                 0
             }
         };
+        // bubblewrap's own pid 1 in the namespace can outlive the process owl waited for by a
+        // moment (it reports the exit, then exits): it is the sandbox ending, not something
+        // the agent left. It is ended first, uncounted; the rest is the local Executor's.
+        let me = sys::own_pid();
+        super::process::kill_until_none(|| {
+            sys::descendants_of(me)
+                .into_iter()
+                .filter(|pid| sys::stat(*pid).is_some_and(|s| s.state != 'Z'))
+                .filter(|pid| self.is_bwrap(*pid))
+                .collect()
+        });
         inside + self.local.kill_leftovers(pgid)
     }
 
     fn kill_lost(&self, lost: &LostProcesses) -> usize {
         self.local.kill_lost(lost)
+    }
+}
+
+impl SandboxExecutor {
+    /// Whether `pid` is one of bubblewrap's own processes: its argv[0] is the command owl ran.
+    fn is_bwrap(&self, pid: i32) -> bool {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|argv| {
+            argv.split(|b| *b == 0).next() == Some(self.bwrap.as_os_str().as_encoded_bytes())
+        })
     }
 }
 
