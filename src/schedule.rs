@@ -88,7 +88,8 @@ pub enum Standing {
         outages: u32,
         until: DateTime<Utc>,
     },
-    /// A reactive Account (no utilization reported) was rate limited: it waits until `until`.
+    /// The provider rejected the Account (a rate limit, a used-up Window): it waits until
+    /// `until`, the reset it named or the Account's back-off.
     RateLimited {
         until: DateTime<Utc>,
     },
@@ -151,7 +152,7 @@ impl Standing {
                 human(*until - now)
             ),
             Standing::RateLimited { until } => format!(
-                "reactive: no utilization reported; waiting after a rate limit until {} (in {})",
+                "rejected by the provider until {} (in {})",
                 local_hm(*until),
                 human(*until - now)
             ),

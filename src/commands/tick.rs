@@ -804,8 +804,14 @@ fn record(
         store.set_on_credits(account, Some((window, until)), now)?;
     }
     let note = store.account_note(account)?;
-    if reactive_wait.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
-        store.set_rate_limited_until(account, reactive_wait, now)?;
+    // A provider's rejection holds the whole Account, ceilings or not and for every Driver,
+    // as long as it holds this Job: no other Job is started into the same rejection.
+    let rejected_until = (classified.cause == crate::model::Cause::RateLimited)
+        .then_some(transition.not_before)
+        .flatten()
+        .filter(|t| *t > now);
+    if rejected_until.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
+        store.set_rate_limited_until(account, rejected_until, now)?;
     }
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))

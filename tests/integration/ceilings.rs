@@ -167,6 +167,13 @@ fn a_429_result_without_a_reset_time_waits_a_default_time() {
     assert_eq!(tick["outcome"], "rate_limited");
     assert_eq!(tick["job_state"], "waiting");
     assert_eq!(env.show(&id)["not_before"], "2026-11-30T03:30:00Z");
+    // No Window read 100%, yet the Account is held as long as its Job.
+    let status = env.status();
+    let reason = status["accounts"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("rejected by the provider until 03:30"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -284,4 +291,32 @@ fn snapshots_older_than_the_retention_are_pruned_and_runs_kept() {
     );
     assert_eq!(count("SELECT COUNT(*) FROM runs"), 1);
     assert_eq!(env.show(&id)["runs"].as_array().unwrap().len(), 1);
+}
+
+/// Issue 23: a provider's rejection holds the Account whatever its ceilings, so that no
+/// other Job is started into the same rejection.
+#[test]
+fn a_rejection_holds_an_account_without_ceilings_until_its_reset() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay rate-limit-rejected.jsonl\nwait-stdin-eof\nexit 1\n");
+    env.add("First");
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "rate_limited", "{tick}");
+    let second = env.add("Second");
+    let status = env.status();
+    let account = &status["accounts"][0];
+    assert_eq!(account["schedulable"], false, "{account}");
+    let reason = account["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("rejected by the provider until 06:31"),
+        "{reason}"
+    );
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert_eq!(env.show(&second)["runs"].as_array().unwrap().len(), 0);
+    // After the reset, the Account runs again.
+    let mut env = env;
+    env.now = "2026-11-30T06:32:00Z".into();
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["action"], "ran");
 }

@@ -117,6 +117,17 @@ fn e2e_codex_a_usage_limit_is_rate_limited_until_the_reset_it_names() {
     let until = chrono::DateTime::parse_from_rfc3339(show["not_before"].as_str().unwrap()).unwrap();
     let ahead = until.timestamp() - chrono::Utc::now().timestamp();
     assert!((7000..=7300).contains(&ahead), "{show}");
+    // The rejection holds the Account: another Job is not started into it.
+    let other = env.add("Say hello again.");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(env.show(&other)["runs"].as_array().unwrap().is_empty());
+    let status = env.status();
+    let reason = status["accounts"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("rejected by the provider until"),
+        "{reason}"
+    );
 }
 
 #[test]

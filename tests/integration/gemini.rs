@@ -138,7 +138,7 @@ fn e2e_gemini_a_429_is_rate_limited_and_never_the_jobs_failure() {
     let status = env.status();
     let reason = status["accounts"][0]["reason"].as_str().unwrap();
     assert!(
-        reason.contains("reactive: no utilization reported; waiting after a rate limit until"),
+        reason.contains("rejected by the provider until"),
         "{reason}"
     );
     assert_eq!(status["accounts"][0]["schedulable"], false);
