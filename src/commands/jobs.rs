@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
     store.for_each_listed_job(all, |job| {
         if listed == 0 {
             outln!(
-                "{:<14} {:<10} {:>4} {:>5}  {:<10} PROMPT",
+                "{:<14} {:<10} {:>4} {:>7}  {:<10} PROMPT",
                 "ID",
                 "STATE",
                 "PRI",
@@ -39,11 +39,11 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         listed += 1;
         let prompt = job.prompt.lines().next().unwrap_or("");
         outln!(
-            "{:<14} {:<10} {:>4} {:>5}  {:<10} {}",
+            "{:<14} {:<10} {:>4} {:>7}  {:<10} {}",
             job.id,
             job.state.as_str(),
             job.priority,
-            format!("{}/{}", job.run_count, job.max_runs),
+            runs_column(job),
             job.account.unwrap_or("any"),
             crate::text::truncate(prompt, 60)
         );
@@ -53,4 +53,12 @@ pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
         outln!("no {}jobs", if all { "" } else { "unfinished " });
     }
     Ok(0)
+}
+
+/// `1/5`: counted Runs against `maxRuns`; `0/5+1`: and one more that did not count.
+fn runs_column(job: &crate::store::ListedJob<'_>) -> String {
+    match job.run_count.saturating_sub(job.counted_runs) {
+        0 => format!("{}/{}", job.counted_runs, job.max_runs),
+        n => format!("{}/{}+{n}", job.counted_runs, job.max_runs),
+    }
 }

@@ -257,6 +257,9 @@ pub struct JobJson<'a> {
     pub not_before: Option<Cow<'a, str>>,
     /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
     pub run_count: usize,
+    /// How many of them count toward `max_runs`: a Run that was not the Job's doing (a
+    /// ceiling, a missing login, an outage) does not.
+    pub counted_runs: usize,
     pub max_runs: u32,
     pub created_at: Cow<'a, str>,
     pub updated_at: Cow<'a, str>,
@@ -265,7 +268,7 @@ pub struct JobJson<'a> {
 
 impl<'a> JobJson<'a> {
     /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
-    fn new(worktrees: &'a str, job: &'a Job, runs: usize) -> JobJson<'a> {
+    fn new(worktrees: &'a str, job: &'a Job, runs: &[crate::model::Run]) -> JobJson<'a> {
         JobJson {
             id: &job.id,
             name: job.name.as_deref(),
@@ -279,7 +282,8 @@ impl<'a> JobJson<'a> {
             account: job.account.as_deref(),
             priority: job.priority,
             not_before: job.not_before.map(|t| crate::clock::rfc3339(t).into()),
-            run_count: runs,
+            run_count: runs.len(),
+            counted_runs: runs.iter().filter(|r| r.counts()).count(),
             max_runs: job.max_runs,
             created_at: crate::clock::rfc3339(job.created_at).into(),
             updated_at: crate::clock::rfc3339(job.updated_at).into(),
@@ -304,10 +308,25 @@ impl<'a> JobJson<'a> {
             priority: job.priority,
             not_before: job.not_before.map(printable),
             run_count: job.run_count,
+            counted_runs: job.counted_runs,
             max_runs: job.max_runs,
             created_at: printable(job.created_at),
             updated_at: printable(job.updated_at),
             prompt: job.prompt,
+        }
+    }
+}
+
+impl JobJson<'_> {
+    /// `1/5`, or with Runs that did not count `0/5 counted, 1 not counted`: `maxRuns`
+    /// counts only the Job's own Runs, and so does the first figure.
+    pub fn runs_text(&self) -> String {
+        match self.run_count.saturating_sub(self.counted_runs) {
+            0 => format!("{}/{}", self.counted_runs, self.max_runs),
+            n => format!(
+                "{}/{} counted, {n} not counted",
+                self.counted_runs, self.max_runs
+            ),
         }
     }
 }

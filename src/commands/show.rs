@@ -101,7 +101,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         let s = summary.clone().unwrap_or_default();
         let has = summary.is_some();
         print_json(&ShowJson {
-            job: JobJson::new(&worktrees, &job, runs.len()),
+            job: JobJson::new(&worktrees, &job, &runs),
             handoff,
             own_clone,
             commits: has.then_some(s.commits),
@@ -115,7 +115,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         })?;
         return Ok(0);
     }
-    let j = JobJson::new(&worktrees, &job, runs.len());
+    let j = JobJson::new(&worktrees, &job, &runs);
     outln!(
         "Job {}{}",
         j.id,
@@ -124,7 +124,10 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     outln!(
         "  state:    {}{}",
         j.state,
-        j.reason.map(|r| format!(" — {r}")).unwrap_or_default()
+        j.reason
+            .as_ref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default()
     );
     if let Some(t) = &j.not_before {
         outln!("  waits until {t}");
@@ -145,11 +148,10 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         outln!("  worktree: {}", j.worktree);
     }
     outln!(
-        "  account:  {}; priority {}; runs {}/{}",
+        "  account:  {}; priority {}; runs {}",
         j.account.unwrap_or("any"),
         j.priority,
-        j.run_count,
-        j.max_runs
+        j.runs_text()
     );
     outln!(
         "  prompt:   {}",

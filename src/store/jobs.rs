@@ -62,6 +62,8 @@ pub struct ListedJob<'r> {
     pub updated_at: &'r str,
     pub base_commit: Option<&'r str>,
     pub run_count: usize,
+    /// Its Runs that count toward `maxRuns` (ended, and the Job's doing).
+    pub counted_runs: usize,
 }
 
 impl Store {
@@ -177,7 +179,10 @@ impl Store {
         };
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
-             not_before, created_at, updated_at, base_commit, run_count FROM jobs {filter} ORDER BY seq"
+             not_before, created_at, updated_at, base_commit, run_count, \
+             (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id AND outcome IS NOT NULL \
+              AND (cause IS NULL OR cause = 'job')) \
+             FROM jobs {filter} ORDER BY seq"
         ))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
@@ -200,6 +205,7 @@ impl Store {
                 updated_at: text(12)?,
                 base_commit: opt_text(13)?,
                 run_count: r.get::<_, i64>(14)?.max(0) as usize,
+                counted_runs: r.get::<_, i64>(15)?.max(0) as usize,
             })?;
         }
         Ok(())

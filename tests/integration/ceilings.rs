@@ -320,3 +320,29 @@ fn a_rejection_holds_an_account_without_ceilings_until_its_reset() {
     env.script(&done_script("success.jsonl", 0));
     assert_eq!(env.tick()["action"], "ran");
 }
+
+/// Issue 23: `runs` counts what `maxRuns` counts, and names the Runs that did not count.
+#[test]
+fn runs_are_shown_counted_against_max_runs_and_uncounted_beside() {
+    let env = ceiling_env();
+    env.five_hour(&[40.0, 65.0], "2026-11-30T05:00:00.000Z");
+    env.script(LONG_RUN);
+    let id = env.add("Climb");
+    assert_eq!(env.tick()["outcome"], "interrupted");
+    let show = env.show(&id);
+    assert_eq!(
+        (show["run_count"].clone(), show["counted_runs"].clone()),
+        (1.into(), 0.into())
+    );
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("runs 0/5 counted, 1 not counted"), "{text}");
+    assert!(!text.contains("runs 1/5"), "{text}");
+    let jobs = env.owl().args(["jobs", "--json"]).output().unwrap();
+    let jobs: serde_json::Value = serde_json::from_slice(&jobs.stdout).unwrap();
+    assert_eq!(jobs[0]["counted_runs"], 0, "{jobs}");
+    assert_eq!(jobs[0]["run_count"], 1, "{jobs}");
+    let text = env.owl().arg("jobs").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(" 0/5+1 "), "{text}");
+}
