@@ -72,7 +72,13 @@ pub fn run() -> ExitCode {
         }
     };
     init_tracing();
-    match commands::dispatch(cli) {
+    let result = commands::dispatch(cli);
+    // What the command cost in memory, for `OWL_LOG=owl::peak=debug`: the figure the tests
+    // bound for each hostile input (a child's rusage would include what its parent held).
+    if let Some(kib) = sys::peak_rss_kib() {
+        tracing::debug!(target: "owl::peak", "peak memory: {kib} KiB");
+    }
+    match result {
         Ok(code) => match output::stdout_failure() {
             // The command did its work; what it printed was lost.
             Some(e) => {

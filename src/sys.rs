@@ -13,6 +13,18 @@ fn pid(raw: i32) -> io::Result<Pid> {
     Pid::from_raw(raw).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
+/// The peak resident memory of this process's own address space, in KiB (`VmHWM`).
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line["VmHWM:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// owl's own pid.
 pub fn own_pid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()

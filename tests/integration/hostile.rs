@@ -14,20 +14,20 @@ use crate::support::{git, TestEnv};
 pub struct Bounded {
     pub status: ExitStatus,
     pub took: Duration,
+    /// owl's own peak (`VmHWM`), as it logs it under `OWL_LOG=owl::peak=debug`. Not the
+    /// child's rusage: a spawned child's `ru_maxrss` starts at what the test process holds.
     pub max_rss_mib: u64,
     pub stdout: String,
     pub stderr: String,
 }
 
-/// Runs `cmd` to its end, failing the test (after killing it) past `limit`; measures its
-/// peak resident memory with wait4.
-// Reaped by wait4, which clippy does not count as a wait.
-#[allow(clippy::zombie_processes)]
+/// Runs `cmd` (an owl command) to its end, failing the test (after killing it) past
+/// `limit`; reads owl's peak memory from its own log line.
 pub fn run_bounded(mut cmd: Command, limit: Duration) -> Bounded {
     use std::io::Read;
-    use std::os::unix::process::ExitStatusExt;
     let start = Instant::now();
     let mut child = cmd
+        .env("OWL_LOG", "warn,owl::peak=debug")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -46,13 +46,9 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Bounded {
     };
     let out = reader(Box::new(child.stdout.take().unwrap()));
     let err = reader(Box::new(child.stderr.take().unwrap()));
-    let pid = child.id() as i32;
-    let (status, usage) = loop {
-        let mut status = 0;
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if got == pid {
-            break (ExitStatus::from_raw(status), usage);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
@@ -61,17 +57,24 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> Bounded {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let took = start.elapsed();
+    let stdout = out
+        .recv_timeout(limit.saturating_sub(start.elapsed()))
+        .expect("its stdout was held open past the limit");
+    let stderr = err
+        .recv_timeout(limit.saturating_sub(start.elapsed()))
+        .expect("its stderr was held open past the limit");
+    let max_rss_mib = stderr
+        .lines()
+        .find_map(|l| l.split("peak memory: ").nth(1))
+        .and_then(|kib| kib.trim_end_matches(" KiB").trim().parse::<u64>().ok())
+        .map_or(u64::MAX, |kib| kib / 1024);
     Bounded {
         status,
-        took: start.elapsed(),
-        // ru_maxrss is in KiB on Linux.
-        max_rss_mib: usage.ru_maxrss as u64 / 1024,
-        stdout: out
-            .recv_timeout(limit.saturating_sub(start.elapsed()))
-            .expect("its stdout was held open past the limit"),
-        stderr: err
-            .recv_timeout(limit.saturating_sub(start.elapsed()))
-            .expect("its stderr was held open past the limit"),
+        took,
+        max_rss_mib,
+        stdout,
+        stderr,
     }
 }
 
@@ -361,8 +364,7 @@ fn a_codex_credential_store_whose_login_is_a_fifo_does_not_hang_doctor() {
 
 /// A Handoff of 128 MiB, committed in the Run: owl reads at most its cap, after the Run, in
 /// `show`, in `report` and for the next prompt, and says it was too large. The commit is
-/// made by the test's own git while the agent waits, so that the tick's peak memory (its
-/// children's included) is owl's alone.
+/// made by the test's own git while the agent waits, as an agent's tool would.
 #[test]
 fn a_huge_handoff_is_never_read_whole() {
     let env = TestEnv::new();
