@@ -56,6 +56,9 @@ pub struct AccountView {
     /// Why it is or is not schedulable, in words (with its name when it is not): rendered
     /// from `standing`.
     pub reason: String,
+    /// The same, without the steps to fix it: what the queue and the idle line repeat for
+    /// each Job, so that a login hint is printed once per Account, not once per mention.
+    pub brief: String,
     /// Why it is or is not schedulable.
     pub standing: Standing,
     /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
@@ -137,6 +140,14 @@ impl Standing {
             Standing::OverCeiling { resets_at, .. } => *resets_at,
             Standing::OnCredits { until, .. } => *until,
             _ => None,
+        }
+    }
+
+    /// [`Standing::explain`] without how to fix it.
+    pub fn brief(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Standing::NotLoggedIn { why, .. } => why.clone(),
+            other => other.explain(now),
         }
     }
 
@@ -300,7 +311,10 @@ pub fn account_views(
             // again, so the Job runs as soon as the CLI is fixed. Status tells it.
             let backoff = note.backoff_until.filter(|t| *t > now);
             let standing = if let Some(why) = &note.not_logged_in {
-                let login = crate::driver::for_kind(account.driver).login_hint(account);
+                let login = format!(
+                    "{}, then `owl probe {name}`",
+                    crate::driver::for_kind(account.driver).login_hint(account)
+                );
                 Standing::NotLoggedIn {
                     why: why.clone(),
                     login,
@@ -349,10 +363,16 @@ pub fn account_views(
                 format!("{name}: {}", standing.explain(now))
             };
             let until = standing.until();
+            let brief = if schedulable {
+                standing.brief(now)
+            } else {
+                format!("{name}: {}", standing.brief(now))
+            };
             AccountView {
                 name: name.clone(),
                 schedulable,
                 reason,
+                brief,
                 standing,
                 headroom,
                 until,
@@ -513,7 +533,7 @@ fn judge(
     match &job.account {
         Some(name) => match accounts.iter().find(|a| &a.name == name) {
             None => (false, None, format!("account '{name}' is not configured")),
-            Some(a) if !a.schedulable => (false, None, format!("waits for account {}", a.reason)),
+            Some(a) if !a.schedulable => (false, None, format!("waits for account {}", a.brief)),
             Some(a) => (true, Some(a.name.clone()), String::new()),
         },
         None => {
@@ -524,7 +544,7 @@ fn judge(
             match best {
                 Some(a) => (true, Some(a.name.clone()), String::new()),
                 None => {
-                    let why: Vec<&str> = accounts.iter().map(|a| a.reason.as_str()).collect();
+                    let why: Vec<&str> = accounts.iter().map(|a| a.brief.as_str()).collect();
                     (
                         false,
                         None,
@@ -574,7 +594,7 @@ fn idle_reason(
             .count();
         if n > 0 {
             let verb = if n == 1 { "waits" } else { "wait" };
-            parts.push(format!("{} ({n} {} {verb} for it)", a.reason, jobs_word(n)));
+            parts.push(format!("{} ({n} {} {verb} for it)", a.brief, jobs_word(n)));
         }
     }
     if parts.is_empty() && waiting > 0 {
@@ -755,14 +775,22 @@ mod tests {
         let views = account_views(&config, &[], &notes, t(NOW));
         assert!(!views[0].schedulable);
         assert!(
-            views[0]
-                .reason
-                .ends_with("log in with `CLAUDE_CONFIG_DIR=/creds/work claude`, then /login"),
+            views[0].reason.ends_with(
+                "log in with `CLAUDE_CONFIG_DIR=/creds/work claude`, then /login, then \
+                     `owl probe work`"
+            ),
             "{}",
             views[0].reason
         );
+        // The queue and the idle line name the Account's standing, not its login steps again.
         let p = plan(&[job("a", 0, Some("work"))], &views, None, t(NOW));
-        assert!(matches!(p.decision, Decision::Idle { .. }));
+        let Decision::Idle { reason } = &p.decision else {
+            panic!("{:?}", p.decision)
+        };
+        assert_eq!(
+            reason,
+            "work: not logged in: Not logged in · Please run /login (1 Job waits for it)"
+        );
     }
 
     #[test]

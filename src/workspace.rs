@@ -21,6 +21,13 @@ pub fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
             e.message()
         )
     })?;
+    if r.is_empty().unwrap_or(false) {
+        bail!(
+            "the repository {} has no commits yet: a Job's branch starts at a commit; commit \
+             once, then add the Job",
+            repo.display()
+        );
+    }
     let commit = r
         .revparse_single(base)
         .and_then(|o| o.peel_to_commit())

@@ -185,9 +185,20 @@ impl Ctx {
 
     /// Looks a Job up, or fails with a usage error naming it.
     fn job(&self, store: &Store, id: &str) -> Result<Job> {
-        store.job(id)?.ok_or_else(|| {
-            crate::error::Error::bad_input(format!("no job '{id}' (see `owl jobs --all`)")).into()
-        })
+        if let Some(job) = store.job(id)? {
+            return Ok(job);
+        }
+        let mut ids = Vec::new();
+        store.for_each_listed_job(true, |j| {
+            ids.push(j.id.to_string());
+            Ok(())
+        })?;
+        let known: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let hint = crate::config::did_you_mean(id, &known);
+        Err(
+            crate::error::Error::bad_input(format!("no job '{id}'{hint} (see `owl jobs --all`)"))
+                .into(),
+        )
     }
 }
 

@@ -454,7 +454,16 @@ pub fn parse(text: &str, source: &str) -> Result<Config, Error> {
     // silently, last one wins) and input no config has are refused before anything else.
     let positions = Positions::read(text).map_err(|e| {
         let line = e.line.map(|n| format!("line {n}: ")).unwrap_or_default();
-        Error::bad_input(format!("reading config {source}: {line}{}", e.message))
+        // The parser's words for a tab say where, not what to do.
+        let hint = if e.message.contains("tabs disallowed") {
+            "; YAML indents with spaces, never tabs: replace the tab with spaces"
+        } else {
+            ""
+        };
+        Error::bad_input(format!(
+            "reading config {source}: {line}{}{hint}",
+            e.message
+        ))
     })?;
     // An empty file is an empty mapping, not an error.
     let raw: RawConfig = if text.trim().is_empty() {

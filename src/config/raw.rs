@@ -156,6 +156,23 @@ pub(super) fn describe_yaml_error(
                 did_you_mean(value, &known)
             ),
         )
+    } else if let Some(value) = msg
+        .strip_prefix("invalid type: string \"")
+        .and_then(|rest| rest.strip_suffix("\", expected f64"))
+    {
+        // `fiveHourMax: 60%` is how a person writes a percent; the file wants the number.
+        let hint = if value.trim_end().ends_with('%') {
+            format!(
+                ": write a number, without %: {}",
+                value.trim_end().trim_end_matches('%').trim()
+            )
+        } else {
+            String::new()
+        };
+        (
+            positions.find_value(path.unwrap_or(""), value),
+            format!("'{value}' is not a number{within}{hint}"),
+        )
     } else {
         // Our own value errors quote the value: find it inside the mapping named.
         let line = quoted(msg).and_then(|v| positions.find_value(path.unwrap_or(""), v));

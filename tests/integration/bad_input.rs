@@ -80,6 +80,7 @@ const CASES: &[Case] = &[
     config("no Account", "stateDir: @\naccounts: {}\n", &["names no Account"]),
     config("an Account name with a slash", "stateDir: @\naccounts:\n  a/b: {}\n", &["line 3", "account name 'a/b'"]),
     config("unknown driver", "stateDir: @\naccounts:\n  work:\n    driver: aider\n", &["line 4", "unknown value 'aider'"]),
+    config("a ceiling written as a percent", "stateDir: @\naccounts:\n  work:\n    limits:\n      fiveHourMax: 60%\n", &["line 5:", "'60%' is not a number", "write a number, without %: 60"]),
     config("an Account name not ASCII, on its own line", "stateDir: @\naccounts:\n  wörk:\n    driver: claude-code\n", &["line 3:", "account name 'wörk'"]),
     config("two Accounts on one credentialStore", "stateDir: @\naccounts:\n  a:\n    credentialStore: /tmp/owl-shared-store\n    limits: {fiveHourMax: 50}\n  b:\n    credentialStore: /tmp/owl-shared-store/\n    limits: {fiveHourMax: 90}\n", &["line 7:", "accounts a and b share the credentialStore", "give each Account its own"]),
     config("schedule hour 25", "stateDir: @\nschedule:\n  window: \"25:00-07:00\"\naccounts: {work: {}}\n", &["line 3", "'25:00-07:00' is not a time window"]),
@@ -100,7 +101,7 @@ const CASES: &[Case] = &[
     config("a YAML alias", "stateDir: @\naccounts:\n  work: &w {}\n  home: *w\n", &["line 4", "aliases"]),
     config("broken YAML", "stateDir: @\naccounts: [\n", &["reading config"]),
     config("a list, not a mapping", "- stateDir\n- accounts\n", &["reading config", "line 1"]),
-    config("a tab where YAML wants spaces", "stateDir: @\naccounts:\n\twork: {}\n", &["line 3"]),
+    config("a tab where YAML wants spaces", "stateDir: @\naccounts:\n\twork: {}\n", &["line 3", "YAML indents with spaces, never tabs"]),
     // Commands.
     args("a job name with a slash", &["add", "--name", "a/b", "Hello"], &["job name 'a/b'"]),
     args("a job name git refuses", &["add", "--name", "a.", "Hello"], &["cannot name a git branch"]),
@@ -120,6 +121,7 @@ const CASES: &[Case] = &[
     args("requeue a queued job", &["requeue", "first"], &["only a failed, blocked or cancelled Job"]),
     args("requeue with a negative budget", &["requeue", "first", "--max-job-budget-usd=-1"], &["finite number greater than 0"]),
     args("show a job that is not there", &["show", "nosuch"], &["no job 'nosuch'"]),
+    args("a job id one letter off", &["cancel", "firsT"], &["no job 'firsT' (did you mean 'first'?)"]),
     args("logs of a run that is not there", &["logs", "999"], &["no run 999"]),
     args("logs of a run that is no number", &["logs", "one"], &["'one'"]),
     args("clean with nothing named", &["clean"], &["<JOB>"]),
@@ -365,4 +367,21 @@ fn a_per_run_budget_no_cli_of_the_account_can_keep_is_refused_at_add() {
             .assert()
             .success();
     }
+}
+
+#[test]
+fn a_repository_with_no_commits_is_refused_in_words() {
+    let env = TestEnv::new();
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    crate::support::git(&empty, &["init", "-q"]);
+    let out = env
+        .owl()
+        .args(["add", "--repo", empty.to_str().unwrap(), "Hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("has no commits yet"), "{stderr}");
+    assert!(!stderr.contains("revspec"), "{stderr}");
 }

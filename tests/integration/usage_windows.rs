@@ -204,10 +204,16 @@ fn the_clis_own_auth_status_keeps_a_run_off_an_account_without_a_login() {
         .as_str()
         .unwrap()
         .contains("auth status"));
-    env.owl()
-        .arg("status")
-        .assert()
-        .stdout(predicate::str::contains("/login"));
+    // The login steps once, on the Account's line, ending with the probe that notices it;
+    // the queue and the idle line name the Account's standing only.
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.matches("/login").count(), 1, "{text}");
+    assert!(
+        text.contains("then /login, then `owl probe work`"),
+        "{text}"
+    );
+    assert!(text.contains("(1 Job waits for it)"), "{text}");
     // An API key where the ceilings need a plan: refused the same way.
     env.extra_env.pop();
     let env2 = env_with("fiveHourMax: 60");
