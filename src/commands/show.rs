@@ -16,6 +16,10 @@ struct ShowJson<'a> {
     /// The worktree is the Job's own clone (a sandboxed Run's), not a worktree of the
     /// repository; its branch is brought into the repository after each Run.
     own_clone: bool,
+    /// Where an unfinished Job stands in the plan now, in the words of `status`: why it
+    /// does not run (its Account's login, a ceiling, a back-off, the schedule window), or
+    /// that the next tick runs it; `null` for a finished Job.
+    now: Option<String>,
     commits: Option<usize>,
     files_changed: Option<usize>,
     insertions: Option<usize>,
@@ -92,6 +96,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
         .map(|(r, commits)| run_json(ctx, r, commits))
         .collect();
     let cost = crate::model::total_cost(&runs);
+    let now = standing_now(ctx, &store, &job)?;
     let worktrees = ctx.worktrees_text();
     let own_clone = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
         .join(".git")
@@ -104,6 +109,7 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
             job: JobJson::new(&worktrees, &job, &runs),
             handoff,
             own_clone,
+            now,
             commits: has.then_some(s.commits),
             files_changed: has.then_some(s.files_changed),
             insertions: has.then_some(s.insertions),
@@ -129,6 +135,9 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
             .map(|r| format!(" — {r}"))
             .unwrap_or_default()
     );
+    if let Some(now) = &now {
+        outln!("  now:      {now}");
+    }
     if let Some(t) = &j.not_before {
         outln!("  waits until {t}");
     }
@@ -298,4 +307,31 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
         safety_commit: r.safety_commit.clone(),
         log: ctx.run_log(&r.job_id, r.id).display().to_string(),
     }
+}
+
+/// Where an unfinished Job stands in the plan now, as `status` tells it.
+fn standing_now(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    job: &crate::model::Job,
+) -> Result<Option<String>> {
+    use crate::model::JobState;
+    if !matches!(
+        job.state,
+        JobState::Queued | JobState::Waiting | JobState::Running
+    ) {
+        return Ok(None);
+    }
+    let (_, plan) = super::plan::make_plan(ctx, store, crate::clock::now()?)?;
+    let Some(entry) = plan.queue.iter().find(|q| q.job_id == job.id) else {
+        return Ok(None);
+    };
+    Ok(Some(match &plan.decision {
+        crate::schedule::Decision::Run { job_id, account } if *job_id == job.id => {
+            format!("the next tick runs it on {account}")
+        }
+        _ if entry.eligible => "eligible; another Job runs first".to_string(),
+        crate::schedule::Decision::Idle { reason } if entry.reason.is_empty() => reason.clone(),
+        _ => entry.reason.clone(),
+    }))
 }

@@ -444,3 +444,17 @@ fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() 
             "login not checked: the gemini driver has no zero-token probe",
         ));
 }
+
+#[test]
+fn show_says_where_a_queued_job_stands_now() {
+    let env = TestEnv::new();
+    let first = env.add_with(&["--priority", "2"], "First");
+    let second = env.add("Second");
+    assert_eq!(env.show(&first)["now"], "the next tick runs it on work");
+    assert_eq!(env.show(&second)["now"], "eligible; another Job runs first");
+    env.owl().args(["cancel", &first]).assert().success();
+    assert!(
+        env.show(&first)["now"].is_null(),
+        "a finished Job stands nowhere"
+    );
+}

@@ -199,6 +199,15 @@ fn the_clis_own_auth_status_keeps_a_run_off_an_account_without_a_login() {
         show["runs"].as_array().unwrap().is_empty(),
         "no Run started"
     );
+    // The Job's own view says why it waits, in the words of status.
+    let now = show["now"].as_str().unwrap_or_default();
+    assert!(
+        now.starts_with("waits for any Account to be schedulable (work: not logged in"),
+        "{show}"
+    );
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("  now:      {now}")), "{text}");
     let status = env.status();
     assert!(status["accounts"][0]["not_logged_in"]
         .as_str()
