@@ -562,7 +562,7 @@ pub enum JobReason {
     Requeued,
     /// Its Run was lost (the tick supervising it died).
     Lost { run_id: i64 },
-    /// Its worktree could not be prepared; the next tick tries again.
+    /// Its worktree could not be prepared; it is set aside a while, then tried again.
     WorktreeFailed { error: String },
     /// Words from before reasons were typed (a database older than schema 10).
     Note { text: String },
@@ -591,7 +591,7 @@ impl fmt::Display for JobReason {
             JobReason::Lost { run_id } => write!(f, "Run {run_id} was lost; queued again"),
             JobReason::WorktreeFailed { error } => write!(
                 f,
-                "preparing the worktree failed: {error}; the next tick tries again"
+                "preparing the worktree failed: {error}; set aside, tried again later"
             ),
             JobReason::Note { text } => f.write_str(text),
         }

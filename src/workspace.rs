@@ -332,6 +332,11 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         }
     };
     let path = worktree_path(worktrees_dir, &job.id);
+    if half_made(&path) {
+        // A tick killed while making it: nothing ran there, and the branch is the truth.
+        tracing::warn!("{} was left half-made; making it again", path.display());
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+    }
     if path.exists() {
         let wt = Workspace::open(&path, job)
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
@@ -407,6 +412,10 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         }
     };
     let path = worktree_path(worktrees_dir, &job.id);
+    if half_made(&path) {
+        tracing::warn!("{} was left half-made; making it again", path.display());
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
+    }
     if path.exists() {
         let ws = Workspace::open(&path, job)?;
         if ws.is_clone() {
@@ -446,6 +455,32 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         .with_context(|| format!("checking out {branch_name} in {}", path.display()))?;
     drop(clone);
     Workspace::open(&path, job)
+}
+
+/// Whether the working copy at `path` is one a killed tick left half-made: its `.git` is
+/// missing, empty, or leads to no git directory (a worktree's file cut short, a clone
+/// killed in its init), or its git directory has no index yet (a checkout cut short, which
+/// the safety net would otherwise commit as the deletion of every file not yet written).
+/// No Run worked there (a Run's working copy always has both), so it holds no work; a
+/// `.git` symlink is not this (a sandboxed agent's: see the seal).
+fn half_made(path: &Path) -> bool {
+    if !path.is_dir() {
+        return false;
+    }
+    let git = path.join(".git");
+    let unmade = |dir: &Path| !dir.join("HEAD").is_file() || !dir.join("index").is_file();
+    match std::fs::symlink_metadata(&git) {
+        Err(_) => true,
+        Ok(meta) if meta.is_file() => {
+            let text = crate::untrusted::read_to_string(&git, 4096).unwrap_or_default();
+            match text.trim().strip_prefix("gitdir:") {
+                Some(dir) => unmade(Path::new(dir.trim())),
+                None => true,
+            }
+        }
+        Ok(meta) if meta.is_dir() => unmade(&git),
+        Ok(_) => false,
+    }
 }
 
 /// A directory readable by the user alone, whatever the umask: it holds the user's code and

@@ -382,13 +382,26 @@ fn run_job(
         }
         Err(e) => {
             // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
-            // likely gone by a later tick. The Job keeps its place; the exit code says it.
+            // likely gone by a later tick. The Job is set aside a while with its reason,
+            // so that the Jobs behind it run meanwhile; the exit code says it.
             let why = JobReason::WorktreeFailed {
                 error: format!("{e:#}"),
             };
             let from = [JobState::Queued, JobState::Waiting];
-            store.move_job(&job.id, &from, JobState::Queued, Some(&why), now)?;
-            return Err(e.context(format!("job {} stays queued", job.id)));
+            let until = now + chrono::Duration::from_std(PREPARE_RETRY).unwrap_or_default();
+            store.move_job_until(
+                &job.id,
+                &from,
+                JobState::Waiting,
+                Some(&why),
+                Some(until),
+                now,
+            )?;
+            return Err(e.context(format!(
+                "job {} waits until {}",
+                job.id,
+                crate::clock::local_hm(until)
+            )));
         }
     };
 
@@ -657,6 +670,9 @@ fn verified(
 
 /// How long a write from the supervision loop waits for another process's write lock.
 const SUPERVISION_BUSY_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How long a Job whose worktree could not be prepared is set aside before it is tried again.
+const PREPARE_RETRY: Duration = Duration::from_secs(10 * 60);
 
 /// Records the Run's end and moves its Job on.
 fn record(

@@ -221,11 +221,24 @@ impl Store {
         reason: Option<&JobReason>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
+        self.move_job_until(id, from, state, reason, None, now)
+    }
+
+    /// [`Store::move_job`], with no Run before `not_before`.
+    pub fn move_job_until(
+        &mut self,
+        id: &str,
+        from: &[JobState],
+        state: JobState,
+        reason: Option<&JobReason>,
+        not_before: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
         let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
         let from = serde_json::to_string(&from)?;
         self.write(|tx| {
             let n = tx.execute(
-                "UPDATE jobs SET state = ?2, reason = ?3, reason_data = ?6, not_before = NULL, \
+                "UPDATE jobs SET state = ?2, reason = ?3, reason_data = ?6, not_before = ?7, \
                  updated_at = ?4 \
                  WHERE id = ?1 AND state IN (SELECT value FROM json_each(?5))",
                 params![
@@ -234,7 +247,8 @@ impl Store {
                     reason.map(|r| r.to_string()),
                     rfc3339(now),
                     from,
-                    reason.map(JobReason::to_stored)
+                    reason.map(JobReason::to_stored),
+                    not_before.map(rfc3339)
                 ],
             )?;
             Ok(n == 1)

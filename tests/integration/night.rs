@@ -216,27 +216,88 @@ fn add_refuses_a_name_git_would_refuse_as_a_branch() {
 }
 
 #[test]
-fn a_worktree_that_cannot_be_made_leaves_the_job_queued_until_it_can() {
-    let env = TestEnv::new();
+fn a_worktree_that_cannot_be_made_sets_the_job_aside_and_the_jobs_behind_it_run() {
+    let mut env = TestEnv::new();
     env.script(&done_script("success.jsonl", 0));
-    let id = env.add("Hello");
-    // Where the worktrees go, a file: an I/O error, not anything the Job did.
-    let worktrees = env.state.join("worktrees");
-    std::fs::create_dir_all(&env.state).unwrap();
-    std::fs::write(&worktrees, "in the way").unwrap();
+    let id = env.add_with(&["--priority", "5"], "Hello");
+    // Its worktree's place, a file: not anything the Job did, and no worktree fits there.
+    let place = env.state.join("worktrees").join(&id);
+    std::fs::create_dir_all(place.parent().unwrap()).unwrap();
+    std::fs::write(&place, "in the way").unwrap();
     env.owl()
         .args(["tick", "--json"])
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(format!("job {id} stays queued")));
+        .stderr(predicate::str::contains(format!(
+            "job {id} waits until 03:10"
+        )));
     let show = env.show(&id);
-    assert_eq!(show["state"], "queued");
+    assert_eq!(show["state"], "waiting");
+    assert_eq!(show["not_before"], "2026-11-30T03:10:00Z");
     assert!(show["reason"]
         .as_str()
         .unwrap()
         .starts_with("preparing the worktree failed"));
-    std::fs::remove_file(&worktrees).unwrap();
+    // The queue goes on behind it.
+    let behind = env.add("Behind it");
+    assert_eq!(env.tick()["job_id"], behind.as_str());
+    assert_eq!(env.show(&behind)["state"], "done");
+    // Once the place is free and the wait is over, it runs.
+    std::fs::remove_file(&place).unwrap();
+    env.now = "2026-11-30T03:11:00Z".into();
     assert_eq!(env.tick()["job_state"], "done");
+}
+
+/// What a tick killed while making a working copy leaves: no `.git`, an empty or cut-short
+/// `.git` file, one leading nowhere, a clone's `.git` without its HEAD. Each is made again.
+#[test]
+fn a_working_copy_a_killed_tick_left_half_made_is_made_again() {
+    for (name, leave) in [
+        ("no .git", None),
+        ("an empty .git file", Some("")),
+        ("a .git file cut short", Some("gitd")),
+        (
+            "a .git file leading nowhere",
+            Some("gitdir: /nonexistent/worktrees/x\n"),
+        ),
+    ] {
+        let env = TestEnv::new();
+        env.script(&done_script("success.jsonl", 0));
+        let id = env.add("Hello");
+        let place = env.state.join("worktrees").join(&id);
+        std::fs::create_dir_all(&place).unwrap();
+        std::fs::write(place.join("README.md"), "half checked out").unwrap();
+        if let Some(text) = leave {
+            std::fs::write(place.join(".git"), text).unwrap();
+        }
+        let tick = env.tick();
+        assert_eq!(tick["job_state"], "done", "{name}: {tick}");
+    }
+    let env = TestEnv::sandboxed("");
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    let place = env.state.join("worktrees").join(&id);
+    std::fs::create_dir_all(place.join(".git/objects")).unwrap();
+    let tick = env.tick();
+    assert_eq!(tick["job_state"], "done", "a clone without HEAD: {tick}");
+
+    // A checkout cut short: the worktree is registered and its `.git` leads there, but the
+    // index was never written and a file is missing. Made again, not committed as deleted.
+    let env = TestEnv::new();
+    env.script("read-prompt\nwrite .owl/handoff.md status: continue\\n\\nMore.\\n\ncommit Step\nreplay success.jsonl\nwait-stdin-eof\n");
+    let id = env.add("Hello");
+    env.tick();
+    let place = env.state.join("worktrees").join(&id);
+    let gitdir = env.repo.join(".git/worktrees").join(format!("owl-{id}"));
+    std::fs::remove_file(gitdir.join("index")).unwrap();
+    std::fs::remove_file(place.join("README.md")).unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["job_state"], "done");
+    let files = crate::support::git(
+        &env.repo,
+        &["ls-tree", "-r", "--name-only", &format!("owl/{id}")],
+    );
+    assert!(files.contains("README.md"), "{files}");
 }
 
 #[test]
