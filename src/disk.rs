@@ -66,6 +66,34 @@ fn existing_ancestor(path: &Path) -> PathBuf {
         .to_path_buf()
 }
 
+/// Room the reserve needs to be made: itself, and as much again for what a tick writes
+/// before a Run starts.
+const RESERVE_ROOM: u64 = 2 * RESERVE_SIZE;
+
+/// Why a Run may not start for want of its reserve: it is missing and cannot be made. A
+/// reserve not made yet that can be (a fresh install) is no reason: the tick makes it.
+pub fn reserve_missing(state_dir: &Path) -> Option<String> {
+    if state_dir
+        .join(RESERVE_FILE)
+        .metadata()
+        .is_ok_and(|m| m.len() == RESERVE_SIZE)
+    {
+        return None;
+    }
+    let at = existing_ancestor(state_dir);
+    match fs2::available_space(&at) {
+        Ok(free) if free >= RESERVE_ROOM => None,
+        Ok(free) => Some(format!(
+            "disk full: no room to set aside the {} that records a Run that fills the disk \
+             ({} free on the filesystem of {})",
+            format_size(RESERVE_SIZE),
+            format_size(free),
+            at.display()
+        )),
+        Err(e) => Some(format!("reading the free space of {}: {e}", at.display())),
+    }
+}
+
 /// Makes sure the reserve file exists when there is room for it and more: it is put back
 /// once space is back after a full disk.
 pub fn ensure_reserve(state_dir: &Path) {
@@ -73,7 +101,7 @@ pub fn ensure_reserve(state_dir: &Path) {
     if path.metadata().is_ok_and(|m| m.len() == RESERVE_SIZE) {
         return;
     }
-    if fs2::available_space(state_dir).is_ok_and(|free| free > 4 * RESERVE_SIZE) {
+    if fs2::available_space(state_dir).is_ok_and(|free| free >= RESERVE_ROOM) {
         // Real bytes, not a sparse file: only blocks actually held can be given back.
         let write = std::fs::OpenOptions::new()
             .create(true)

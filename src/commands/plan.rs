@@ -39,6 +39,9 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
             plan.decision = Decision::Idle {
                 reason: why.to_string(),
             };
+        } else if let Some(why) = crate::disk::reserve_missing(state_dir) {
+            // No Run without the space that records it.
+            plan.decision = Decision::Idle { reason: why };
         }
     }
     Ok((views, plan))

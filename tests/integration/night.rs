@@ -536,3 +536,47 @@ fn an_agent_that_survives_sigkill_is_given_up_on_and_the_lock_released() {
     let dry: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_ne!(dry["action"], "busy", "{dry}");
 }
+
+/// Issue 23: a Run starts only with its reserve, which needs room of its own beyond
+/// `minFreeSpace`: without it the tick is idle and says why, like a disk under it.
+#[test]
+fn no_run_starts_without_the_reserve_that_records_it() {
+    let env = TestEnv::with_config("minFreeSpace: 1MiB\n");
+    let _tmpfs = Tmpfs::mount(&env.state, "16m");
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    // Leave less than the reserve needs, more than minFreeSpace.
+    let filler = env.state.join("filler");
+    let free = |p: &std::path::Path| {
+        let out = std::process::Command::new("df")
+            .args(["-B1", "--output=avail"])
+            .arg(p)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let _ = std::fs::remove_file(env.state.join("reserve"));
+    let keep = 5 << 20;
+    let room = free(&env.state);
+    std::fs::write(&filler, vec![b'x'; (room - keep) as usize]).unwrap();
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    let why = tick["reason"].as_str().unwrap();
+    assert!(
+        why.contains("no room to set aside the 4MiB that records a Run"),
+        "{why}"
+    );
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    let status = env.owl().arg("status").output().unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("no room to set aside"));
+    // With room again, the reserve is made and the Run starts.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(env.tick()["job_state"], "done");
+    assert!(env.state.join("reserve").exists());
+}
