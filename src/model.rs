@@ -743,6 +743,13 @@ pub struct AccountNote {
     /// `on_credits_window`.
     pub on_credits_until: Option<DateTime<Utc>>,
     pub on_credits_window: Option<String>,
+    /// What a look at this machine, without starting the agent, shows keeps any Run off the
+    /// Account (its CLI not found, bubblewrap missing, an empty credential store). Read
+    /// when a plan is made, never stored.
+    pub unready: Option<String>,
+    /// Whether the Account's login was ever seen to work (a figure observed, a Run that
+    /// succeeded). Read when a plan is made, never stored.
+    pub login_seen: bool,
 }
 
 #[cfg(test)]
@@ -821,7 +828,7 @@ mod tests {
                 JobReason::WorktreeFailed {
                     error: "index locked".into(),
                 },
-                "preparing the worktree failed: index locked; the next tick tries again",
+                "preparing the worktree failed: index locked; set aside, tried again later",
             ),
             (
                 JobReason::Note {

@@ -75,12 +75,19 @@ pub struct AccountView {
     /// What the last preflight probe learned, and when.
     pub last_probe: Option<String>,
     pub last_probe_at: Option<DateTime<Utc>>,
+    /// Its login was seen to work: a figure observed, a Run that succeeded.
+    pub login_seen: bool,
 }
 
 /// Where an Account stands for scheduling, with the facts that decide it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Standing {
+    /// Something on this machine keeps any Run off the Account, seen without starting the
+    /// agent: its CLI not found, bubblewrap missing, an empty credential store.
+    Unready {
+        why: String,
+    },
     /// No usable login: `why` says what showed it, `login` how to fix it.
     NotLoggedIn {
         why: String,
@@ -154,6 +161,7 @@ impl Standing {
     /// The standing in words, times relative to `now`: the one place it is rendered.
     pub fn explain(&self, now: DateTime<Utc>) -> String {
         match self {
+            Standing::Unready { why } => why.clone(),
             Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
             Standing::BackingOff { outages, until } => format!(
                 "the API was unavailable for {outages} Run{} in a row — backing off, \
@@ -310,7 +318,9 @@ pub fn account_views(
             // An agent CLI problem does not stop scheduling: every tick checks the CLI
             // again, so the Job runs as soon as the CLI is fixed. Status tells it.
             let backoff = note.backoff_until.filter(|t| *t > now);
-            let standing = if let Some(why) = &note.not_logged_in {
+            let standing = if let Some(why) = &note.unready {
+                Standing::Unready { why: why.clone() }
+            } else if let Some(why) = &note.not_logged_in {
                 let login = format!(
                     "{}, then `owl probe {name}`",
                     crate::driver::for_kind(account.driver).login_hint(account)
@@ -377,6 +387,7 @@ pub fn account_views(
                 headroom,
                 until,
                 has_ceiling,
+                login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
                 windows,
                 not_logged_in: note.not_logged_in,
                 agent_problem: note.agent_problem,

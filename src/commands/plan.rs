@@ -16,16 +16,12 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
     let jobs = store.plan_jobs()?;
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
-    for (name, account) in &ctx.config.accounts {
+    for name in ctx.config.accounts.keys() {
         let mut note = store.account_note(name)?;
-        // Looked up, not run: status tells a missing CLI before any tick trips on it.
-        let command = &ctx.config.drivers.get(account.driver).command;
-        if let Err(why) = driver::locate(command) {
-            note.agent_problem = Some(why.to_string());
-        }
+        note.login_seen = store.account_has_succeeded(name)?;
         notes.insert(name.clone(), note);
     }
-    let views = schedule::account_views(&ctx.config, &snapshots, &notes, now);
+    let views = account_views(ctx, &snapshots, notes, now);
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
     if let Decision::Run { job_id, .. } = &plan.decision {
         // A Run on a full disk cannot be recorded: it would only be lost and run again.
@@ -45,6 +41,51 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
         }
     }
     Ok((views, plan))
+}
+
+/// Each Account's view, with what this machine shows of it without starting the agent.
+pub fn account_views(
+    ctx: &Ctx,
+    snapshots: &[crate::model::Snapshot],
+    mut notes: BTreeMap<String, crate::model::AccountNote>,
+    now: DateTime<Utc>,
+) -> Vec<AccountView> {
+    for (name, account) in &ctx.config.accounts {
+        let note = notes.entry(name.clone()).or_default();
+        note.unready = unready(ctx, account);
+    }
+    schedule::account_views(&ctx.config, snapshots, &notes, now)
+}
+
+/// What keeps any Run off the Account that a look at this machine shows, cheaply and
+/// without starting the agent: its CLI not found or not executable, bubblewrap missing for
+/// a sandboxed Account, a credential store that is missing or empty (no login in it) where
+/// the Account's `env` names no API key.
+fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
+    let command = &ctx.config.drivers.get(account.driver).command;
+    if let Err(why) = driver::locate(command) {
+        return Some(format!("the agent CLI cannot be run: {why}"));
+    }
+    if account.executor == crate::config::ExecutorKind::Sandbox {
+        if let Err(why) = driver::locate(&ctx.config.sandbox.command) {
+            return Some(format!(
+                "executor: sandbox needs bubblewrap, but {why}; install it (Debian/Ubuntu: \
+                 `apt install bubblewrap`)"
+            ));
+        }
+    }
+    let store = account.credential_store.as_ref()?;
+    // A key or token in the Account's env logs it in without the store.
+    let api_key = driver::for_kind(account.driver).uses_api_key(account)
+        || driver::inherited_credentials().any(|k| account.env.contains_key(k));
+    let empty = std::fs::read_dir(store).map_or(true, |mut d| d.next().is_none());
+    (empty && !api_key).then(|| {
+        let hint = driver::for_kind(account.driver).login_hint(account);
+        format!(
+            "not logged in: its credential store {} is empty — {hint}",
+            store.display()
+        )
+    })
 }
 
 /// Prints one Account and its Windows, for status and `tick --dry-run`.
@@ -91,11 +132,20 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
     }
 }
 
-/// One sentence for the decision a tick would make now.
-pub fn describe_decision(d: &Decision) -> String {
+/// One sentence for the decision a tick would make now. A Run on an Account whose login
+/// was never seen to work is not promised: the sentence says so, and what checks it.
+pub fn describe_decision(d: &Decision, views: &[AccountView]) -> String {
     match d {
         Decision::Run { job_id, account } => {
-            format!("The next tick runs job {job_id} on {account}.")
+            let seen = views.iter().any(|a| &a.name == account && a.login_seen);
+            if seen {
+                format!("The next tick runs job {job_id} on {account}.")
+            } else {
+                format!(
+                    "The next tick tries job {job_id} on {account}; its login is not checked \
+                     yet (`owl probe {account}` checks it)."
+                )
+            }
         }
         Decision::Idle { reason } => format!("Nothing would run now: {reason}."),
     }

@@ -141,7 +141,16 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     if let Some(t) = &j.not_before {
         outln!("  waits until {t}");
     }
-    outln!("  repo:     {} (base {})", j.repo, j.base);
+    // The commit `base` named at `add` is where the branch starts; the ref may have moved.
+    match j.base_commit {
+        Some(commit) => outln!(
+            "  repo:     {} (base {} at {})",
+            j.repo,
+            j.base,
+            &commit[..commit.len().min(12)]
+        ),
+        None => outln!("  repo:     {} (base {})", j.repo, j.base),
+    }
     outln!(
         "  branch:   {}{}",
         j.branch,

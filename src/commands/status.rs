@@ -104,7 +104,7 @@ struct NextJson {
 pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     let now = crate::clock::now()?;
     let Some(store) = ctx.read_store()? else {
-        let views = crate::schedule::account_views(&ctx.config, &[], &Default::default(), now);
+        let views = super::plan::account_views(ctx, &[], Default::default(), now);
         let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
         let out = report(None, &views, &plan, Vec::new(), Vec::new());
         return emit(ctx, json, &out, &views, now);
@@ -295,7 +295,7 @@ fn summary(running: Option<&RunningJson>, views: &[AccountView], plan: &Plan) ->
             );
         }
     }
-    super::plan::describe_decision(&plan.decision)
+    super::plan::describe_decision(&plan.decision, views)
 }
 
 fn account_json(a: &AccountView) -> AccountJson {

@@ -75,11 +75,18 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
         recover(ctx, &mut store, now)?;
         prune(ctx, &mut store, now)?;
     }
+    let mut machine_problem = false;
     let decision = match &args.job {
         Some(id) => choose_job(ctx, &mut store, id, args.ignore_ceiling, now)?,
-        None => choose(ctx, &mut store, now, dry_run, json)?,
+        None => choose(ctx, &mut store, now, dry_run, json, &mut machine_problem)?,
     };
     let (job_id, account) = match decision {
+        Decision::Idle { reason } if machine_problem => {
+            // A Job held back by this machine (its CLI not found, no bubblewrap, no login
+            // in the store), not by a wait: a script must be able to tell.
+            report(json, TickJson::said("idle", reason, dry_run))?;
+            return Ok(crate::error::EXIT_FAILURE);
+        }
         Decision::Idle { reason } if args.job.is_some() => {
             // Asked for one Job that cannot run: a script must be able to tell.
             report(json, TickJson::said("idle", reason, dry_run))?;
@@ -244,6 +251,7 @@ fn choose(
     now: DateTime<Utc>,
     dry_run: bool,
     json: bool,
+    machine_problem: &mut bool,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
     let mut planned = super::plan::make_plan(ctx, store, now)?;
@@ -271,6 +279,11 @@ fn choose(
             print_plan(views, plan, now);
         }
         let Decision::Run { job_id, account } = &plan.decision else {
+            if let Some(why) = held_by_this_machine(views, plan) {
+                // Not a wait but a problem to fix: said on stderr, and the exit code says it.
+                tracing::warn!("{why}");
+                *machine_problem = true;
+            }
             return Ok(plan.decision.clone());
         };
         let probe = views
@@ -301,6 +314,18 @@ fn choose(
         // Something changed: plan again.
         planned = super::plan::make_plan(ctx, store, now)?;
     }
+}
+
+/// What this machine shows that holds a queued Job back (an Account `Unready`), in words.
+fn held_by_this_machine(views: &[AccountView], plan: &Plan) -> Option<String> {
+    views
+        .iter()
+        .filter_map(|a| match &a.standing {
+            crate::schedule::Standing::Unready { why } => Some((a, why)),
+            _ => None,
+        })
+        .find(|(a, _)| plan.queue.iter().any(|q| q.waits_for.contains(&a.name)))
+        .map(|(a, why)| format!("{}: {why}", a.name))
 }
 
 /// Runs one Job once: checks the agent CLI, prepares the worktree, supervises the Run and
@@ -956,7 +981,7 @@ fn commits_of(workspace: &Workspace, run: &crate::model::Run) -> Option<usize> {
 }
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
-    outln!("{}", super::plan::describe_decision(&plan.decision));
+    outln!("{}", super::plan::describe_decision(&plan.decision, views));
     for a in views {
         super::plan::print_account(a, now);
     }

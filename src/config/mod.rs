@@ -185,6 +185,9 @@ pub struct JobDefaults {
     pub allowed_tools: Vec<String>,
     pub disallowed_tools: Vec<String>,
     pub model: Option<String>,
+    /// The environment every Account's agent gets (already merged into each Account's own
+    /// `env`); kept here so that `config check` shows where a key came from, keys only.
+    pub env: Env,
 }
 
 /// When a tick may start a Run.

@@ -192,6 +192,7 @@ pub(super) fn validate(
         allowed_tools: d.allowed_tools.unwrap_or_else(default_allowed_tools),
         disallowed_tools: d.disallowed_tools.unwrap_or_default(),
         model: d.model,
+        env: default_env,
     };
 
     let drivers = raw.drivers.unwrap_or_default();

@@ -688,6 +688,8 @@ pub fn check_agent(
     command: &std::path::Path,
     account: &Account,
 ) -> Result<String, AgentCliError> {
+    // Found first: a bare name not on PATH (cron's) gets the fix, not "os error 2".
+    locate(command)?;
     let inv = driver.version_invocation(command, account);
     let out = output_of(&inv, VERSION_TIMEOUT).map_err(|e| match e {
         None => AgentCliError::NoAnswer(command.to_path_buf()),

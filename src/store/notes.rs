@@ -10,6 +10,16 @@ use crate::model::AccountNote;
 
 impl Store {
     /// The note on one Account (empty when there is none).
+    /// Whether a Run on the Account ever succeeded: its login worked then.
+    pub fn account_has_succeeded(&self, account: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT 1 FROM runs WHERE account = ?1 AND outcome = 'succeeded' LIMIT 1",
+            )?
+            .exists([account])?)
+    }
+
     pub fn account_note(&self, account: &str) -> Result<AccountNote> {
         Ok(self
             .conn
@@ -32,6 +42,7 @@ impl Store {
                         rate_limited_until: time_col(r.get(9)?),
                         on_credits_until: time_col(r.get(10)?),
                         on_credits_window: r.get(11)?,
+                        ..Default::default()
                     })
                 },
             )

@@ -145,9 +145,13 @@ fn the_queue_is_taken_by_priority_then_age() {
     assert_eq!(status["queue"][0]["job_id"], high.as_str());
     assert_eq!(status["queue"][1]["job_id"], low.as_str());
     assert_eq!(status["next"]["job_id"], high.as_str());
+    // Nothing is promised of an Account whose login was never seen to work.
     assert_eq!(
         status["summary"],
-        format!("The next tick runs job {high} on work.")
+        format!(
+            "The next tick tries job {high} on work; its login is not checked yet (`owl probe \
+             work` checks it)."
+        )
     );
 
     // A dry run decides and changes nothing.
@@ -457,4 +461,34 @@ fn show_says_where_a_queued_job_stands_now() {
         env.show(&first)["now"].is_null(),
         "a finished Job stands nowhere"
     );
+}
+
+#[test]
+fn doctor_under_crons_path_gives_the_same_fix_as_status_for_a_cli_it_cannot_find() {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\naccounts:\n  work: {{}}\n",
+            env.state.display()
+        ),
+    )
+    .unwrap();
+    let fix = "set drivers.claude-code.command to its absolute path";
+    let doctor = env
+        .owl()
+        .arg("doctor")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains(fix), "{text}");
+    assert!(!text.contains("os error 2"), "{text}");
+    let status = env
+        .owl()
+        .arg("status")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains(fix));
 }

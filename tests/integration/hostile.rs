@@ -529,6 +529,12 @@ fn a_session_id_not_in_the_clis_shape_is_never_offered_as_a_command() {
     // A session id of the CLI's shape is offered, and the store in the command is quoted.
     let env = TestEnv::new();
     let store = env.dir.path().join("my creds");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join(".credentials.json"),
+        crate::support::LOGGED_IN_STORE,
+    )
+    .unwrap();
     env.write_config(&format!(
         "accounts:\n  work:\n    driver: claude-code\n    credentialStore: {}\n",
         store.display()

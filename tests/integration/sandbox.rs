@@ -75,8 +75,10 @@ fn without_a_usable_bubblewrap_a_sandboxed_job_stays_queued_and_says_why() {
     let show = env.show(&id);
     assert_eq!(show["state"], "queued", "{show}");
     assert!(show["runs"].as_array().unwrap().is_empty(), "{show}");
+    // Seen without starting anything: the Account is not schedulable, and says why.
     let status = env.status();
-    let problem = status["accounts"][0]["agent_problem"].as_str().unwrap();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    let problem = status["accounts"][0]["reason"].as_str().unwrap();
     assert!(
         problem.contains("/nonexistent/bwrap") && problem.contains("apt install bubblewrap"),
         "{problem}"

@@ -54,3 +54,39 @@ fn the_man_page_has_a_section_for_every_command() {
         assert!(page.contains(&section), "no section {section}");
     }
 }
+
+#[test]
+fn the_man_page_names_no_page_that_is_not_installed_and_shows_option_values() {
+    let out = owl().arg("man").output().unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !page.contains("owl\\-tick(1)") && !page.contains("owl-tick(1)"),
+        "{page}"
+    );
+    assert!(!page.contains("(1)"), "{page}");
+    // Each option with its value, as it is typed.
+    assert!(
+        page.contains("\\fB\\-\\-config\\fR \\fI<PATH>\\fR"),
+        "{page}"
+    );
+    assert!(
+        page.contains("\\fB\\-\\-since\\fR \\fI<DURATION>\\fR"),
+        "{page}"
+    );
+    // man itself reads it without a warning, where man is installed.
+    if let Ok(man) = std::process::Command::new("man").arg("--version").output() {
+        if man.status.success() {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("owl.1");
+            std::fs::write(&file, &page).unwrap();
+            let shown = std::process::Command::new("man")
+                .args(["-l", "-P", "cat"])
+                .arg(&file)
+                .env("MANWIDTH", "100")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&shown.stdout);
+            assert!(text.contains("--since <DURATION>"), "{text}");
+        }
+    }
+}

@@ -7,6 +7,10 @@ use std::process::Command as StdCommand;
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// The credentials file of a plan login, in the shape Claude Code 2.1.332 writes it
+/// (PROTOCOL.md, `auth status`), with fake tokens.
+pub const LOGGED_IN_STORE: &str = r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-owl-test","refreshToken":"sk-ant-ort01-owl-test","expiresAt":4102444800000,"scopes":["user:inference","user:profile"],"subscriptionType":"max","rateLimitTier":"default_claude_max_20x"}}"#;
+
 /// The fixed "now" of the tests: before the recorded transcripts' reset times.
 pub const NOW: &str = "2026-11-30T03:00:00Z";
 
@@ -74,6 +78,10 @@ impl TestEnv {
             "accounts:\n  work:\n    driver: claude-code\n    credentialStore: {}\n{extra}",
             root.join("creds").display()
         ));
+        // A store logged in as the real CLI leaves it (PROTOCOL.md of 2.1.332, auth status):
+        // owl takes an empty one for no login before it starts anything.
+        std::fs::create_dir_all(root.join("creds")).unwrap();
+        std::fs::write(root.join("creds/.credentials.json"), LOGGED_IN_STORE).unwrap();
         env
     }
 

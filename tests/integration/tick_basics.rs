@@ -391,7 +391,9 @@ fn a_missing_agent_cli_exits_1_and_keeps_the_job() {
         .arg("tick")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("cannot run '/nonexistent/claude'"));
+        .stderr(predicate::str::contains(
+            "'/nonexistent/claude' does not exist",
+        ));
     assert_eq!(env.show(&id)["state"], "queued");
 }
 
@@ -525,4 +527,71 @@ fn the_version_is_checked_before_every_run_even_behind_an_unchanged_wrapper() {
         .stdout(predicate::str::contains(
             "Claude Code 2.2.0 is not verified",
         ));
+}
+
+/// Issue 23: nothing is promised before it is checked. The cheap signs on this machine are
+/// read at once (no agent started): a CLI not on PATH, an empty credential store. A login
+/// never seen to work is said to be unchecked, with the command that checks it.
+#[test]
+fn status_promises_no_run_that_this_machine_shows_cannot_happen() {
+    let env = TestEnv::new();
+    let id = env.add("Hello");
+    // A store with no login in it.
+    std::fs::remove_file(env.dir.path().join("creds/.credentials.json")).unwrap();
+    let status = env.status();
+    let account = &status["accounts"][0];
+    assert_eq!(account["schedulable"], false, "{account}");
+    let reason = account["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("its credential store") && reason.contains("is empty"),
+        "{reason}"
+    );
+    let dry = env.owl().args(["tick", "--dry-run"]).output().unwrap();
+    let dry = String::from_utf8_lossy(&dry.stdout);
+    assert!(!dry.contains("The next tick"), "{dry}");
+    assert!(env.show(&id)["now"].as_str().unwrap().contains("is empty"));
+    // The tick starts nothing, and says it is this machine's doing.
+    let tick = env.owl().args(["tick", "--json"]).output().unwrap();
+    assert_eq!(tick.status.code(), Some(1));
+    assert!(!env.record.join("pid.txt").exists(), "no agent started");
+
+    // A CLI not on PATH: status says so, with the fix, before any tick.
+    std::fs::write(
+        env.dir.path().join("creds/.credentials.json"),
+        crate::support::LOGGED_IN_STORE,
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "claude");
+    std::fs::write(&env.config, text).unwrap();
+    let out = env
+        .owl()
+        .arg("status")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains(
+            "work: not schedulable — the agent CLI cannot be run: 'claude' is not on PATH"
+        ),
+        "{out}"
+    );
+
+    // Found and logged in, but never seen to work: tried, not promised.
+    let good = std::fs::read_to_string(&env.config).unwrap().replace(
+        "command: claude",
+        &format!("command: {}", env!("CARGO_BIN_EXE_owl-fake-agent")),
+    );
+    std::fs::write(&env.config, good).unwrap();
+    assert_eq!(
+        env.status()["summary"],
+        format!("The next tick tries job {id} on work; its login is not checked yet (`owl probe work` checks it).")
+    );
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    env.add("Again");
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let summary = env.status()["summary"].as_str().unwrap().to_string();
+    assert!(summary.starts_with("The next tick runs job"), "{summary}");
 }
