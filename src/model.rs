@@ -722,6 +722,8 @@ pub struct AccountNote {
     /// Set by any sign of a missing login (a Run's or a probe's); cleared when a probe or
     /// a Run shows the Account logged in.
     pub not_logged_in: Option<String>,
+    /// The newest change of the credential store when `not_logged_in` was found.
+    pub not_logged_in_at: Option<DateTime<Utc>>,
     /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
     pub agent_problem: Option<String>,
     /// What the last preflight probe learned, and when.

@@ -13,6 +13,35 @@ fn pid(raw: i32) -> io::Result<Pid> {
     Pid::from_raw(raw).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
 }
 
+/// The newest modification time of `dir` and what lies in it, `depth` levels down (no
+/// link followed, at most a few thousand entries looked at): when a login was written there.
+pub fn newest_change(dir: &std::path::Path, depth: usize) -> Option<chrono::DateTime<chrono::Utc>> {
+    let mut newest = std::fs::symlink_metadata(dir).ok()?.modified().ok()?;
+    let mut dirs = vec![(dir.to_path_buf(), 0)];
+    let mut seen = 0;
+    while let Some((at, level)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > 4096 {
+                return Some(newest.into());
+            }
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if let Ok(modified) = meta.modified() {
+                newest = newest.max(modified);
+            }
+            if meta.is_dir() && level + 1 < depth {
+                dirs.push((entry.path(), level + 1));
+            }
+        }
+    }
+    Some(newest.into())
+}
+
 /// The peak resident memory of this process's own address space, in KiB (`VmHWM`).
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

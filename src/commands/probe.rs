@@ -101,9 +101,10 @@ pub(super) fn probe_and_record(
         }
     }
     match outcome.logged_in(d.uses_api_key(cfg)) {
-        Some(false) => store.set_not_logged_in(
+        Some(false) => store.set_not_logged_in_seen(
             account,
             Some("not logged in: the agent has no plan login (found by a probe)"),
+            cfg.credential_store.as_deref(),
             now,
         )?,
         Some(true) if store.account_note(account)?.not_logged_in.is_some() => {

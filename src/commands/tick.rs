@@ -70,6 +70,7 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
+        notice_logins(ctx, &mut store, now)?;
         // Put back the space a full disk took, once there is room again.
         crate::disk::ensure_reserve(&ctx.config.state_dir);
         recover(ctx, &mut store, now)?;
@@ -316,6 +317,30 @@ fn choose(
     }
 }
 
+/// A login made since an Account was found not logged in: its credential store changed
+/// since the finding (its newest file is not the one it was then). The finding is dropped,
+/// so this tick checks the login anew (the CLI's own `auth status` before a Run) instead of
+/// waiting out `probeMaxAge`.
+fn notice_logins(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    for (name, account) in &ctx.config.accounts {
+        let note = store.account_note(name)?;
+        let (Some(_), Some(found), Some(dir)) = (
+            &note.not_logged_in,
+            note.not_logged_in_at,
+            &account.credential_store,
+        ) else {
+            continue;
+        };
+        // Compared as stored, to the second.
+        let changed = crate::sys::newest_change(dir, 2).map(crate::clock::rfc3339);
+        if changed.is_some_and(|changed| changed != crate::clock::rfc3339(found)) {
+            tracing::info!("{name}: its credential store changed since it was found not logged in");
+            store.set_not_logged_in(name, None, now)?;
+        }
+    }
+    Ok(())
+}
+
 /// What this machine shows that holds a queued Job back (an Account `Unready`), in words.
 fn held_by_this_machine(views: &[AccountView], plan: &Plan) -> Option<String> {
     views
@@ -376,7 +401,8 @@ fn run_job(
     let refused = driver::check_login(driver.as_ref(), &command, account_cfg)
         .and_then(|login| login.refusal(account_cfg.has_ceiling()));
     if let Some(why) = refused {
-        store.set_not_logged_in(&account, Some(&why), now)?;
+        let dir = account_cfg.credential_store.as_deref();
+        store.set_not_logged_in_seen(&account, Some(&why), dir, now)?;
         return Ok(TickJson {
             job_id: Some(job_id.clone()),
             account: Some(account.clone()),
@@ -837,7 +863,16 @@ fn record(
         None => (transition.state, transition.reason, transition.not_before),
     };
     store.finish_run(run_id, &finish, state, reason.as_ref(), not_before, now)?;
-    note_account(store, account, run_id, &classified, report, now)?;
+    let credential_store = ctx.config.accounts[account].credential_store.as_deref();
+    note_account(
+        store,
+        account,
+        credential_store,
+        run_id,
+        &classified,
+        report,
+        now,
+    )?;
     if let Some(crate::model::StopCause::ExtraUsage(credits)) = &report.stop {
         // The Account as a whole is on credits, not only this Job: held until the reset.
         let window = credits.window.as_deref().unwrap_or("a window");
@@ -953,6 +988,7 @@ fn tell(
 fn note_account(
     store: &mut Store,
     account: &str,
+    credential_store: Option<&std::path::Path>,
     run_id: i64,
     classified: &outcome::Classified,
     report: &RunReport,
@@ -961,7 +997,7 @@ fn note_account(
     let note = store.account_note(account)?;
     let change = outcome::account_after_run(classified, report.reached_model, &note, now);
     if let Some(login) = change.not_logged_in {
-        store.set_not_logged_in(account, login.as_deref(), now)?;
+        store.set_not_logged_in_seen(account, login.as_deref(), credential_store, now)?;
     }
     if let Some((until, outages)) = change.backoff {
         if let Some(until) = until {

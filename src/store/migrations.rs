@@ -200,6 +200,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE account_notes ADD COLUMN on_credits_until TEXT;
     ALTER TABLE account_notes ADD COLUMN on_credits_window TEXT;
     "#,
+    // 15: when "not logged in" was found, so that a login made since (the credential
+    // store's files changed after it) is noticed at the next tick.
+    r#"
+    ALTER TABLE account_notes ADD COLUMN not_logged_in_at TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

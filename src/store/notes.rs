@@ -26,7 +26,8 @@ impl Store {
             .query_row(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
                  backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until, \
-                 on_credits_until, on_credits_window FROM account_notes WHERE account = ?1",
+                 on_credits_until, on_credits_window, not_logged_in_at FROM account_notes \
+                 WHERE account = ?1",
                 [account],
                 |r| {
                     Ok(AccountNote {
@@ -42,6 +43,7 @@ impl Store {
                         rate_limited_until: time_col(r.get(9)?),
                         on_credits_until: time_col(r.get(10)?),
                         on_credits_window: r.get(11)?,
+                        not_logged_in_at: time_col(r.get(12)?),
                         ..Default::default()
                     })
                 },
@@ -57,6 +59,23 @@ impl Store {
         why: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<()> {
+        self.set_not_logged_in_seen(account, why, None, now)
+    }
+
+    /// [`Store::set_not_logged_in`], remembering the newest change of the Account's
+    /// credential store at the finding: a login written there later is noticed by it.
+    pub fn set_not_logged_in_seen(
+        &mut self,
+        account: &str,
+        why: Option<&str>,
+        credential_store: Option<&std::path::Path>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let seen = why
+            .and(credential_store)
+            .and_then(|dir| crate::sys::newest_change(dir, 2))
+            .map(rfc3339);
+        self.upsert_note(account, "not_logged_in_at", seen.as_deref(), now)?;
         self.upsert_note(account, "not_logged_in", why, now)
     }
 

@@ -304,3 +304,33 @@ fn credits_whose_named_reset_is_already_past_hold_the_job_and_the_account_alike(
     env.add("Next");
     assert_eq!(env.tick()["action"], "idle");
 }
+
+/// Issue 23: a login made after "not logged in" was found is noticed at the next tick, by
+/// the change it makes to the credential store, not after `probeMaxAge`.
+#[test]
+fn a_login_written_to_the_store_is_noticed_at_the_next_tick() {
+    let mut env = env_with("fiveHourMax: 60");
+    env.five_hour(&[20.0], "2026-11-30T05:00:00.000Z");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    env.extra_env.push((
+        "FAKE_AGENT_AUTH".into(),
+        r#"{"loggedIn":false,"authMethod":"none","apiProvider":"firstParty"}"#.into(),
+    ));
+    assert_eq!(env.tick()["action"], "idle");
+    env.extra_env.pop();
+    // Nothing changed in the store: still not logged in, nothing starts.
+    assert_eq!(env.tick()["action"], "idle");
+    // `claude /login` writes the store.
+    let login = env.dir.path().join("creds/.credentials.json");
+    std::fs::write(&login, crate::support::LOGGED_IN_STORE).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&login)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60))
+        .unwrap();
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_eq!(env.show(&id)["state"], "done");
+}
