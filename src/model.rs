@@ -752,6 +752,9 @@ pub struct AccountNote {
     /// Whether the Account's login was ever seen to work (a figure observed, a Run that
     /// succeeded). Read when a plan is made, never stored.
     pub login_seen: bool,
+    /// Its credential store is missing or empty: no login there for a probe to find. Read
+    /// when a plan is made, never stored.
+    pub store_empty: bool,
 }
 
 #[cfg(test)]

@@ -77,6 +77,8 @@ pub struct AccountView {
     pub last_probe_at: Option<DateTime<Utc>>,
     /// Its login was seen to work: a figure observed, a Run that succeeded.
     pub login_seen: bool,
+    /// Its credential store is empty: a probe would find no login there.
+    pub store_empty: bool,
 }
 
 /// Where an Account stands for scheduling, with the facts that decide it.
@@ -388,6 +390,7 @@ pub fn account_views(
                 until,
                 has_ceiling,
                 login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
+                store_empty: note.store_empty,
                 windows,
                 not_logged_in: note.not_logged_in,
                 agent_problem: note.agent_problem,

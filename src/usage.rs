@@ -229,6 +229,9 @@ pub fn parked_accounts(
         .filter(|v| !v.schedulable)
         .filter(|v| reports_usage(&v.name))
         .filter(|v| older_than(v.last_probe_at, max_age, now))
+        // An empty store has no login for a probe to find; a login written there is
+        // noticed by the change it makes.
+        .filter(|v| !v.store_empty)
         .filter(|v| {
             v.not_logged_in.is_some()
                 || (v.windows.iter().any(|w| w.over) && older_than(newest_figure(v), max_age, now))

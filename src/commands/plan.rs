@@ -53,14 +53,17 @@ pub fn account_views(
     for (name, account) in &ctx.config.accounts {
         let note = notes.entry(name.clone()).or_default();
         note.unready = unready(ctx, account);
+        if note.not_logged_in.is_none() {
+            note.not_logged_in = empty_store(account);
+            note.store_empty = note.not_logged_in.is_some();
+        }
     }
     schedule::account_views(&ctx.config, snapshots, &notes, now)
 }
 
 /// What keeps any Run off the Account that a look at this machine shows, cheaply and
 /// without starting the agent: its CLI not found or not executable, bubblewrap missing for
-/// a sandboxed Account, a credential store that is missing or empty (no login in it) where
-/// the Account's `env` names no API key.
+/// a sandboxed Account.
 fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     let command = &ctx.config.drivers.get(account.driver).command;
     if let Err(why) = driver::locate(command) {
@@ -74,15 +77,19 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
             ));
         }
     }
+    None
+}
+
+/// "Not logged in" as the credential store shows it, without starting the agent: it is
+/// missing or empty, and the Account's `env` names no key or token that logs in without it.
+fn empty_store(account: &crate::config::Account) -> Option<String> {
     let store = account.credential_store.as_ref()?;
-    // A key or token in the Account's env logs it in without the store.
     let api_key = driver::for_kind(account.driver).uses_api_key(account)
         || driver::inherited_credentials().any(|k| account.env.contains_key(k));
     let empty = std::fs::read_dir(store).map_or(true, |mut d| d.next().is_none());
     (empty && !api_key).then(|| {
-        let hint = driver::for_kind(account.driver).login_hint(account);
         format!(
-            "not logged in: its credential store {} is empty — {hint}",
+            "not logged in: its credential store {} is empty",
             store.display()
         )
     })

@@ -365,6 +365,9 @@ fn run_job(
 ) -> Result<TickJson> {
     let account = account.to_string();
     let job_id = job_id.to_string();
+    // From the pick on, a stop signal is kept, not owl's death: before the Run is recorded
+    // it starts nothing; after, the Run ends at once and is recorded interrupted.
+    let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
@@ -463,6 +466,12 @@ fn run_job(
     let supervisor = executor.supervisor();
     // A cap the Driver cannot hand the CLI is no cap: the Run gets none, and none is
     // counted as spent when it ends without a cost.
+    if let Some(sig) = latch.fired() {
+        anyhow::bail!(
+            "owl received {sig} before job {} started; nothing was started",
+            job.id
+        );
+    }
     let spent = store.job_cost(&job.id)?;
     let budget_usd = driver
         .capabilities()
@@ -510,6 +519,7 @@ fn run_job(
         budget_usd,
         driver,
         ignore_ceiling,
+        &latch,
     )
     .unwrap_or_else(|e| RunReport {
         stop: None,
@@ -554,6 +564,7 @@ fn execute(
     budget_usd: Option<f64>,
     driver: Arc<dyn Driver>,
     ignore_ceiling: bool,
+    latch: &crate::supervise::StopLatch,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
     // A Handoff owl will not read (too large, not a file) leaves the prompt without one;
@@ -601,6 +612,7 @@ fn execute(
             .usage_reporting
             .then_some(ctx.config.usage_poll_interval),
         secrets: account_cfg.env.secrets(),
+        latch: latch.clone(),
     };
     let executor: Box<dyn Executor> = match account_cfg.executor {
         ExecutorKind::Local => Box::new(ctx.executor()),
@@ -768,7 +780,7 @@ fn record(
         signalled_after_result: report.signalled_after_result,
         unkillable: report.unkillable.as_deref(),
     });
-    if report.never_started {
+    if report.never_started && report.stop.is_none() {
         // owl's failure, not the Job's: it neither counts toward maxRuns nor costs.
         classified = outcome::Classified {
             outcome: crate::model::RunOutcome::Failed,

@@ -385,7 +385,14 @@ mod tests {
             let mut conn = Connection::open_in_memory().unwrap();
             migrate_to(&mut conn, from).unwrap();
             conn.execute_batch(V1_ROWS).unwrap();
-            if from >= 7 {
+            if from >= 14 {
+                // From schema 14 on, with the model a per-model Window limits.
+                conn.execute_batch(
+                    "INSERT INTO latest_snapshots SELECT account, window, percent, resets_at, \
+                     MAX(observed_at), source, run_id, NULL FROM snapshots GROUP BY account, window",
+                )
+                .unwrap();
+            } else if from >= 7 {
                 // From schema 7 on, owl keeps each Window's newest figure as it records.
                 conn.execute_batch(
                     "INSERT INTO latest_snapshots SELECT account, window, percent, resets_at, \

@@ -63,6 +63,35 @@ pub struct RunSpec<'a> {
     pub usage_poll_interval: Option<Duration>,
     /// Values (the Account's credentials) hidden from everything kept of the agent's stderr.
     pub secrets: Vec<String>,
+    /// Stop signals owl received since the Run was picked, before this Run's own handlers.
+    pub latch: StopLatch,
+}
+
+/// The stop signals (SIGTERM, SIGINT, SIGHUP) owl received since it was installed: taken
+/// from the pick on, so that a signal at any moment before the agent is supervised is kept
+/// (not owl's death, which would leave the Run without an outcome) and ends the Run at once.
+#[derive(Debug, Clone, Default)]
+pub struct StopLatch(Arc<std::sync::atomic::AtomicUsize>);
+
+impl StopLatch {
+    /// Catches the stop signals from now on; each only sets the latch.
+    pub fn install() -> io::Result<StopLatch> {
+        let latch = StopLatch::default();
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            signal_hook::flag::register_usize(sig, latch.0.clone(), sig as usize)?;
+        }
+        Ok(latch)
+    }
+
+    /// The signal received, if one was.
+    pub fn fired(&self) -> Option<&'static str> {
+        match self.0.load(std::sync::atomic::Ordering::SeqCst) as i32 {
+            0 => None,
+            libc::SIGINT => Some("SIGINT"),
+            libc::SIGHUP => Some("SIGHUP"),
+            _ => Some("SIGTERM"),
+        }
+    }
 }
 
 /// The step that started the Run, told what happens as it happens.
@@ -126,6 +155,15 @@ pub fn supervise(
     // the handlers stay installed after the Run, so a late signal cannot cut the
     // recording short (it queues in the closed iterator and is dropped).
     let mut signals = Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
+    if let Some(sig) = spec.latch.fired() {
+        // Stopped before the agent was started: nothing to stop, nothing spent.
+        return Ok(RunReport {
+            stop: Some(StopCause::Signal(sig)),
+            stderr_tail: format!("owl received {sig} before the agent was started"),
+            never_started: true,
+            ..Default::default()
+        });
+    }
     let signal_handle = signals.handle();
     spawn_thread("owl-signals", {
         let tx = tx.clone();

@@ -77,6 +77,13 @@ accounts:
             .collect()
     };
     std::fs::write(&env.config, config).unwrap();
+    if !logged_in {
+        // A store the CLI has been started in, never logged in: not empty (owl takes an
+        // empty one for no login without asking the CLI), so the CLI itself is asked.
+        let creds = env.dir.path().join("claude-config");
+        std::fs::create_dir_all(&creds).unwrap();
+        std::fs::write(creds.join(".claude.json"), "{}\n").unwrap();
+    }
     E2e { env, mock }
 }
 

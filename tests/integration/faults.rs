@@ -408,3 +408,70 @@ fn the_lock_is_kept_holds_the_pid_and_is_not_inherited() {
         "the agent inherited owl's database: {fds}"
     );
 }
+
+/// Issue 23: a stop signal that reaches owl after the Run is recorded but before the agent
+/// is supervised (here: owl held opening the Run's log, a FIFO the test put there) ends with
+/// the Run recorded `interrupted`, not counted, nothing spent, no agent started; not a Run
+/// left without an outcome for the next tick to find lost.
+#[test]
+fn a_stop_signal_as_a_run_starts_is_recorded_not_lost() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add_with(&["--max-runs", "1"], "Hello");
+    let logs = env.state.join("logs").join(&id);
+    std::fs::create_dir_all(&logs).unwrap();
+    let fifo = logs.join("1.jsonl");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut tick = env.spawn_tick();
+    // The Run is recorded; owl waits in opening its log.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while env.show(&id)["runs"].as_array().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the Run was never recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
+    // A reader lets the open go on (not blocking here either way).
+    let _reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let status = wait_bounded(&mut tick, Duration::from_secs(30));
+    assert!(
+        status.code().is_some(),
+        "owl died of the signal: {status:?}"
+    );
+    let show = env.show(&id);
+    let run = &show["runs"][0];
+    assert_eq!(run["outcome"], "interrupted", "{run}");
+    assert_eq!(run["stop"], "signal", "{run}");
+    assert_eq!(run["counts"], false, "{run}");
+    assert_eq!(run["cost_usd"], 0.0, "{run}");
+    assert!(!env.record.join("pid.txt").exists(), "no agent started");
+    // The Job, allowed one Run, is not charged for it.
+    assert_eq!(show["state"], "queued", "{show}");
+    // The next tick finds nothing lost.
+    std::fs::remove_file(&fifo).unwrap();
+    let next = env.tick();
+    assert_eq!(next["outcome"], "succeeded", "{next}");
+    assert_eq!(env.show(&id)["runs"][0]["outcome"], "interrupted");
+}
+
+fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("owl ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

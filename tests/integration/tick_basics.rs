@@ -550,10 +550,14 @@ fn status_promises_no_run_that_this_machine_shows_cannot_happen() {
     let dry = String::from_utf8_lossy(&dry.stdout);
     assert!(!dry.contains("The next tick"), "{dry}");
     assert!(env.show(&id)["now"].as_str().unwrap().contains("is empty"));
-    // The tick starts nothing, and says it is this machine's doing.
-    let tick = env.owl().args(["tick", "--json"]).output().unwrap();
-    assert_eq!(tick.status.code(), Some(1));
-    assert!(!env.record.join("pid.txt").exists(), "no agent started");
+    // The tick starts no Run: idle, as for any Account found not logged in.
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(
+        tick["reason"].as_str().unwrap().contains("is empty"),
+        "{tick}"
+    );
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
 
     // A CLI not on PATH: status says so, with the fix, before any tick.
     std::fs::write(
