@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{print_json, Ctx};
 use crate::clock::rfc3339;
-use crate::model::{PermissionDenial, Run, StopKind};
+use crate::model::{JobState, PermissionDenial, Run, StopKind};
 
 /// What `owl report` was asked.
 pub struct ReportArgs {
@@ -206,8 +206,28 @@ fn gather(
     for r in &runs {
         by_job.entry(r.job_id.clone()).or_default().push(r);
     }
+    // Where each unfinished Job stands now, in the words of status: a queued Job's reason.
+    let (_, plan) = super::plan::make_plan(ctx, store, until)?;
+    let standing = |job: &crate::model::Job| -> Option<String> {
+        let entry = plan.queue.iter().find(|q| q.job_id == job.id)?;
+        (!entry.eligible && !entry.reason.is_empty()).then(|| entry.reason.clone())
+    };
     let mut jobs = Vec::new();
-    for (id, job_runs) in &by_job {
+    // The Jobs that did not run in the period and wait still: listed with why.
+    let waiting_jobs = store.jobs_in(&[JobState::Queued, JobState::Waiting])?;
+    let ids: Vec<String> = by_job
+        .keys()
+        .cloned()
+        .chain(
+            waiting_jobs
+                .iter()
+                .map(|j| j.id.clone())
+                .filter(|id| !by_job.contains_key(id)),
+        )
+        .collect();
+    let no_runs: Vec<&Run> = Vec::new();
+    for id in &ids {
+        let job_runs = by_job.get(id).unwrap_or(&no_runs);
         let Some(job) = store.job(id)? else { continue };
         let all_runs = store.runs_of(id)?;
         let cost = crate::model::total_cost(&all_runs);
@@ -227,7 +247,7 @@ fn gather(
             id: job.id.clone(),
             name: job.name.clone(),
             state: job.state.to_string(),
-            reason: job.reason.as_ref().map(|r| r.to_string()),
+            reason: standing(&job).or_else(|| job.reason.as_ref().map(|r| r.to_string())),
             branch: job.branch(),
             commits: summary.as_ref().map(|s| s.commits),
             files_changed: summary.as_ref().map(|s| s.files_changed),
@@ -282,16 +302,18 @@ fn gather(
         });
     }
     let count = |state: &str| jobs.iter().filter(|j| j.state == state).count();
+    let ran = by_job.len();
+    // Waiting: every Job listed that has yet to run again, queued or waiting.
     let summary = format!(
         "{} Run{} on {} Job{}: {} done, {} blocked, {} failed, {} waiting",
         runs.len(),
         if runs.len() == 1 { "" } else { "s" },
-        jobs.len(),
-        if jobs.len() == 1 { "" } else { "s" },
+        ran,
+        if ran == 1 { "" } else { "s" },
         count("done"),
         count("blocked"),
         count("failed"),
-        count("waiting"),
+        count("waiting") + count("queued"),
     );
     Ok(Report {
         since: rfc3339(since),
@@ -379,8 +401,9 @@ fn print_text(report: &Report) {
         for d in &job.denied_tools {
             outln!("  denied: {} {}", d.tool_name, d.detail);
         }
-        if let Some(next) = &job.next_step {
-            outln!("  next: {next}");
+        match &job.next_step {
+            Some(next) => outln!("  next: {next}"),
+            None => outln!("  next: none (no Handoff yet)"),
         }
     }
     for account in &report.accounts {

@@ -281,3 +281,45 @@ fn a_period_bounds_its_runs_on_both_ends() {
     env.now = "2026-11-30T02:00:00Z".into();
     assert_eq!(runs(&env, "1h"), 0);
 }
+
+/// Issue 23: the report tells the night as it was: its waiting count is the Jobs it lists
+/// as waiting, a Job that never ran is listed with why, and "next" says when there is none.
+#[test]
+fn the_report_counts_and_lists_every_job_that_waits() {
+    let env = TestEnv::new();
+    env.script("read-prompt\nreplay api-401-oauth.jsonl\nwait-stdin-eof\nexit 1\n");
+    let ran = env.add("Runs into a lost login");
+    env.tick();
+    let never = env.add("Never runs");
+    let out = env
+        .owl()
+        .args(["report", "--json", "--since", "1h"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["summary"], "1 Run on 1 Job: 0 done, 0 blocked, 0 failed, 2 waiting",
+        "{report}"
+    );
+    let jobs = report["jobs"].as_array().unwrap();
+    let listed: Vec<&str> = jobs.iter().map(|j| j["id"].as_str().unwrap()).collect();
+    assert!(
+        listed.contains(&ran.as_str()) && listed.contains(&never.as_str()),
+        "{listed:?}"
+    );
+    let never_json = jobs.iter().find(|j| j["id"] == never.as_str()).unwrap();
+    assert!(never_json["runs"].as_array().unwrap().is_empty());
+    let why = never_json["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("not logged in"), "{why}");
+    let text = env
+        .owl()
+        .args(["report", "--since", "1h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("next: none (no Handoff yet)"), "{text}");
+    assert!(
+        text.contains(&format!("Job {never}: queued — waits for")),
+        "{text}"
+    );
+}

@@ -120,7 +120,7 @@ pub fn page(report: &Report, offset: &FixedOffset) -> String {
             job.cost_usd,
             job.budget_left_usd.map(|b| format!("<br><span class=\"muted\">${b:.2} left</span>")).unwrap_or_default(),
             runs.join("<br>"),
-            esc(job.next_step.as_deref().unwrap_or("")),
+            esc(job.next_step.as_deref().unwrap_or("none (no Handoff yet)")),
         ));
     }
     out.push_str("</table>\n");
