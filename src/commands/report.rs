@@ -113,7 +113,7 @@ pub fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
     let since = period_start(ctx, args, now)?;
     let report = match ctx.read_store()? {
         Some(store) => gather(ctx, &store, since, now)?,
-        None => empty(since, now),
+        None => empty(ctx, since, now),
     };
     if let Some(path) = &args.html {
         let page = html::page(&report, Local::now().offset());
@@ -185,12 +185,32 @@ fn check_html_path(path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
-fn empty(since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
+fn empty(ctx: &Ctx, since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
+    // Each Account still, with the ceilings it will be held to: the first night's page.
+    let accounts = ctx
+        .config
+        .accounts
+        .iter()
+        .map(|(name, account)| AccountReport {
+            name: name.clone(),
+            windows: configured_windows(account.limits.as_ref())
+                .into_iter()
+                .map(|window| WindowSeries {
+                    ceiling: crate::schedule::ceiling_for(window, account.limits.as_ref())
+                        .map(|(_, c)| c),
+                    window: window.to_string(),
+                    snapshots: Vec::new(),
+                    resets: Vec::new(),
+                })
+                .collect(),
+            runs: Vec::new(),
+        })
+        .collect();
     Report {
         since: rfc3339(since),
         until: rfc3339(until),
         jobs: Vec::new(),
-        accounts: Vec::new(),
+        accounts,
         summary: "nothing ran: no database yet".into(),
     }
 }
@@ -266,7 +286,14 @@ fn gather(
     let mut accounts = Vec::new();
     for (name, account) in &ctx.config.accounts {
         let mut windows = Vec::new();
-        for window in store.windows_of(name)? {
+        let mut names = store.windows_of(name)?;
+        // A ceiling is drawn even before any figure was observed under it.
+        for configured in configured_windows(account.limits.as_ref()) {
+            if !names.iter().any(|w| w == configured) {
+                names.push(configured.to_string());
+            }
+        }
+        for window in names {
             let snapshots = store.snapshots_between(name, &window, since, until)?;
             let mut resets: Vec<String> = snapshots
                 .iter()
@@ -413,6 +440,22 @@ fn print_text(report: &Report) {
             outln!("  {line}");
         }
     }
+}
+
+/// The Windows an Account's limits put a ceiling on by name (a per-model week is named
+/// only once observed).
+fn configured_windows(limits: Option<&crate::config::Limits>) -> Vec<&'static str> {
+    let Some(limits) = limits else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    if limits.five_hour_max.is_some() {
+        names.push("five_hour");
+    }
+    if limits.weekly_max.is_some() {
+        names.push("seven_day");
+    }
+    names
 }
 
 /// A stored time as the reader's clock shows it: `Mon 22:05`.

@@ -323,3 +323,62 @@ fn the_report_counts_and_lists_every_job_that_waits() {
         "{text}"
     );
 }
+
+/// Issue 23: with no figure observed, the page still draws each configured ceiling and
+/// says that no utilization was observed; a Run of seconds is a bar one can see.
+#[test]
+fn the_report_page_draws_configured_ceilings_and_short_runs() {
+    let env = TestEnv::with_config("");
+    env.write_config(&format!(
+        "accounts:\n  work:\n    credentialStore: {}\n    limits: {{fiveHourMax: 60, weeklyMax: 50}}\n",
+        env.dir.path().join("creds").display()
+    ));
+    let page = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", "12h", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(r#"class="ceiling" data-window="five_hour" data-percent="60""#),
+        "{html}"
+    );
+    assert!(
+        html.contains(r#"class="ceiling" data-window="seven_day" data-percent="50""#),
+        "{html}"
+    );
+    assert!(
+        html.contains("no utilization observed in this period"),
+        "{html}"
+    );
+    let text = env
+        .owl()
+        .args(["report", "--since", "12h"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("no utilization observed"));
+
+    // One Run of no time at all: a bar of at least 8 of the chart's 960 units.
+    env.five_hour(&[20.0], "2026-11-30T05:00:00.000Z");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    env.add("Quick");
+    env.tick();
+    env.owl()
+        .args(["report", "--since", "12h", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    let bar = html
+        .lines()
+        .find(|l| l.contains(r#"class="run""#))
+        .unwrap_or_else(|| panic!("no Run bar: {html}"));
+    let width: f64 = bar
+        .split("width=\"")
+        .nth(1)
+        .and_then(|w| w.split('"').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap();
+    assert!(width >= 8.0, "{bar}");
+}

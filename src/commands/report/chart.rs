@@ -66,7 +66,7 @@ pub fn account_rows(
         .chain([4])
         .max()
         .unwrap_or(4);
-    if account.windows.is_empty() {
+    if account.windows.iter().all(|w| w.snapshots.is_empty()) {
         rows.push("no utilization observed".into());
     }
     for series in &account.windows {

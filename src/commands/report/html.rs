@@ -11,6 +11,8 @@ const TOP: f64 = 16.0;
 const BOTTOM: f64 = 196.0;
 /// The Runs' lane under the plot.
 const LANE: f64 = 212.0;
+/// The narrowest a Run's bar is drawn, in the chart's units (960 across).
+const MIN_RUN_WIDTH: f64 = 8.0;
 
 /// One colour per Window, in order.
 const COLOURS: [&str; 4] = ["#1f6feb", "#8250df", "#1a7f37", "#bf8700"];
@@ -157,12 +159,21 @@ fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String)
     for (i, series) in account.windows.iter().enumerate() {
         svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()], i));
     }
+    if account.windows.iter().all(|w| w.snapshots.is_empty()) {
+        svg.push_str(&format!(
+            "<text class=\"empty\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no utilization observed in this period</text>\n",
+            (LEFT + RIGHT) / 2.0,
+            (TOP + BOTTOM) / 2.0
+        ));
+    }
     for r in &account.runs {
         let Some(start) = parse(&r.started_at) else {
             continue;
         };
         let end = r.ended_at.as_deref().and_then(parse).unwrap_or(scale.until);
-        let (x1, x2) = (scale.x(start), scale.x(end).max(scale.x(start) + 2.0));
+        // A Run of seconds in a night of hours is still a bar one can see and point at.
+        let x2 = scale.x(end).max(scale.x(start) + MIN_RUN_WIDTH).min(RIGHT);
+        let x1 = scale.x(start).min(x2 - MIN_RUN_WIDTH);
         let class = if r.stop.is_some() {
             "run stopped"
         } else {
