@@ -123,3 +123,51 @@ fn defaults_env_gives_every_agent_a_path_and_an_account_env_wins() {
         "{show}"
     );
 }
+
+/// Issue 23: the README's completions and man-page block, run line by line as printed on an
+/// empty home, writes every file it names (it makes their directories), and `man` reads
+/// the page it wrote.
+#[test]
+fn the_readmes_completions_and_man_block_works_as_printed_on_an_empty_home() {
+    let readme = read("README.md");
+    let start = readme
+        .find("```sh\nmkdir -p ~/.local/share/bash-completion")
+        .expect("the README's completions block");
+    let block = &readme[start + "```sh\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    let home = empty_home();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let out = Command::new("/bin/sh")
+            .args(["-c", line])
+            .env_clear()
+            .env("HOME", home.path())
+            .env(
+                "PATH",
+                format!("{}/.cargo/bin:/usr/bin:/bin", home.path().display()),
+            )
+            .env("OWL_CONFIG", "/nonexistent/owl/config.yaml")
+            .current_dir(home.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for file in [
+        ".local/share/bash-completion/completions/owl",
+        ".zfunc/_owl",
+        ".config/fish/completions/owl.fish",
+        ".local/share/man/man1/owl.1",
+    ] {
+        let len = std::fs::metadata(home.path().join(file)).map_or(0, |m| m.len());
+        assert!(len > 100, "{file}: {len} bytes");
+    }
+    let man = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(home.path().join(".local/share/man/man1/owl.1"))
+        .output()
+        .expect("man (from the man-db package) reads the page");
+    assert!(String::from_utf8_lossy(&man.stdout).contains("owl tick"));
+}
