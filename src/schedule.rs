@@ -452,6 +452,18 @@ pub struct Plan {
     pub decision: Decision,
 }
 
+impl Plan {
+    /// Why the Job does not run now, in the words of `status`; `None` when it is eligible
+    /// (or not in the queue).
+    pub fn waits_because(&self, job_id: &str) -> Option<&str> {
+        self.queue
+            .iter()
+            .find(|q| q.job_id == job_id)
+            .filter(|q| !q.eligible && !q.reason.is_empty())
+            .map(|q| q.reason.as_str())
+    }
+}
+
 /// Orders the unfinished Jobs (highest priority first, then oldest) and picks the first
 /// that may run now.
 pub fn plan(

@@ -332,11 +332,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         }
     };
     let path = worktree_path(worktrees_dir, &job.id);
-    if half_made(&path) {
-        // A tick killed while making it: nothing ran there, and the branch is the truth.
-        tracing::warn!("{} was left half-made; making it again", path.display());
-        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
-    }
+    clear_half_made(&path)?;
     if path.exists() {
         let wt = Workspace::open(&path, job)
             .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
@@ -412,10 +408,7 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         }
     };
     let path = worktree_path(worktrees_dir, &job.id);
-    if half_made(&path) {
-        tracing::warn!("{} was left half-made; making it again", path.display());
-        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}", path.display()))?;
-    }
+    clear_half_made(&path)?;
     if path.exists() {
         let ws = Workspace::open(&path, job)?;
         if ws.is_clone() {
@@ -455,6 +448,16 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         .with_context(|| format!("checking out {branch_name} in {}", path.display()))?;
     drop(clone);
     Workspace::open(&path, job)
+}
+
+/// Removes a working copy a killed tick left half-made, so that it is made again: nothing
+/// ran there, and the branch is the truth.
+fn clear_half_made(path: &Path) -> Result<()> {
+    if half_made(path) {
+        tracing::warn!("{} was left half-made; making it again", path.display());
+        std::fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Whether the working copy at `path` is one a killed tick left half-made: its `.git` is

@@ -228,10 +228,6 @@ fn gather(
     }
     // Where each unfinished Job stands now, in the words of status: a queued Job's reason.
     let (_, plan) = super::plan::make_plan(ctx, store, until)?;
-    let standing = |job: &crate::model::Job| -> Option<String> {
-        let entry = plan.queue.iter().find(|q| q.job_id == job.id)?;
-        (!entry.eligible && !entry.reason.is_empty()).then(|| entry.reason.clone())
-    };
     let mut jobs = Vec::new();
     // The Jobs that did not run in the period and wait still: listed with why.
     let waiting_jobs = store.jobs_in(&[JobState::Queued, JobState::Waiting])?;
@@ -267,7 +263,10 @@ fn gather(
             id: job.id.clone(),
             name: job.name.clone(),
             state: job.state.to_string(),
-            reason: standing(&job).or_else(|| job.reason.as_ref().map(|r| r.to_string())),
+            reason: plan
+                .waits_because(&job.id)
+                .map(String::from)
+                .or_else(|| job.reason.as_ref().map(|r| r.to_string())),
             branch: job.branch(),
             commits: summary.as_ref().map(|s| s.commits),
             files_changed: summary.as_ref().map(|s| s.files_changed),

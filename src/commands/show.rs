@@ -335,12 +335,13 @@ fn standing_now(
     let Some(entry) = plan.queue.iter().find(|q| q.job_id == job.id) else {
         return Ok(None);
     };
-    Ok(Some(match &plan.decision {
-        crate::schedule::Decision::Run { job_id, account } if *job_id == job.id => {
+    Ok(Some(match (&plan.decision, plan.waits_because(&job.id)) {
+        (crate::schedule::Decision::Run { job_id, account }, _) if *job_id == job.id => {
             format!("the next tick runs it on {account}")
         }
         _ if entry.eligible => "eligible; another Job runs first".to_string(),
-        crate::schedule::Decision::Idle { reason } if entry.reason.is_empty() => reason.clone(),
-        _ => entry.reason.clone(),
+        (_, Some(why)) => why.to_string(),
+        (crate::schedule::Decision::Idle { reason }, None) => reason.clone(),
+        (_, None) => String::new(),
     }))
 }

@@ -132,13 +132,7 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
     assert!(text.contains("4 Runs on 3 Jobs"), "{text}");
 
     // HTML: one page, one path per Window, the ceiling at 60%, a bar per Run.
-    let page = env.dir.path().join("night.html");
-    env.owl()
-        .args(["report", "--since", "3h", "--html"])
-        .arg(&page)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = html_report(&env, "3h");
     assert!(!html.contains("<script"), "no script");
     assert_eq!(
         html.matches("http").count(),
@@ -178,12 +172,8 @@ fn chromium() -> std::path::PathBuf {
 #[ignore = "needs a real Chromium"]
 fn e2e_the_report_page_renders_its_chart_in_a_real_browser() {
     let (env, _) = night();
+    html_report(&env, "3h");
     let page = env.dir.path().join("night.html");
-    env.owl()
-        .args(["report", "--since", "3h", "--html"])
-        .arg(&page)
-        .assert()
-        .success();
     let shot = env.dir.path().join("night.png");
     let out = std::process::Command::new(chromium())
         .args([
@@ -333,13 +323,7 @@ fn the_report_page_draws_configured_ceilings_and_short_runs() {
         "accounts:\n  work:\n    credentialStore: {}\n    limits: {{fiveHourMax: 60, weeklyMax: 50}}\n",
         env.dir.path().join("creds").display()
     ));
-    let page = env.dir.path().join("night.html");
-    env.owl()
-        .args(["report", "--since", "12h", "--html"])
-        .arg(&page)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = html_report(&env, "12h");
     assert!(
         html.contains(r#"class="ceiling" data-window="five_hour" data-percent="60""#),
         "{html}"
@@ -364,12 +348,7 @@ fn the_report_page_draws_configured_ceilings_and_short_runs() {
     env.script(&crate::support::done_script("success.jsonl", 0));
     env.add("Quick");
     env.tick();
-    env.owl()
-        .args(["report", "--since", "12h", "--html"])
-        .arg(&page)
-        .assert()
-        .success();
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = html_report(&env, "12h");
     let bar = html
         .lines()
         .find(|l| l.contains(r#"class="run""#))
@@ -381,4 +360,16 @@ fn the_report_page_draws_configured_ceilings_and_short_runs() {
         .and_then(|w| w.parse().ok())
         .unwrap();
     assert!(width >= 8.0, "{bar}");
+}
+
+/// Writes the report of the last `since` to `night.html` in the test dir, as a person
+/// would, and returns the page.
+fn html_report(env: &TestEnv, since: &str) -> String {
+    let page = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", since, "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    std::fs::read_to_string(&page).unwrap()
 }
