@@ -21,7 +21,10 @@ pub fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
             e.message()
         )
     })?;
-    if r.is_empty().unwrap_or(false) {
+    // An unborn HEAD, whatever the branch is called (libgit2's is_empty knows only the
+    // configured default name, so `git init -b main` would pass it).
+    let unborn = matches!(r.head(), Err(e) if e.code() == git2::ErrorCode::UnbornBranch);
+    if unborn || r.is_empty().unwrap_or(false) {
         bail!(
             "the repository {} has no commits yet: a Job's branch starts at a commit; commit \
              once, then add the Job",

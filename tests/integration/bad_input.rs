@@ -375,13 +375,19 @@ fn a_repository_with_no_commits_is_refused_in_words() {
     let empty = env.dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     crate::support::git(&empty, &["init", "-q"]);
-    let out = env
-        .owl()
-        .args(["add", "--repo", empty.to_str().unwrap(), "Hi"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("has no commits yet"), "{stderr}");
-    assert!(!stderr.contains("revspec"), "{stderr}");
+    // And one on a branch not named by git's default (found by hand: `git init -b main`).
+    let main = env.dir.path().join("empty-main");
+    std::fs::create_dir_all(&main).unwrap();
+    crate::support::git(&main, &["init", "-q", "-b", "main"]);
+    for repo in [&empty, &main] {
+        let out = env
+            .owl()
+            .args(["add", "--repo", repo.to_str().unwrap(), "Hi"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("has no commits yet"), "{stderr}");
+        assert!(!stderr.contains("revspec"), "{stderr}");
+    }
 }
