@@ -36,7 +36,7 @@ impl UnknownName {
 }
 
 /// Where a Job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     #[default]
@@ -98,7 +98,7 @@ impl FromStr for JobState {
 }
 
 /// How a Run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunOutcome {
     Succeeded,
@@ -447,7 +447,7 @@ pub enum StopCause {
 }
 
 /// The kind of a [`StopCause`], as stored with the Run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopKind {
     Ceiling,

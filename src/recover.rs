@@ -1,30 +1,41 @@
-//! Runs whose supervising tick died (kill -9, power loss): found by the next tick, their survivors killed by identity, marked `lost`.
+//! Runs whose supervising tick died (kill -9, power loss) or could not write their end: found by the next tick, their survivors killed by identity, recorded from what they left on disk or marked `lost`.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
+use crate::config::Config;
+use crate::driver::{AgentEvent, AgentResult};
 use crate::model::{JobReason, JobState, RunOutcome};
 use crate::store::{RunFinish, RunIdentity, Store};
 use crate::supervise::process::{LostProcesses, Supervisor};
 use crate::supervise::Executor;
 
-/// One Run found lost.
+/// How much of a lost Run's transcript is read for its result: the result is its last line.
+const TRANSCRIPT_TAIL: u64 = 4 * 1024 * 1024;
+
+/// One Run found without an outcome and its tick gone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LostRun {
     pub run_id: i64,
     pub job_id: String,
     pub survivors_killed: usize,
+    /// The file its own tick kept its outcome in, recorded from it: the Run is not lost.
+    pub recorded_from: Option<PathBuf>,
 }
 
-/// Marks every Run whose supervisor is gone as `lost`, after killing what survives of it,
-/// and puts its Job back in the queue (the lost Run counts toward `maxRuns`).
+/// Records every Run whose supervisor is gone, after killing what survives of it: from
+/// the outcome its tick kept on disk when it could not write the database, else as `lost`
+/// with what its transcript says, its Job back in the queue (a lost Run counts toward
+/// `maxRuns`).
 ///
 /// Call only while holding the tick lock: then no live tick can be supervising a Run.
 pub fn recover_lost_runs(
     store: &mut Store,
     executor: &dyn Executor,
-    state_dir: &std::path::Path,
-    commit_author: &str,
+    config: &Config,
     now: DateTime<Utc>,
 ) -> Result<Vec<LostRun>> {
     let mut lost = Vec::new();
@@ -39,9 +50,20 @@ pub fn recover_lost_runs(
             continue;
         }
         let killed = executor.kill_lost(&lost_processes(&run));
+        let kept = crate::store::kept_path(&config.logs_dir(&run.job_id), run.run_id);
+        if store.settle_kept(&kept, run.run_id, &run.job_id)? {
+            lost.push(LostRun {
+                run_id: run.run_id,
+                job_id: run.job_id,
+                survivors_killed: killed,
+                recorded_from: Some(kept),
+            });
+            continue;
+        }
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
         // Nothing the lost Run wrote is lost with it (ADR-0017).
-        let worktree = crate::workspace::worktree_path(&state_dir.join("worktrees"), &run.job_id);
+        let worktree =
+            crate::workspace::worktree_path(&config.state_dir.join("worktrees"), &run.job_id);
         let job = store.job(&run.job_id)?;
         let workspace = job
             .as_ref()
@@ -54,7 +76,7 @@ pub fn recover_lost_runs(
             });
         let safety_commit = workspace.as_ref().and_then(|w| {
             w.safety_commit(
-                commit_author,
+                &config.commit_author,
                 &format!("owl: uncommitted work left by run {}", run.run_id),
             )
             .unwrap_or_else(|e| {
@@ -62,15 +84,27 @@ pub fn recover_lost_runs(
                 None
             })
         });
+        // What the agent said of its end, if it got that far: its tick may have died (or
+        // failed to write) only after.
+        let result = result_in_transcript(store, config, &run);
+        let said = result.as_ref().map_or(String::new(), |r| {
+            format!("; its transcript has the agent's result ({})", r.subtype)
+        });
         let finish = RunFinish {
             outcome: Some(RunOutcome::Lost),
             stop_reason: Some(format!(
-                "the tick supervising it (pid {supervisor}) died; found by a later tick"
+                "the tick supervising it (pid {supervisor}) died or could not record it; found \
+                 by a later tick{said}"
             )),
             survivors_killed: Some(killed as i64),
             head_after: workspace.as_ref().and_then(|w| w.head()),
             safety_commit,
             cause: Some(crate::model::Cause::Job),
+            session_id: result.as_ref().and_then(|r| r.session_id.clone()),
+            cost_usd: result.as_ref().and_then(|r| r.cost_usd),
+            num_turns: result.as_ref().and_then(|r| r.num_turns),
+            input_tokens: result.as_ref().and_then(|r| r.input_tokens),
+            output_tokens: result.as_ref().and_then(|r| r.output_tokens),
             ..Default::default()
         };
         // A lost Run counts: the model may have worked, and a Job that kills its tick
@@ -86,9 +120,42 @@ pub fn recover_lost_runs(
             run_id: run.run_id,
             job_id: run.job_id,
             survivors_killed: killed,
+            recorded_from: None,
         });
     }
     Ok(lost)
+}
+
+/// The agent's result line in a lost Run's transcript, read by its Account's Driver: the
+/// last one in the transcript's tail. The transcript is the agent's writing: opened as
+/// untrusted, and only its tail read.
+fn result_in_transcript(store: &Store, config: &Config, run: &RunIdentity) -> Option<AgentResult> {
+    let account = store.run(run.run_id).ok()??.account;
+    let driver = crate::driver::for_kind(config.accounts.get(&account)?.driver);
+    let tail = read_tail(&config.run_log(&run.job_id, run.run_id), TRANSCRIPT_TAIL)?;
+    tail.split(|b| *b == b'\n')
+        .rev()
+        .find_map(|line| match driver.parse_line(line) {
+            Ok(AgentEvent::Result(result)) => Some(result),
+            _ => None,
+        })
+}
+
+/// The last `cap` bytes of a file a Run wrote, from the first whole line in them.
+fn read_tail(path: &Path, cap: u64) -> Option<Vec<u8>> {
+    let mut file = crate::untrusted::open(path).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(cap))).ok()?;
+    let mut tail = Vec::new();
+    file.take(cap).read_to_end(&mut tail).ok()?;
+    if len > cap {
+        let start = tail
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(tail.len(), |i| i + 1);
+        tail.drain(..start);
+    }
+    Some(tail)
 }
 
 /// Who supervised a Run, as recorded with it.

@@ -136,12 +136,12 @@ impl Ctx {
     }
 
     fn logs_dir(&self, job_id: &str) -> PathBuf {
-        self.config.state_dir.join("logs").join(job_id)
+        self.config.logs_dir(job_id)
     }
 
     /// The stdout log of a Run.
     fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
-        self.logs_dir(job_id).join(format!("{run_id}.jsonl"))
+        self.config.run_log(job_id, run_id)
     }
 
     /// The stderr log of a Run, beside its stdout log.

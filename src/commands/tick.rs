@@ -196,14 +196,19 @@ impl TickJson {
 
 /// Finds Runs a dead tick left marked running, and settles them (see `recover`).
 fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
-    let lost = crate::recover::recover_lost_runs(
-        store,
-        &ctx.executor(),
-        &ctx.config.state_dir,
-        &ctx.config.commit_author,
-        now,
-    )?;
+    let lost = crate::recover::recover_lost_runs(store, &ctx.executor(), &ctx.config, now)?;
     for l in lost {
+        if let Some(kept) = &l.recorded_from {
+            errln!(
+                "owl: run {} of job {} was recorded from {} (its tick could not write it); \
+                 killed {} surviving process(es)",
+                l.run_id,
+                l.job_id,
+                kept.display(),
+                l.survivors_killed
+            );
+            continue;
+        }
         errln!(
             "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); \
              the job is queued again",
@@ -874,7 +879,40 @@ fn record(
         ),
         None => (transition.state, transition.reason, transition.not_before),
     };
-    store.finish_run(run_id, &finish, state, reason.as_ref(), not_before, now)?;
+    // The Account as a whole is on credits, not only this Job: held until the reset.
+    let on_credits = match &report.stop {
+        Some(crate::model::StopCause::ExtraUsage(credits)) => Some((
+            credits.window.clone().unwrap_or_else(|| "a window".into()),
+            outcome::credits_wait(credits, now),
+        )),
+        _ => None,
+    };
+    // A provider's rejection holds the whole Account, ceilings or not and for every Driver,
+    // as long as it holds this Job: no other Job is started into the same rejection.
+    let rejected_until = (classified.cause == crate::model::Cause::RateLimited)
+        .then_some(transition.not_before)
+        .flatten()
+        .filter(|t| *t > now);
+    let held = store.account_note(account)?.rate_limited_until.is_some();
+    let settlement = crate::store::Settlement {
+        run_id,
+        job_id: job.id.clone(),
+        account: account.to_string(),
+        finish,
+        job_state: state,
+        job_reason: reason,
+        not_before,
+        on_credits,
+        rejection: match rejected_until {
+            Some(until) => Some(crate::store::Rejection::Until(until)),
+            None => (report.reached_model && held).then_some(crate::store::Rejection::Lifted),
+        },
+        ended_at: now,
+    };
+    store.settle(
+        &settlement,
+        &crate::store::kept_path(&ctx.logs_dir(&job.id), run_id),
+    )?;
     let credential_store = ctx.config.accounts[account].credential_store.as_deref();
     note_account(
         store,
@@ -885,22 +923,6 @@ fn record(
         report,
         now,
     )?;
-    if let Some(crate::model::StopCause::ExtraUsage(credits)) = &report.stop {
-        // The Account as a whole is on credits, not only this Job: held until the reset.
-        let window = credits.window.as_deref().unwrap_or("a window");
-        let until = outcome::credits_wait(credits, now);
-        store.set_on_credits(account, Some((window, until)), now)?;
-    }
-    let note = store.account_note(account)?;
-    // A provider's rejection holds the whole Account, ceilings or not and for every Driver,
-    // as long as it holds this Job: no other Job is started into the same rejection.
-    let rejected_until = (classified.cause == crate::model::Cause::RateLimited)
-        .then_some(transition.not_before)
-        .flatten()
-        .filter(|t| *t > now);
-    if rejected_until.is_some() || (report.reached_model && note.rate_limited_until.is_some()) {
-        store.set_rate_limited_until(account, rejected_until, now)?;
-    }
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
 }

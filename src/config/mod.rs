@@ -151,6 +151,16 @@ pub struct SandboxSettings {
 }
 
 impl Config {
+    /// Where a Job's Run logs are: each Run's transcript, stderr and files.
+    pub fn logs_dir(&self, job_id: &str) -> PathBuf {
+        self.state_dir.join("logs").join(job_id)
+    }
+
+    /// The transcript (the agent's stdout) of a Run.
+    pub fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs_dir(job_id).join(format!("{run_id}.jsonl"))
+    }
+
     /// An error about the value at `line` of this config, for a check a layer above makes.
     pub fn error_at(&self, line: Option<usize>, msg: &str) -> Error {
         let line = line.map(|n| format!("line {n}: ")).unwrap_or_default();

@@ -4,6 +4,7 @@ mod jobs;
 mod migrations;
 mod notes;
 mod runs;
+mod settle;
 mod snapshots;
 mod verdicts;
 
@@ -17,6 +18,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use jobs::ListedJob;
 pub use runs::{RunFinish, RunIdentity, RunStart};
+pub use settle::{kept_path, Rejection, Settlement};
 pub use verdicts::Verdict;
 
 /// How long a write waits for another process's write lock, outside a Run's supervision.

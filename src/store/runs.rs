@@ -27,7 +27,7 @@ pub struct RunStart {
 }
 
 /// Everything recorded when a Run ends.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunFinish {
     pub outcome: Option<RunOutcome>,
     pub stop_reason: Option<String>,

@@ -475,3 +475,156 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> std::process::ExitStatus 
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A Run that answers, commits its Handoff, then waits at `release` before it exits: the
+/// test takes the database's write lock in between, so that owl's final write meets it.
+fn held_at_the_end_script(release: &Path) -> String {
+    format!(
+        "read-prompt\nwrite .owl/handoff.md status: done\\n\\nAll done.\\n\ncommit owl handoff\nreplay success.jsonl\nwait-for {}\nwait-stdin-eof\nexit 0\n",
+        release.display()
+    )
+}
+
+/// Holds the database's write lock, as another writer would (a backup tool, a `sqlite3`
+/// left open): every write of owl's fails on its busy timeout until it is let go.
+fn hold_write_lock(env: &TestEnv) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE; UPDATE jobs SET priority = priority WHERE 0;")
+        .unwrap();
+    conn
+}
+
+/// Waits (bounded) until the Run's transcript has the agent's result line.
+fn wait_for_result_line(env: &TestEnv, job: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(env.run_log(job, 1))
+        .unwrap_or_default()
+        .contains("\"type\":\"result\"")
+    {
+        assert!(Instant::now() < deadline, "the agent never gave its result");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The file a Run's outcome is kept in until the database has it.
+fn kept_outcome(env: &TestEnv, job: &str) -> std::path::PathBuf {
+    env.state.join("logs").join(job).join("1.outcome.json")
+}
+
+/// Issue 23: a final write that fails (the database held by another writer past the busy
+/// timeout) is tried again, and lands when the database is let go.
+#[test]
+fn a_final_write_that_fails_is_tried_again_and_lands() {
+    use std::io::BufRead;
+    let env = TestEnv::new();
+    env.script(&held_at_the_end_script(&env.release_file()));
+    let id = env.add("Held at the end");
+    let mut tick = env.spawn_tick();
+    let stderr = std::io::BufReader::new(tick.stderr.take().unwrap());
+    wait_for_result_line(&env, &id);
+    let conn = hold_write_lock(&env);
+    env.release();
+    // owl says it will try again; only then is the lock let go.
+    let (said, said_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("trying again") {
+                let _ = said.send(line.clone());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let line = said_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("owl never said it would try the write again");
+    assert!(line.contains("run 1"), "{line}");
+    conn.execute_batch("COMMIT").unwrap();
+    let status = wait_bounded(&mut tick, Duration::from_secs(60));
+    let stderr = reader.join().unwrap().join("\n");
+    assert!(status.success(), "the tick failed: {stderr}");
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["outcome"], "succeeded", "{show}");
+    assert_eq!(show["state"], "done", "{show}");
+    assert!(
+        !kept_outcome(&env, &id).exists(),
+        "the kept outcome outlived its write"
+    );
+}
+
+/// Issue 23: a final write that cannot land at all leaves the Run's outcome in a file
+/// beside its transcript, and the next tick records it from there: the Run's own outcome
+/// (not `lost`), its cost, and its Job's next state.
+#[test]
+fn a_final_write_that_cannot_land_is_recorded_by_the_next_tick() {
+    let env = TestEnv::new();
+    env.script(&held_at_the_end_script(&env.release_file()));
+    let id = env.add("Held at the end");
+    let tick = env.spawn_tick();
+    wait_for_result_line(&env, &id);
+    let conn = hold_write_lock(&env);
+    env.release();
+    let out = tick.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let kept = kept_outcome(&env, &id);
+    assert!(
+        stderr.contains(&format!("kept in {}", kept.display()))
+            && stderr.contains("the next tick records it"),
+        "{stderr}"
+    );
+    // Nothing is recorded yet: the Run is still running in the database.
+    assert!(env.show(&id)["runs"][0]["outcome"].is_null());
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    let next = env.owl().args(["tick", "--json"]).assert().success();
+    let next_err = String::from_utf8_lossy(&next.get_output().stderr).into_owned();
+    assert!(
+        next_err.contains("run 1 of job") && next_err.contains("recorded from"),
+        "{next_err}"
+    );
+    let show = env.show(&id);
+    let run = &show["runs"][0];
+    assert_eq!(run["outcome"], "succeeded", "{run}");
+    assert_eq!(run["counts"], true, "{run}");
+    assert!(run["cost_usd"].as_f64().unwrap() > 0.0, "{run}");
+    assert_eq!(show["state"], "done", "{show}");
+    assert!(!kept.exists(), "the kept outcome outlived its write");
+}
+
+/// Issue 23: when not even the file can be kept (here a directory stands in its place),
+/// the next tick records the Run `lost` with what its transcript says: the agent's result,
+/// its cost and its session; never a Run without an outcome.
+#[test]
+fn a_run_whose_outcome_could_not_be_kept_is_recorded_from_its_transcript() {
+    let env = TestEnv::new();
+    env.script(&held_at_the_end_script(&env.release_file()));
+    let id = env.add("Held at the end");
+    let kept = kept_outcome(&env, &id);
+    std::fs::create_dir_all(kept.join("in-the-way")).unwrap();
+    let tick = env.spawn_tick();
+    wait_for_result_line(&env, &id);
+    let conn = hold_write_lock(&env);
+    env.release();
+    let out = tick.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("could not be kept"), "{stderr}");
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    env.owl().args(["tick", "--json"]).assert().success();
+    let show = env.show(&id);
+    let run = &show["runs"][0];
+    assert_eq!(run["outcome"], "lost", "{run}");
+    let reason = run["stop_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("its transcript has the agent's result (success)"),
+        "{reason}"
+    );
+    assert!(run["cost_usd"].as_f64().unwrap() > 0.0, "{run}");
+    assert_eq!(
+        run["session_id"], "7859bb08-6e62-4362-bef3-c4e1b305f720",
+        "{run}"
+    );
+}
