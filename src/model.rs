@@ -732,7 +732,7 @@ pub struct AccountNote {
     pub updated_at: Option<DateTime<Utc>>,
     /// The API was unreachable or failing for a whole Run: no Run starts before this.
     pub backoff_until: Option<DateTime<Utc>>,
-    /// Runs in a row that could not reach the model for an outage.
+    /// Runs or probes in a row that could not reach the API (an outage).
     pub outages: u32,
     /// The agent CLI file that last passed the version check (its identity, a tab, its
     /// version), and when.

@@ -95,7 +95,7 @@ pub enum Standing {
         why: String,
         login: String,
     },
-    /// The API was unavailable for `outages` Runs in a row: no Run starts before `until`.
+    /// The API was unavailable to `outages` Runs or probes in a row: no Run starts before `until`.
     BackingOff {
         outages: u32,
         until: DateTime<Utc>,
@@ -166,9 +166,13 @@ impl Standing {
             Standing::Unready { why } => why.clone(),
             Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
             Standing::BackingOff { outages, until } => format!(
-                "the API was unavailable for {outages} Run{} in a row — backing off, \
+                "the API was unavailable {} in a row (a Run or a probe) — backing off, \
                  not scheduled until {} (in {})",
-                if *outages == 1 { "" } else { "s" },
+                if *outages == 1 {
+                    "once".to_string()
+                } else {
+                    format!("{outages} times")
+                },
                 local_hm(*until),
                 human(*until - now)
             ),

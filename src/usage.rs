@@ -163,6 +163,9 @@ pub enum ProbeOutcome {
     Unknown,
     /// The agent has no plan login: no credential at all, or only an API key.
     NoPlan,
+    /// The agent answered "unknown", and the API it talks to takes no connection: an
+    /// outage, backed off as a Run's is.
+    Unreachable(String),
     Failed(String),
 }
 
@@ -174,7 +177,7 @@ impl ProbeOutcome {
         match self {
             ProbeOutcome::Observed(_) | ProbeOutcome::Unknown => Some(true),
             ProbeOutcome::NoPlan => Some(uses_api_key),
-            ProbeOutcome::Failed(_) => None,
+            ProbeOutcome::Unreachable(_) | ProbeOutcome::Failed(_) => None,
         }
     }
 }
@@ -193,6 +196,7 @@ impl ProbeOutcome {
             }
             ProbeOutcome::Unknown => "unknown: the agent did not know the utilization".into(),
             ProbeOutcome::NoPlan => "no plan: the agent has no plan login".into(),
+            ProbeOutcome::Unreachable(why) => format!("the API is unreachable: {why}"),
             ProbeOutcome::Failed(why) => format!("failed: {why}"),
         }
     }

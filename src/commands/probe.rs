@@ -12,7 +12,7 @@ use crate::usage::{self, ProbeOutcome};
 #[derive(Debug, Serialize)]
 struct ProbeJson {
     account: String,
-    /// `observed`, `unknown`, `no_plan` or `failed`.
+    /// `observed`, `unknown`, `no_plan`, `unreachable` or `failed`.
     result: &'static str,
     /// `null` when the probe could not tell.
     logged_in: Option<bool>,
@@ -53,6 +53,7 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
                 ProbeOutcome::Observed(_) => "observed",
                 ProbeOutcome::Unknown => "unknown",
                 ProbeOutcome::NoPlan => "no_plan",
+                ProbeOutcome::Unreachable(_) => "unreachable",
                 ProbeOutcome::Failed(_) => "failed",
             },
             logged_in: outcome.logged_in(driver::for_kind(cfg.driver).uses_api_key(cfg)),
@@ -111,6 +112,13 @@ pub(super) fn probe_and_record(
             store.set_not_logged_in(account, None, now)?
         }
         _ => {}
+    }
+    if let usage::ProbeOutcome::Unreachable(why) = &outcome {
+        // An outage, as a Run's: the Account backs off before a Run is spent finding out.
+        let outages = store.account_note(account)?.outages + 1;
+        let until = now + crate::outcome::outage_backoff(outages);
+        tracing::warn!("{account}: the API is unreachable ({why}); {account} waits until {until}");
+        store.set_backoff(account, Some(until), outages, now)?;
     }
     store.set_last_probe(account, &outcome.describe(), now)?;
     Ok(outcome)

@@ -49,7 +49,7 @@ struct AccountJson {
     agent_problem: Option<String>,
     /// After an outage: no Run starts on the Account before this.
     backoff_until: Option<String>,
-    /// Runs in a row that could not reach the API.
+    /// Runs or probes in a row that could not reach the API.
     outages: u32,
     last_probe: Option<String>,
     last_probe_at: Option<String>,

@@ -190,6 +190,22 @@ impl Driver for ClaudeCode {
         conformance::run(command, record)
     }
 
+    fn api_endpoint(&self, invocation: &Invocation) -> Option<String> {
+        // Bedrock, Vertex and Foundry each have endpoints of their own: not judged.
+        let other_provider = [
+            "CLAUDE_CODE_USE_BEDROCK",
+            "CLAUDE_CODE_USE_VERTEX",
+            "CLAUDE_CODE_USE_FOUNDRY",
+        ]
+        .iter()
+        .any(|k| invocation.env_var(k).is_some_and(|v| v != "0"));
+        (!other_provider).then(|| {
+            invocation
+                .env_var("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|| "https://api.anthropic.com".into())
+        })
+    }
+
     fn uses_api_key(&self, account: &Account) -> bool {
         ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
             .iter()

@@ -103,6 +103,17 @@ impl Invocation {
         Ok(())
     }
 
+    /// A variable as the command will see it: what it sets, else what owl's own
+    /// environment gives it (unless removed).
+    pub fn env_var(&self, key: &str) -> Option<String> {
+        match self.env_set.iter().rev().find(|(k, _)| k == key) {
+            Some((_, value)) => Some(value.clone()),
+            None if self.env_remove.iter().any(|k| k == key) => None,
+            None => std::env::var(key).ok(),
+        }
+        .filter(|v| !v.is_empty())
+    }
+
     /// The command: program, argv and environment changes, no shell. The caller sets
     /// its stdio and the rest.
     pub fn command(&self) -> std::process::Command {
@@ -438,6 +449,13 @@ pub trait Driver: Send + Sync {
     /// Only called for a Driver that declares `usage_probe`.
     fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
         self.version_invocation(command, account)
+    }
+
+    /// The API the CLI started by `invocation` talks to, as a URL, for owl to tell an
+    /// answer of "unknown" from an unreachable API; `None` when owl cannot know it (another
+    /// provider's endpoint), and nothing is judged.
+    fn api_endpoint(&self, _invocation: &Invocation) -> Option<String> {
+        None
     }
 
     /// The command a person types to use the CLI as this Account (`CLAUDE_CONFIG_DIR=… claude`).

@@ -138,6 +138,60 @@ fn a_probe_that_learns_nothing_is_unknown_never_zero() {
     assert!(window(&status, "work", "five_hour")["percent"].is_null());
 }
 
+/// Issue 23: the CLI answers "unknown" whether its API is there or not (2.1.332 asks the
+/// API nothing before a prompt); with the Account's API taking no connection, the probe
+/// says so, records an outage and backs the Account off as a Run's outage does, and no
+/// Run is spent finding out.
+#[test]
+fn a_probe_that_cannot_reach_the_api_backs_the_account_off_before_any_run() {
+    let env = TestEnv::new();
+    let port = crate::support::closed_port();
+    env.write_config(&format!(
+        "accounts:\n  work:\n    env:\n      ANTHROPIC_BASE_URL: http://127.0.0.1:{port}\n    limits:\n      fiveHourMax: 60\n"
+    ));
+    std::fs::write(&env.usage, "null\n").unwrap();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Hello");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    assert!(
+        !env.record.join("stdin.jsonl").exists()
+            || !env.recorded("stdin.jsonl").contains("\"type\":\"user\"")
+    );
+    let status = env.status();
+    let account = &status["accounts"][0];
+    assert_eq!(account["outages"], 1, "{account}");
+    assert_eq!(
+        account["backoff_until"], "2026-11-30T03:05:00Z",
+        "{account}"
+    );
+    assert_eq!(account["schedulable"], false, "{account}");
+    let last = account["last_probe"].as_str().unwrap();
+    assert!(
+        last.starts_with(&format!(
+            "the API is unreachable: connecting to 127.0.0.1:{port}: "
+        )),
+        "{last}"
+    );
+    // `owl probe` says it in words and in JSON, exits 1, and backs off again (doubling).
+    let out = env.owl().args(["probe", "--json"]).assert().code(1);
+    let probe: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(probe[0]["result"], "unreachable", "{probe}");
+    assert_eq!(probe[0]["logged_in"], serde_json::Value::Null, "{probe}");
+    assert_eq!(
+        env.status()["accounts"][0]["backoff_until"],
+        "2026-11-30T03:10:00Z"
+    );
+    env.owl()
+        .arg("probe")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::starts_with(
+            "work: the API is unreachable: connecting to 127.0.0.1:",
+        ));
+}
+
 #[test]
 fn a_rejected_event_stops_the_run_as_rate_limited() {
     let env = ceiling_env();

@@ -367,6 +367,35 @@ fn e2e_with_a_ceiling_the_probe_finds_no_login_before_any_run() {
     assert_eq!(mock.calls(), 0);
 }
 
+/// Issue 23: the real CLI's probe answers as if all were well when its API cannot be
+/// reached (`rate_limits: null`, as before any response): owl finds the API unreachable
+/// itself, backs the Account off, and starts no Run.
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_a_probe_with_the_api_unreachable_backs_off_and_spends_no_run() {
+    let E2e { env, mock } = e2e("    limits: {fiveHourMax: 60}\n");
+    let port = crate::support::closed_port();
+    let config = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace(&mock.base_url(), &format!("http://127.0.0.1:{port}"));
+    std::fs::write(&env.config, config).unwrap();
+    let id = env.add("Say hello.");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
+    let account = &env.status()["accounts"][0];
+    assert_eq!(account["outages"], 1, "{account}");
+    assert!(account["backoff_until"].is_string(), "{account}");
+    assert!(
+        account["last_probe"]
+            .as_str()
+            .unwrap()
+            .starts_with("the API is unreachable: connecting to 127.0.0.1:"),
+        "{account}"
+    );
+    assert_eq!(mock.calls(), 0);
+}
+
 #[test]
 #[ignore = "needs the real Claude Code CLI"]
 fn e2e_a_turn_that_leaves_a_background_task_succeeds_with_exactly_its_calls() {

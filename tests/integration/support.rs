@@ -125,6 +125,13 @@ impl TestEnv {
             .env("FAKE_AGENT_USAGE", &self.usage)
             .env("FAKE_AGENT_SCRIPT", &self.script)
             .env("FAKE_AGENT_RECORD", &self.record)
+            // The fake agent talks to no API; owl, told "unknown" by a probe, checks that
+            // the CLI's API takes a connection, and finds this one.
+            .env("ANTHROPIC_BASE_URL", loopback_api())
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("ALL_PROXY")
+            .env_remove("all_proxy")
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("XDG_STATE_HOME")
             // No background `git maintenance`/`gc --auto` after the agent's commits: a
@@ -238,6 +245,31 @@ impl TestEnv {
             .join(job)
             .join(format!("{run}.jsonl"))
     }
+}
+
+/// The URL of a loopback server that takes every connection and closes it: an API that
+/// is reachable, for the fake agent's Accounts.
+pub fn loopback_api() -> &'static str {
+    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                drop(conn);
+            }
+        });
+        url
+    })
+}
+
+/// A loopback port nothing listens on: an API that cannot be reached.
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Runs git in `dir`, failing the test if it fails; returns stdout.
