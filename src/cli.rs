@@ -62,8 +62,9 @@ pub enum Command {
     },
     /// A Run's transcript, readable.
     Logs {
-        /// The Run's id.
-        run: i64,
+        /// A Run's id, or a Job's id or name for its newest Run.
+        #[arg(value_name = "RUN|JOB")]
+        run: String,
         /// Print the stream exactly as recorded, byte for byte: control characters the
         /// agent wrote reach your terminal as they are (the readable form shows them
         /// escaped, like \x1b).

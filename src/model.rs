@@ -284,7 +284,10 @@ impl Run {
 /// What a Job's Runs cost together: each by its result line, or by its cap when it has
 /// none, so a Job whose Runs are killed cannot overrun its budget unseen.
 pub fn total_cost(runs: &[Run]) -> f64 {
-    runs.iter().filter_map(Run::cost_or_cap).sum()
+    // A fold from +0.0, not `sum`: the sum of no f64 is -0.0, printed "$-0.00".
+    runs.iter()
+        .filter_map(Run::cost_or_cap)
+        .fold(0.0, |a, b| a + b)
 }
 
 /// A tool call the agent's permission mode refused.
@@ -760,6 +763,11 @@ pub struct AccountNote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_runs_cost_zero_not_negative_zero() {
+        assert_eq!(format!("{:.2}", total_cost(&[])), "0.00");
+    }
 
     #[test]
     fn states_round_trip_through_their_names() {

@@ -166,12 +166,12 @@ impl Standing {
             Standing::Unready { why } => why.clone(),
             Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
             Standing::BackingOff { outages, until } => format!(
-                "the API was unavailable {} in a row (a Run or a probe) — backing off, \
-                 not scheduled until {} (in {})",
+                "the API was unavailable to the last {} — backing off, not scheduled \
+                 until {} (in {})",
                 if *outages == 1 {
-                    "once".to_string()
+                    "Run or probe".to_string()
                 } else {
-                    format!("{outages} times")
+                    format!("{outages} Runs or probes")
                 },
                 local_hm(*until),
                 human(*until - now)
@@ -507,14 +507,15 @@ pub fn plan(
             (true, None, None, None) => {
                 chosen = Some((job.id.clone(), account.clone().unwrap_or_default()));
                 let name = account.as_deref().unwrap_or("?");
-                match accounts
-                    .iter()
-                    .find(|a| a.name == name)
-                    .and_then(|a| a.agent_problem.as_ref())
-                {
+                let view = accounts.iter().find(|a| a.name == name);
+                match view.and_then(|a| a.agent_problem.as_ref()) {
                     Some(problem) => format!(
                         "next: runs on {name}, but the last tick refused the agent CLI: {problem}"
                     ),
+                    // Not promised before the login is seen to work.
+                    None if !view.is_some_and(|a| a.login_seen) => {
+                        format!("next: tries {name} (its login is not checked yet)")
+                    }
                     None => format!("next: runs on {name}"),
                 }
             }

@@ -118,6 +118,24 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
                 false
             }
         };
+        // A store that shows no login is told once, and the CLI is not started in it (it
+        // would make the store, and two more lines would say the same).
+        let no_login = super::plan::empty_store(account);
+        match (&no_login, &account.credential_store) {
+            (Some(why), _) => found.check(
+                false,
+                format!("account {name}: {why}; {}", d.login_hint(account)),
+            ),
+            (None, Some(dir)) => found.check(
+                true,
+                format!("account {name}: credential store {}", dir.display()),
+            ),
+            (None, None) => found.check(
+                true,
+                format!("account {name}: uses the user's normal agent login"),
+            ),
+        }
+        let cli_ok = cli_ok && no_login.is_none();
         // The CLI's own answer on its login, local and without a turn, where it has one.
         if let Some(login) = cli_ok
             .then(|| driver::check_login(d.as_ref(), command, account))
@@ -153,7 +171,7 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
                     ""
                 }
             ));
-        } else {
+        } else if no_login.is_none() {
             let probe = if cli_ok {
                 crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
             } else {
@@ -180,24 +198,6 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
                     ),
                 ),
             }
-        }
-        match &account.credential_store {
-            Some(dir) if dir.is_dir() => found.check(
-                true,
-                format!("account {name}: credential store {}", dir.display()),
-            ),
-            Some(dir) => found.check(
-                false,
-                format!(
-                    "account {name}: credential store {} does not exist; {}",
-                    dir.display(),
-                    d.login_hint(account)
-                ),
-            ),
-            None => found.check(
-                true,
-                format!("account {name}: uses the user's normal agent login"),
-            ),
         }
         match account.executor {
             crate::config::ExecutorKind::Local => found.note(format!(

@@ -8,13 +8,12 @@ use anyhow::{Context, Result};
 use super::Ctx;
 use crate::driver::{self, AgentEvent, Driver};
 
-pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
+pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
-        crate::bad_input!("no run {run_id}: nothing has run yet");
+        crate::bad_input!("no run or job '{which}': nothing has run yet");
     };
-    let Some(run) = store.run(run_id)? else {
-        crate::bad_input!("no run {run_id} (see `owl show JOB`)");
-    };
+    let run = which_run(ctx, &store, which)?;
+    let run_id = run.id;
     let path = ctx.run_log(&run.job_id, run_id);
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
@@ -57,6 +56,26 @@ pub fn run(ctx: &Ctx, run_id: i64, raw: bool, follow: bool) -> Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The Run `which` names: a number is a Run's id; anything else is a Job (its id or name),
+/// for its newest Run.
+fn which_run(ctx: &Ctx, store: &crate::store::Store, which: &str) -> Result<crate::model::Run> {
+    if let Ok(run_id) = which.parse::<i64>() {
+        return match store.run(run_id)? {
+            Some(run) => Ok(run),
+            None => crate::bad_input!("no run {run_id} (see `owl show JOB`)"),
+        };
+    }
+    let job = ctx.job(store, which)?;
+    match store.runs_of(&job.id)?.pop() {
+        Some(run) => Ok(run),
+        None => crate::bad_input!(
+            "job {} has no Run yet (`owl show {}` says why)",
+            job.id,
+            job.id
+        ),
+    }
 }
 
 /// One transcript line in words; `None` for lines not worth a person's attention.

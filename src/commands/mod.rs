@@ -59,7 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Add(args) => add::run(&ctx, args),
         Command::Jobs { all, json } => jobs::run(&ctx, all, json),
         Command::Show { job, json } => show::run(&ctx, &job, json),
-        Command::Logs { run, raw, follow } => logs::run(&ctx, run, raw, follow),
+        Command::Logs { run, raw, follow } => logs::run(&ctx, &run, raw, follow),
         Command::Cancel { job } => cancel::cancel(&ctx, &job),
         Command::Requeue {
             job,

@@ -43,6 +43,34 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
     Ok((views, plan))
 }
 
+/// A login made since an Account was found not logged in: its credential store changed
+/// since the finding (its newest file is not the one it was then). The finding is dropped,
+/// so the login is checked anew (the CLI's own `auth status` before a Run, or the probe)
+/// instead of waiting out `probeMaxAge`.
+pub fn notice_logins(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    for (name, account) in &ctx.config.accounts {
+        if login_written_since(&store.account_note(name)?, account) {
+            tracing::info!("{name}: its credential store changed since it was found not logged in");
+            store.set_not_logged_in(name, None, now)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the Account's credential store changed since it was found not logged in.
+fn login_written_since(note: &crate::model::AccountNote, account: &crate::config::Account) -> bool {
+    let (Some(_), Some(found), Some(dir)) = (
+        &note.not_logged_in,
+        note.not_logged_in_at,
+        &account.credential_store,
+    ) else {
+        return false;
+    };
+    // Compared as stored, to the second.
+    let changed = crate::sys::newest_change(dir, 2).map(crate::clock::rfc3339);
+    changed.is_some_and(|changed| changed != crate::clock::rfc3339(found))
+}
+
 /// Each Account's view, with what this machine shows of it without starting the agent.
 pub fn account_views(
     ctx: &Ctx,
@@ -53,6 +81,10 @@ pub fn account_views(
     for (name, account) in &ctx.config.accounts {
         let note = notes.entry(name.clone()).or_default();
         note.unready = unready(ctx, account);
+        if login_written_since(note, account) {
+            // What the next tick will do too: a store written since is checked anew.
+            note.not_logged_in = None;
+        }
         if note.not_logged_in.is_none() {
             note.not_logged_in = empty_store(account);
             note.store_empty = note.not_logged_in.is_some();
@@ -80,19 +112,20 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     None
 }
 
-/// "Not logged in" as the credential store shows it, without starting the agent: it is
-/// missing or empty, and the Account's `env` names no key or token that logs in without it.
-fn empty_store(account: &crate::config::Account) -> Option<String> {
+/// "Not logged in" as the credential store shows it, without starting the agent (the
+/// Driver knows which files a login leaves), when the Account's `env` names no key or token
+/// that logs in without it.
+pub fn empty_store(account: &crate::config::Account) -> Option<String> {
     let store = account.credential_store.as_ref()?;
-    let api_key = driver::for_kind(account.driver).uses_api_key(account)
+    let driver = driver::for_kind(account.driver);
+    let api_key = driver.uses_api_key(account)
         || driver::inherited_credentials().any(|k| account.env.contains_key(k));
-    let empty = std::fs::read_dir(store).map_or(true, |mut d| d.next().is_none());
-    (empty && !api_key).then(|| {
-        format!(
-            "not logged in: its credential store {} is empty",
-            store.display()
-        )
-    })
+    if api_key {
+        return None;
+    }
+    driver
+        .store_shows_no_login(store)
+        .map(|why| format!("not logged in: {why}"))
 }
 
 /// Prints one Account and its Windows, for status and `tick --dry-run`.

@@ -33,6 +33,8 @@ pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
     super::ensure_private_dir(&ctx.config.state_dir)?;
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
+    // A login written since a "not logged in" finding is what this probe is asked to see.
+    super::plan::notice_logins(ctx, &mut store, now)?;
     let mut out = Vec::new();
     for name in names {
         let outcome = probe_and_record(ctx, &mut store, &name, now)?;
@@ -117,7 +119,7 @@ pub(super) fn probe_and_record(
         // An outage, as a Run's: the Account backs off before a Run is spent finding out.
         let outages = store.account_note(account)?.outages + 1;
         let until = now + crate::outcome::outage_backoff(outages);
-        tracing::warn!("{account}: the API is unreachable ({why}); {account} waits until {until}");
+        tracing::debug!("{account}: the API is unreachable ({why}); it waits until {until}");
         store.set_backoff(account, Some(until), outages, now)?;
     }
     store.set_last_probe(account, &outcome.describe(), now)?;

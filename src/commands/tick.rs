@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
-        notice_logins(ctx, &mut store, now)?;
+        super::plan::notice_logins(ctx, &mut store, now)?;
         // Put back the space a full disk took, once there is room again.
         crate::disk::ensure_reserve(&ctx.config.state_dir);
         recover(ctx, &mut store, now)?;
@@ -320,30 +320,6 @@ fn choose(
         // Something changed: plan again.
         planned = super::plan::make_plan(ctx, store, now)?;
     }
-}
-
-/// A login made since an Account was found not logged in: its credential store changed
-/// since the finding (its newest file is not the one it was then). The finding is dropped,
-/// so this tick checks the login anew (the CLI's own `auth status` before a Run) instead of
-/// waiting out `probeMaxAge`.
-fn notice_logins(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
-    for (name, account) in &ctx.config.accounts {
-        let note = store.account_note(name)?;
-        let (Some(_), Some(found), Some(dir)) = (
-            &note.not_logged_in,
-            note.not_logged_in_at,
-            &account.credential_store,
-        ) else {
-            continue;
-        };
-        // Compared as stored, to the second.
-        let changed = crate::sys::newest_change(dir, 2).map(crate::clock::rfc3339);
-        if changed.is_some_and(|changed| changed != crate::clock::rfc3339(found)) {
-            tracing::info!("{name}: its credential store changed since it was found not logged in");
-            store.set_not_logged_in(name, None, now)?;
-        }
-    }
-    Ok(())
 }
 
 /// What this machine shows that holds a queued Job back (an Account `Unready`), in words.
@@ -1073,8 +1049,12 @@ fn can_probe(ctx: &Ctx, account: &str) -> bool {
 /// failed probe is recorded and does not fail the tick: the figure is then unknown, never 0.
 fn probe_account(ctx: &Ctx, store: &mut Store, account: &str, now: DateTime<Utc>) -> Result<()> {
     let outcome = super::probe::probe_and_record(ctx, store, account, now)?;
-    if let usage::ProbeOutcome::Failed(why) = &outcome {
-        tracing::warn!("probing {account}: {why}");
+    match &outcome {
+        usage::ProbeOutcome::Failed(why) => tracing::warn!("probing {account}: {why}"),
+        usage::ProbeOutcome::Unreachable(_) => {
+            tracing::warn!("probing {account}: {}; it backs off", outcome.describe())
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -190,6 +190,24 @@ impl Driver for ClaudeCode {
         conformance::run(command, record)
     }
 
+    fn store_shows_no_login(&self, store: &std::path::Path) -> Option<String> {
+        // On Linux a plan login lives in `.credentials.json` (PROTOCOL.md of 2.1.332, §5);
+        // the CLI writes `.claude.json` and more on any start, logged in or not. A settings
+        // file may log in otherwise (`apiKeyHelper`, an `env` token): then owl cannot tell.
+        let present = |name: &str| std::fs::symlink_metadata(store.join(name)).is_ok();
+        super::store_missing_or_empty(store).or_else(|| {
+            (!present(".credentials.json")
+                && !present("settings.json")
+                && !present("settings.local.json"))
+            .then(|| {
+                format!(
+                    "its credential store {} holds no login (no .credentials.json)",
+                    store.display()
+                )
+            })
+        })
+    }
+
     fn api_endpoint(&self, invocation: &Invocation) -> Option<String> {
         // Bedrock, Vertex and Foundry each have endpoints of their own: not judged.
         let other_provider = [

@@ -451,6 +451,13 @@ pub trait Driver: Send + Sync {
         self.version_invocation(command, account)
     }
 
+    /// Why the Account's credential store shows no login at all, by a look at its files
+    /// (never their contents) and without starting the CLI; `None` when it may hold one.
+    /// By default: the store is missing or empty.
+    fn store_shows_no_login(&self, store: &std::path::Path) -> Option<String> {
+        store_missing_or_empty(store)
+    }
+
     /// The API the CLI started by `invocation` talks to, as a URL, for owl to tell an
     /// answer of "unknown" from an unreachable API; `None` when owl cannot know it (another
     /// provider's endpoint), and nothing is judged.
@@ -593,6 +600,21 @@ pub enum AgentCliError {
 impl From<AgentCliError> for crate::error::Error {
     fn from(e: AgentCliError) -> Self {
         crate::error::Error::new(crate::error::ErrorKind::AgentCli, e.to_string())
+    }
+}
+
+/// Why a credential store holds nothing: it does not exist, or is an empty directory.
+pub(crate) fn store_missing_or_empty(store: &std::path::Path) -> Option<String> {
+    match std::fs::read_dir(store) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!(
+            "its credential store {} does not exist",
+            store.display()
+        )),
+        Ok(mut entries) => entries
+            .next()
+            .is_none()
+            .then(|| format!("its credential store {} is empty", store.display())),
+        Err(_) => None,
     }
 }
 

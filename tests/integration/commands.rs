@@ -172,7 +172,7 @@ fn the_queue_is_taken_by_priority_then_age() {
         .assert()
         .success()
         .stdout(predicate::str::contains(format!(
-            "1. {high} (queued): next: runs on work"
+            "1. {high} (queued): next: tries work (its login is not checked yet)"
         )));
 
     let jobs: Value = serde_json::from_slice(
@@ -234,11 +234,17 @@ fn requeue_and_cancel_follow_the_states() {
 fn logs_print_the_transcript_readable_and_raw() {
     let env = TestEnv::new();
     env.script(&done_script("tool-use.jsonl", 0));
-    env.add("Hello");
+    let id = env.add("Hello");
     env.tick();
     let recorded = std::fs::read(env.record.join("stdout.bin")).unwrap();
     env.owl()
         .args(["logs", "1", "--raw"])
+        .assert()
+        .success()
+        .stdout(recorded.clone());
+    // A Job names its newest Run (the README's `owl logs "$id"`).
+    env.owl()
+        .args(["logs", &id, "--raw"])
         .assert()
         .success()
         .stdout(recorded);

@@ -78,11 +78,13 @@ accounts:
     };
     std::fs::write(&env.config, config).unwrap();
     if !logged_in {
-        // A store the CLI has been started in, never logged in: not empty (owl takes an
-        // empty one for no login without asking the CLI), so the CLI itself is asked.
+        // A store the CLI has been started in, never logged in, with a settings file: owl
+        // takes a store without `.credentials.json` for no login without asking the CLI,
+        // unless a settings file could log in otherwise; so here the CLI itself is asked.
         let creds = env.dir.path().join("claude-config");
         std::fs::create_dir_all(&creds).unwrap();
         std::fs::write(creds.join(".claude.json"), "{}\n").unwrap();
+        std::fs::write(creds.join("settings.json"), "{}\n").unwrap();
     }
     E2e { env, mock }
 }

@@ -628,3 +628,41 @@ fn a_run_whose_outcome_could_not_be_kept_is_recorded_from_its_transcript() {
         "{run}"
     );
 }
+
+/// Issue 23: a stop signal while the Run's end is being written (here: during the retry
+/// of a final write held up by another writer) does not cut the record short: the Run is
+/// recorded with its own outcome once the write lands.
+#[test]
+fn a_stop_signal_while_the_run_is_recorded_does_not_lose_it() {
+    use std::io::BufRead;
+    let env = TestEnv::new();
+    env.script(&held_at_the_end_script(&env.release_file()));
+    let id = env.add("Held at the end");
+    let mut tick = env.spawn_tick();
+    let stderr = std::io::BufReader::new(tick.stderr.take().unwrap());
+    wait_for_result_line(&env, &id);
+    let conn = hold_write_lock(&env);
+    env.release();
+    let (said, said_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.contains("trying again") {
+                let _ = said.send(());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    said_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("owl never said it would try the write again");
+    unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
+    conn.execute_batch("COMMIT").unwrap();
+    let status = wait_bounded(&mut tick, Duration::from_secs(60));
+    let stderr = reader.join().unwrap().join("\n");
+    assert!(status.code().is_some(), "owl died of the signal: {stderr}");
+    let show = env.show(&id);
+    assert_eq!(show["runs"][0]["outcome"], "succeeded", "{show}");
+    assert_eq!(show["state"], "done", "{show}");
+}

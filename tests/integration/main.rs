@@ -10,6 +10,7 @@ mod conformance;
 mod continuity;
 mod e2e;
 mod faults;
+mod first_night;
 mod fixture_shapes;
 mod fresh_home;
 mod gemini;

@@ -559,6 +559,32 @@ fn status_promises_no_run_that_this_machine_shows_cannot_happen() {
     );
     assert!(env.show(&id)["runs"].as_array().unwrap().is_empty());
 
+    // A store the CLI was started in without /login (its `.claude.json`, no
+    // `.credentials.json`): no login either, still without starting anything.
+    std::fs::write(env.dir.path().join("creds/.claude.json"), "{}\n").unwrap();
+    let reason = env.status()["accounts"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("holds no login (no .credentials.json)"),
+        "{reason}"
+    );
+    // A settings file may log in otherwise (an apiKeyHelper): then owl cannot tell, and
+    // says the login is not checked yet rather than promise a Run.
+    std::fs::write(env.dir.path().join("creds/settings.json"), "{}\n").unwrap();
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], true, "{status}");
+    assert!(
+        status["summary"]
+            .as_str()
+            .unwrap()
+            .contains("its login is not checked yet"),
+        "{status}"
+    );
+    std::fs::remove_file(env.dir.path().join("creds/settings.json")).unwrap();
+    std::fs::remove_file(env.dir.path().join("creds/.claude.json")).unwrap();
+
     // A CLI not on PATH: status says so, with the fix, before any tick.
     std::fs::write(
         env.dir.path().join("creds/.credentials.json"),

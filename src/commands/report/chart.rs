@@ -104,7 +104,11 @@ pub fn account_rows(
         "{:<label_width$} │{}│ {}",
         "runs",
         runs_row(&account.runs, since, until),
-        "━ a Run, ✕ stopped by owl"
+        if account.runs.is_empty() {
+            "no Run"
+        } else {
+            "━ a Run, ✕ stopped by owl"
+        }
     ));
     rows
 }
