@@ -74,6 +74,17 @@ pub fn recover_lost_runs(
                 tracing::warn!("opening what run {} left: {e:#}", run.run_id);
                 None
             });
+        let cleared = workspace
+            .as_ref()
+            .map(|w| w.clear_stale_locks())
+            .unwrap_or_default();
+        if !cleared.is_empty() {
+            tracing::warn!(
+                "run {}: removed the git lock(s) its processes left: {}",
+                run.run_id,
+                cleared.join(", ")
+            );
+        }
         let safety_commit = workspace.as_ref().and_then(|w| {
             w.safety_commit(
                 &config.commit_author,

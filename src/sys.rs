@@ -139,6 +139,21 @@ impl ProcessHandle {
             other => Ok(other?),
         }
     }
+
+    /// Waits up to `timeout` for the held process to exit (its pidfd becomes readable then,
+    /// child or not); true when it has.
+    pub fn wait_gone(&self, timeout: std::time::Duration) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut poll = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: one valid pollfd, owned here, for the length of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, ms) };
+        ready > 0
+    }
 }
 
 /// The fields of `/proc/<pid>/stat` owl uses.

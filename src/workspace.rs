@@ -286,6 +286,33 @@ impl Workspace {
         count_commits(&self.repo, from, to)
     }
 
+    /// Removes the locks a killed Run's git left in this working copy's own git dir (its
+    /// index and HEAD locks): with every process of the Run gone, nobody holds them, and
+    /// each would fail every later Run's git ("Unable to create index.lock"). The names
+    /// removed, for the Run's note.
+    pub fn clear_stale_locks(&self) -> Vec<String> {
+        let mut cleared: Vec<String> = ["index.lock", "HEAD.lock"]
+            .into_iter()
+            .filter(|name| remove_lock(&self.repo.path().join(name)))
+            .map(String::from)
+            .collect();
+        cleared.extend(clear_branch_lock(&self.repo, &self.job_branch));
+        cleared
+    }
+
+    /// [`Workspace::clear_stale_locks`] before a Run: the Job is not running, and the tick
+    /// lock is held, so no git of its Runs or of owl's lives.
+    fn warn_of_stale_locks(&self) {
+        let cleared = self.clear_stale_locks();
+        if !cleared.is_empty() {
+            tracing::warn!(
+                "{}: removed the git lock(s) a killed git left: {}",
+                self.path.display(),
+                cleared.join(", ")
+            );
+        }
+    }
+
     /// Commits whatever the Run left uncommitted (ADR-0017's safety net), on the Job's
     /// branch only. Returns the new commit's id, or `None` when the tree was clean.
     pub fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {
@@ -323,6 +350,9 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
+    if let Some(lock) = clear_branch_lock(&repo, &branch_name) {
+        tracing::warn!("{}: removed {lock}, left by a killed git", job.repo);
+    }
     let branch = match repo.find_branch(&branch_name, BranchType::Local) {
         Ok(b) => b,
         Err(_) => {
@@ -365,6 +395,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
                 }
             );
         }
+        wt.warn_of_stale_locks();
         return Ok(wt);
     }
     let name = worktree_name(&job.id);
@@ -375,6 +406,16 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
                 WorktreePruneOptions::new().valid(true).working_tree(true),
             ))
             .with_context(|| format!("pruning stale worktree {name}"))?;
+    }
+    // A registration a killed tick left half-written (its `gitdir` file not yet there):
+    // libgit2 neither finds it nor adds over it. It is owl's own name and holds no work.
+    let registration = repo.commondir().join("worktrees").join(&name);
+    if std::fs::symlink_metadata(&registration).is_ok() {
+        tracing::warn!(
+            "{} was left half-made; making it again",
+            registration.display()
+        );
+        remove_entry(&registration)?;
     }
     create_private_dir(worktrees_dir)?;
     let reference = branch.into_reference();
@@ -398,6 +439,9 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let user =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
+    if let Some(lock) = clear_branch_lock(&user, &branch_name) {
+        tracing::warn!("{}: removed {lock}, left by a killed git", job.repo);
+    }
     let start = match user.find_branch(&branch_name, BranchType::Local) {
         Ok(b) => b.get().peel_to_commit()?,
         Err(_) => {
@@ -418,6 +462,7 @@ pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
             if ws.branch != branch_name {
                 bail!("the clone {} is not on {branch_name}", path.display());
             }
+            ws.warn_of_stale_locks();
             return Ok(ws);
         }
         if ws.is_dirty()? {
@@ -487,6 +532,30 @@ fn half_made(path: &Path) -> bool {
         Ok(meta) if meta.is_dir() => unmade(&git),
         Ok(_) => false,
     }
+}
+
+/// Removes the lock of the Job's own branch a killed git left (owl's while it made or
+/// published the branch, or a killed Run's commit): only owl and the Job's Runs write that
+/// branch, and none of them lives while the tick lock is held and the Job is not running.
+fn clear_branch_lock(repo: &Repository, branch: &str) -> Option<String> {
+    let name = format!("refs/heads/{branch}.lock");
+    remove_lock(&repo.commondir().join(&name)).then_some(name)
+}
+
+/// Removes a lock file if there is one; a symlink is removed, never what it points to.
+fn remove_lock(lock: &Path) -> bool {
+    std::fs::symlink_metadata(lock).is_ok_and(|m| !m.is_dir()) && std::fs::remove_file(lock).is_ok()
+}
+
+/// Removes a file, a symlink (never what it points to) or a directory tree.
+fn remove_entry(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    }
+    .with_context(|| format!("removing {}", path.display()))
 }
 
 /// A directory readable by the user alone, whatever the umask: it holds the user's code and

@@ -80,6 +80,9 @@ pub trait Executor {
     fn kill_lost(&self, lost: &LostProcesses) -> usize;
 }
 
+/// How long the recovery waits for a lost Run's processes to die of SIGKILL.
+const LOST_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs the agent as a direct child of owl.
 pub struct LocalExecutor {
     pub state_dir: std::path::PathBuf,
@@ -171,12 +174,23 @@ impl Executor for LocalExecutor {
             }
         }
         let needles = self.marker(lost.run_id).needles();
+        let mut killed = Vec::new();
         for pid in &victims {
             // Held, then found to carry the marker still: that process, not a reused pid.
             if let Some(p) = sys::ProcessHandle::open(*pid) {
                 if sys::environ_has_all(*pid, &needles) || Some(*pid) == lost.agent.map(|a| a.0) {
                     let _ = p.signal(Sig::KILL);
+                    killed.push(p);
                 }
+            }
+        }
+        // Gone before anything touches what they worked on: a git still dying could write
+        // its lock again after the recovery cleared it.
+        let deadline = std::time::Instant::now() + LOST_GONE_WAIT;
+        for p in &killed {
+            if !p.wait_gone(deadline.saturating_duration_since(std::time::Instant::now())) {
+                tracing::warn!("a lost Run's process outlived SIGKILL for {LOST_GONE_WAIT:?}");
+                break;
             }
         }
         victims.len()

@@ -580,3 +580,151 @@ fn no_run_starts_without_the_reserve_that_records_it() {
     assert_eq!(env.tick()["job_state"], "done");
     assert!(env.state.join("reserve").exists());
 }
+
+/// Watches `roots` (and every directory made under them) for changes: each file or
+/// directory made, written or renamed into place is one step of making a working copy.
+struct Steps {
+    fd: i32,
+}
+
+impl Steps {
+    fn watch(roots: &[&std::path::Path]) -> Steps {
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify_init1");
+        let steps = Steps { fd };
+        for root in roots {
+            steps.add(root);
+        }
+        steps
+    }
+
+    fn add(&self, dir: &std::path::Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let mask = libc::IN_CREATE | libc::IN_CLOSE_WRITE | libc::IN_MOVED_TO;
+        unsafe { libc::inotify_add_watch(self.fd, path.as_ptr(), mask) };
+    }
+
+    /// The steps that came within 50 ms: each its event mask and the name it was on.
+    fn next(&self) -> Vec<(u32, String)> {
+        let mut poll = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if unsafe { libc::poll(&mut poll, 1, 50) } <= 0 {
+            return Vec::new();
+        }
+        let mut buf = [0u8; 8192];
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let mut events = Vec::new();
+        let mut at = 0usize;
+        while n > 0 && at < n as usize {
+            let event: libc::inotify_event =
+                unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+            let name_at = at + std::mem::size_of::<libc::inotify_event>();
+            let name = &buf[name_at..name_at + event.len as usize];
+            let name = String::from_utf8_lossy(name)
+                .trim_end_matches('\0')
+                .to_string();
+            events.push((event.mask, name));
+            at = name_at + event.len as usize;
+        }
+        events
+    }
+}
+
+impl Drop for Steps {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Kills a tick with SIGKILL at the `n`th step it takes on disk (a file or directory made,
+/// written or renamed in the user's `.git` or under the worktrees dir): making the branch
+/// and the working copy, then the Run's own commits and owl's after it; false when the
+/// tick ended in fewer steps. inotify tells each step as it happens; the kill lands within
+/// a few system calls of it, so the sweep cuts the tick at each step or just after.
+fn kill_at_step(env: &TestEnv, n: usize) -> bool {
+    let worktrees = env.state.join("worktrees");
+    std::fs::create_dir_all(&worktrees).unwrap();
+    let git = env.repo.join(".git");
+    let mut watched = vec![worktrees.clone(), git.clone(), git.join("refs/heads")];
+    let steps = Steps::watch(&watched.iter().map(|p| p.as_path()).collect::<Vec<_>>());
+    let mut tick = env.spawn_tick();
+    let mut seen = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if tick.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tick ran past 30 s"
+        );
+        for (mask, name) in steps.next() {
+            if name.is_empty() {
+                continue;
+            }
+            seen += 1;
+            if mask & libc::IN_ISDIR != 0 {
+                // Watch what was made, wherever it was made.
+                for root in watched.clone() {
+                    let dir = root.join(&name);
+                    if dir.is_dir() && !watched.contains(&dir) {
+                        steps.add(&dir);
+                        watched.push(dir);
+                    }
+                }
+            }
+            if seen == n {
+                unsafe { libc::kill(tick.id() as i32, libc::SIGKILL) };
+                tick.wait().unwrap();
+                return true;
+            }
+        }
+    }
+}
+
+/// Issue 23: owl killed (SIGKILL) at each step of making a Job's working copy, a worktree
+/// or a sandboxed Run's clone, and on through the Run: the next ticks make it again (a
+/// registration cut short, a lock a killed git left) and run the Job; no tick fails on what
+/// a killed one left.
+#[test]
+fn owl_killed_at_each_step_of_making_a_working_copy_leaves_nothing_that_stalls_the_queue() {
+    for sandboxed in [false, true] {
+        let mut n = 1;
+        loop {
+            let env = if sandboxed {
+                TestEnv::sandboxed("")
+            } else {
+                TestEnv::new()
+            };
+            env.script(&done_script("success.jsonl", 0));
+            let id = env.add("Hello");
+            if !kill_at_step(&env, n) {
+                break;
+            }
+            // The next tick finds what was left (a lost Run, if it got that far), and the
+            // Job runs within two ticks.
+            let first = env.owl().args(["tick", "--json"]).output().unwrap();
+            assert!(
+                first.status.success(),
+                "sandboxed {sandboxed}, killed at step {n}: {}",
+                String::from_utf8_lossy(&first.stderr)
+            );
+            if env.show(&id)["state"] != "done" {
+                let second = env.tick();
+                assert_eq!(
+                    second["job_state"],
+                    "done",
+                    "sandboxed {sandboxed}, killed at step {n}: {second}; the tick before: {}",
+                    String::from_utf8_lossy(&first.stderr)
+                );
+            }
+            n += 1;
+            assert!(n < 200, "making a working copy never ended");
+        }
+        assert!(n > 3, "sandboxed {sandboxed}: only {n} steps were seen");
+    }
+}

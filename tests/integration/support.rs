@@ -247,20 +247,32 @@ impl TestEnv {
     }
 }
 
-/// The URL of a loopback server that takes every connection and closes it: an API that
-/// is reachable, for the fake agent's Accounts.
+/// The URL of a loopback server that takes every connection: an API that is reachable, for
+/// the fake agent's Accounts. A real CLI relayed to by a test that asks it anything gets a
+/// 404 its SDK is told not to retry (`x-should-retry: false`), so it ends at once.
 pub fn loopback_api() -> &'static str {
     static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     URL.get_or_init(|| {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                drop(conn);
+            for conn in listener.incoming().map_while(Result::ok) {
+                std::thread::spawn(move || answer_not_found(conn));
             }
         });
         url
     })
+}
+
+fn answer_not_found(mut conn: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let _ = conn.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+    let mut request = [0u8; 4096];
+    let _ = conn.read(&mut request);
+    let _ = conn.write_all(
+        b"HTTP/1.1 404 Not Found\r\nx-should-retry: false\r\ncontent-type: application/json\r\n\
+          content-length: 2\r\nconnection: close\r\n\r\n{}",
+    );
 }
 
 /// A loopback port nothing listens on: an API that cannot be reached.
