@@ -23,6 +23,7 @@ pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
         .get(&run.account)
         .map_or(crate::config::DriverKind::ClaudeCode, |a| a.driver);
     let driver = driver::for_kind(kind);
+    let version = run.agent_version.as_deref();
     let mut pending: Vec<u8> = Vec::new();
     loop {
         // Asked before reading: a Run that ended before this read has written its last byte.
@@ -38,7 +39,7 @@ pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
                 .rposition(|b| *b == b'\n')
                 .map_or(0, |i| i + 1);
             for line in BufReader::new(&pending[..complete]).split(b'\n') {
-                if let Some(text) = readable(driver.as_ref(), &line?) {
+                if let Some(text) = readable(driver.as_ref(), &line?, version) {
                     outln!("{text}");
                 }
             }
@@ -51,7 +52,7 @@ pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
         std::thread::sleep(Duration::from_millis(500));
     }
     if !raw && !pending.is_empty() {
-        if let Some(text) = readable(driver.as_ref(), &pending) {
+        if let Some(text) = readable(driver.as_ref(), &pending, version) {
             outln!("{text}");
         }
     }
@@ -79,17 +80,24 @@ fn which_run(ctx: &Ctx, store: &crate::store::Store, which: &str) -> Result<crat
 }
 
 /// One transcript line in words; `None` for lines not worth a person's attention.
-fn readable(driver: &dyn Driver, line: &[u8]) -> Option<String> {
+/// `ran` is the version owl recorded for the Run (its CLI's `--version`), for a CLI whose
+/// first line names none.
+fn readable(driver: &dyn Driver, line: &[u8], ran: Option<&str>) -> Option<String> {
     match driver.parse_line(line) {
         Ok(AgentEvent::Init {
             session_id,
             model,
             version,
         }) => Some(format!(
-            "[init] session {} model {} (claude {})",
+            "[init] session {} model {} ({}{})",
             session_id.unwrap_or_default(),
             model.unwrap_or_default(),
-            version.unwrap_or_default()
+            driver.kind().name(),
+            version
+                .as_deref()
+                .or(ran)
+                .map(|v| format!(" {v}"))
+                .unwrap_or_default()
         )),
         Ok(AgentEvent::Assistant { summary, .. }) => Some(format!("[assistant] {summary}")),
         Ok(AgentEvent::Result(r)) => Some(format!(

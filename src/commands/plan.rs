@@ -98,11 +98,11 @@ pub fn account_views(
 /// a sandboxed Account.
 fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     let command = &ctx.config.drivers.get(account.driver).command;
-    if let Err(why) = driver::locate(command) {
+    if let Err(why) = driver::locate(command, &account.driver.command_key()) {
         return Some(format!("the agent CLI cannot be run: {why}"));
     }
     if account.executor == crate::config::ExecutorKind::Sandbox {
-        if let Err(why) = driver::locate(&ctx.config.sandbox.command) {
+        if let Err(why) = driver::locate(&ctx.config.sandbox.command, "sandbox.command") {
             return Some(format!(
                 "executor: sandbox needs bubblewrap, but {why}; install it (Debian/Ubuntu: \
                  `apt install bubblewrap`)"

@@ -599,7 +599,7 @@ fn execute(
         ExecutorKind::Local => Box::new(ctx.executor()),
         ExecutorKind::Sandbox => Box::new(SandboxExecutor {
             local: ctx.executor(),
-            bwrap: driver::locate(&ctx.config.sandbox.command)?,
+            bwrap: driver::locate(&ctx.config.sandbox.command, "sandbox.command")?,
             // The Job's clone (its `.git` inside), the CLI's own files, the Run's files.
             writable: [workspace.path().to_path_buf(), files_dir.clone()]
                 .into_iter()

@@ -335,6 +335,11 @@ impl DriverKind {
             DriverKind::Codex => "codex",
         }
     }
+
+    /// The config key that names this Driver's command.
+    pub fn command_key(self) -> String {
+        format!("drivers.{}.command", self.name())
+    }
 }
 
 /// Per-Driver settings.

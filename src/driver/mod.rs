@@ -562,11 +562,12 @@ pub enum AgentCliError {
     Missing(PathBuf),
     #[error("'{}' is not an executable file", .0.display())]
     NotExecutable(PathBuf),
-    #[error("'{}' is not on PATH ({path}); set drivers.{driver}.command to its absolute path", command.display())]
+    #[error("'{}' is not on PATH ({path}); set {key} to its absolute path", command.display())]
     NotOnPath {
         command: PathBuf,
         path: String,
-        driver: &'static str,
+        /// The config key that names the command (`drivers.codex.command`, `sandbox.command`).
+        key: String,
     },
     #[error("cannot run '{}': {error}", command.display())]
     CannotRun { command: PathBuf, error: String },
@@ -673,9 +674,10 @@ pub fn inherited_credentials() -> impl Iterator<Item = &'static str> {
         .chain(gemini::INHERITED_CREDENTIALS)
 }
 
-/// Finds the agent CLI without running it: a path must be an executable file, a bare name
-/// must be one on `PATH` (as the tick's environment has it).
-pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, AgentCliError> {
+/// Finds a command (an agent CLI, bubblewrap) without running it: a path must be an
+/// executable file, a bare name must be one on `PATH` (as the tick's environment has it).
+/// `key` is the config key that names it, for the fix.
+pub fn locate(command: &std::path::Path, key: &str) -> Result<std::path::PathBuf, AgentCliError> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         p.metadata()
@@ -697,7 +699,7 @@ pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, AgentCliE
         .ok_or_else(|| AgentCliError::NotOnPath {
             command: command.to_path_buf(),
             path: path.to_string_lossy().into_owned(),
-            driver: "claude-code",
+            key: key.to_string(),
         })
 }
 
@@ -706,7 +708,7 @@ pub fn locate(command: &std::path::Path) -> Result<std::path::PathBuf, AgentCliE
 /// it; `None` when the file cannot be found.
 pub fn identity(command: &std::path::Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let path = locate(command).ok()?.canonicalize().ok()?;
+    let path = locate(command, "the command").ok()?.canonicalize().ok()?;
     let m = path.metadata().ok()?;
     Some(format!(
         "{}|{}|{}.{}|{}|{}",
@@ -729,7 +731,7 @@ pub fn check_agent(
     account: &Account,
 ) -> Result<String, AgentCliError> {
     // Found first: a bare name not on PATH (cron's) gets the fix, not "os error 2".
-    locate(command)?;
+    locate(command, &account.driver.command_key())?;
     let inv = driver.version_invocation(command, account);
     let out = output_of(&inv, VERSION_TIMEOUT).map_err(|e| match e {
         None => AgentCliError::NoAnswer(command.to_path_buf()),

@@ -43,7 +43,7 @@ pub fn check(bwrap: &Path) -> Result<(), Unusable> {
                           kernel.unprivileged_userns_clone=1`, or on Ubuntu \
                           `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), or use \
                           executor: local";
-    let path = crate::driver::locate(bwrap).map_err(|e| Unusable {
+    let path = crate::driver::locate(bwrap, "sandbox.command").map_err(|e| Unusable {
         what: format!("executor: sandbox needs bubblewrap, but {e}"),
         fix: INSTALL,
     })?;
@@ -94,7 +94,7 @@ impl SandboxExecutor {
         args.extend(["--tmpfs".into(), "/tmp".into()]);
         // What the sandbox runs (owl's init, the agent CLI) must stay reachable when it lives
         // under /tmp: its top directory there is bound back, read-only.
-        let program = crate::driver::locate(&inv.program)
+        let program = crate::driver::locate(&inv.program, "the command")
             .ok()
             .and_then(|p| p.canonicalize().ok());
         let mut back: Vec<PathBuf> = [Some(owl.clone()), program]

@@ -100,6 +100,11 @@ fn e2e_codex_a_run_commits_through_its_shell_tool() {
     let run = &env.show(&id)["runs"][0];
     assert_eq!(run["agent_version"], "0.171.0");
     assert_eq!(run["session_id"].as_str().unwrap().len(), 36, "{run}");
+    // Issue 24: `owl logs` names the Run's own Driver and version, not Claude's.
+    let logs = env.owl().args(["logs", &id]).assert().success();
+    let logs = String::from_utf8_lossy(&logs.get_output().stdout).into_owned();
+    assert!(logs.contains("(codex 0.171.0)"), "{logs}");
+    assert!(!logs.contains("claude"), "{logs}");
 }
 
 #[test]

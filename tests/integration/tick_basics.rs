@@ -625,3 +625,48 @@ fn status_promises_no_run_that_this_machine_shows_cannot_happen() {
     let summary = env.status()["summary"].as_str().unwrap().to_string();
     assert!(summary.starts_with("The next tick runs job"), "{summary}");
 }
+
+/// Issue 24: a command not on PATH is told with the config key of the Account's own Driver
+/// (or the sandbox's), not Claude Code's whatever the Driver.
+#[test]
+fn a_command_not_on_path_names_its_own_config_key() {
+    let env = TestEnv::new();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {}\ndrivers:\n  claude-code:\n    command: {}\n  codex:\n    command: codex-not-here\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {}\n  boxed:\n    credentialStore: {}\n    executor: sandbox\nsandbox:\n  command: bwrap-not-here\n",
+            env.state.display(),
+            env!("CARGO_BIN_EXE_owl-fake-agent"),
+            env.dir.path().join("codex-home").display(),
+            env.dir.path().join("creds").display(),
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(env.dir.path().join("codex-home")).unwrap();
+    std::fs::write(env.dir.path().join("codex-home/auth.json"), "{}").unwrap();
+    let status = env.status();
+    let reason = |name: &str| {
+        status["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()["reason"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let gpt = reason("gpt");
+    assert!(
+        gpt.contains("'codex-not-here' is not on PATH")
+            && gpt.contains("set drivers.codex.command to its absolute path"),
+        "{gpt}"
+    );
+    let boxed = reason("boxed");
+    assert!(
+        boxed.contains("'bwrap-not-here' is not on PATH")
+            && boxed.contains("set sandbox.command to its absolute path"),
+        "{boxed}"
+    );
+    assert!(!gpt.contains("claude-code") && !boxed.contains("claude-code"));
+}
