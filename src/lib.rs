@@ -16,6 +16,7 @@ pub mod handoff;
 pub mod lock;
 pub mod model;
 pub mod notify;
+pub mod oneshot;
 pub mod outcome;
 pub mod prompt;
 pub mod recover;

@@ -1,8 +1,6 @@
 //! The notify hook: after a Run, the configured command is told what happened (one JSON document on its stdin per event), with a timeout; it can never change a Run or a Job.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -19,7 +17,7 @@ pub struct Payload {
     pub job_id: String,
     pub job_name: Option<String>,
     /// The Job's state after the Run.
-    pub job_state: String,
+    pub job_state: crate::model::JobState,
     /// Why the Job is in that state, in words (`blocked: needs an API token`, a wait).
     pub job_reason: Option<String>,
     pub repo: String,
@@ -36,12 +34,13 @@ pub struct Payload {
 }
 
 /// The events one recorded Run makes, in the order they are sent: `run-ended` first.
-pub fn events_of(job_state: &str, account_waiting: bool) -> Vec<NotifyEvent> {
+pub fn events_of(job_state: crate::model::JobState, account_waiting: bool) -> Vec<NotifyEvent> {
+    use crate::model::JobState;
     let mut events = vec![NotifyEvent::RunEnded];
     match job_state {
-        "done" => events.push(NotifyEvent::JobDone),
-        "blocked" => events.push(NotifyEvent::JobBlocked),
-        "failed" => events.push(NotifyEvent::JobFailed),
+        JobState::Done => events.push(NotifyEvent::JobDone),
+        JobState::Blocked => events.push(NotifyEvent::JobBlocked),
+        JobState::Failed => events.push(NotifyEvent::JobFailed),
         _ => {}
     }
     if account_waiting {
@@ -78,7 +77,6 @@ pub const WORDS_CAP: usize = 2000;
 /// on a thread, kept to [`STDERR_CAP`] and never passed through; and its environment has
 /// none of the agent credentials every other process owl starts is scrubbed of.
 fn run(notify: &Notify, payload: &Payload) -> Result<(), String> {
-    use std::os::unix::process::CommandExt;
     let (program, args) = notify
         .command
         .split_first()
@@ -86,69 +84,35 @@ fn run(notify: &Notify, payload: &Payload) -> Result<(), String> {
     let mut body = serde_json::to_vec(payload).map_err(|e| e.to_string())?;
     body.push(b'\n');
     let mut command = Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    command.args(args);
     for var in crate::driver::inherited_credentials() {
         command.env_remove(var);
     }
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot run '{program}': {e}"))?;
-    let group = child.id() as i32;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its stdin is fine: a closed pipe is not an error.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&body);
-        });
-    }
-    let stderr = child.stderr.take().map(|pipe| {
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(read_capped(pipe, STDERR_CAP));
-        });
-        rx
-    });
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    let ended = match rx.recv_timeout(notify.timeout) {
-        Ok(Ok(status)) if status.success() => Ok(()),
-        Ok(Ok(status)) => Err(format!("'{program}' ended with {status}")),
-        Ok(Err(e)) => Err(format!("waiting for '{program}': {e}")),
-        Err(_) => {
-            let _ = crate::sys::signal_group(group, crate::sys::Sig::KILL);
-            let _ = rx.recv();
-            Err(format!(
-                "'{program}' took longer than {}s and was killed, with what it started",
-                notify.timeout.as_secs()
-            ))
+    let said = |stderr: &[u8]| -> Option<String> {
+        let said = String::from_utf8_lossy(stderr).trim().to_string();
+        if said.is_empty() {
+            None
+        } else {
+            Some(crate::output::inert(&said).to_string())
         }
     };
-    ended.map_err(|why| {
-        // What it said, if its stderr closed with it: a process it left in another session
-        // may hold the pipe, and owl does not wait for that.
-        let said = stderr
-            .and_then(|rx| rx.recv_timeout(std::time::Duration::from_millis(200)).ok())
-            .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_string())
-            .filter(|s| !s.is_empty());
-        match said {
-            Some(said) => format!("{why}: {}", crate::output::inert(&said)),
-            None => why,
-        }
+    let (why, stderr) = match crate::oneshot::run(command, Some(body), notify.timeout, STDERR_CAP) {
+        Ok(ended) if ended.status.success() => return Ok(()),
+        Ok(ended) => (
+            format!("'{program}' ended with {}", ended.status),
+            ended.stderr,
+        ),
+        Err(crate::oneshot::Failed::TimedOut { stderr, .. }) => (
+            format!(
+                "'{program}' took longer than {}s and was killed, with what it started",
+                notify.timeout.as_secs()
+            ),
+            stderr,
+        ),
+        Err(e) => (e.to_string(), Vec::new()),
+    };
+    Err(match said(&stderr) {
+        Some(said) => format!("{why}: {said}"),
+        None => why,
     })
-}
-
-/// Reads `pipe` to its end, keeping its first `cap` bytes: the rest is read and dropped,
-/// so a command that floods its stderr neither grows owl nor blocks on a full pipe.
-fn read_capped(mut pipe: impl std::io::Read, cap: usize) -> Vec<u8> {
-    use std::io::Read;
-    let mut kept = Vec::new();
-    let _ = (&mut pipe).take(cap as u64).read_to_end(&mut kept);
-    let _ = std::io::copy(&mut pipe, &mut std::io::sink());
-    kept
 }

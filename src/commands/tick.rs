@@ -24,11 +24,23 @@ mod live;
 mod observer;
 use observer::TickObserver;
 
+/// What a tick did: printed as `ran`, `idle` or `busy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum TickAction {
+    /// It started a Run (or, dry, would have).
+    Ran,
+    /// Nothing was eligible, or nothing could start.
+    #[default]
+    Idle,
+    /// Another tick holds the lock.
+    Busy,
+}
+
 /// What `tick --json` prints.
 #[derive(Debug, Default, Serialize)]
 struct TickJson {
-    /// `ran`, `idle` or `busy`.
-    action: &'static str,
+    action: TickAction,
     job_id: Option<String>,
     run_id: Option<i64>,
     account: Option<String>,
@@ -65,7 +77,7 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
             .map(|pid| format!(" (pid {pid})"))
             .unwrap_or_default();
         let reason = format!("another tick holds {}{holder}", ctx.lock_path().display());
-        return report(json, TickJson::said("busy", reason, dry_run));
+        return report(json, TickJson::said(TickAction::Busy, reason, dry_run));
     };
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
@@ -85,15 +97,17 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
         Decision::Idle { reason } if machine_problem => {
             // A Job held back by this machine (its CLI not found, no bubblewrap, no login
             // in the store), not by a wait: a script must be able to tell.
-            report(json, TickJson::said("idle", reason, dry_run))?;
+            report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
             return Ok(crate::error::EXIT_FAILURE);
         }
         Decision::Idle { reason } if args.job.is_some() => {
             // Asked for one Job that cannot run: a script must be able to tell.
-            report(json, TickJson::said("idle", reason, dry_run))?;
+            report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
             return Ok(crate::error::EXIT_FAILURE);
         }
-        Decision::Idle { reason } => return report(json, TickJson::said("idle", reason, dry_run)),
+        Decision::Idle { reason } => {
+            return report(json, TickJson::said(TickAction::Idle, reason, dry_run))
+        }
         Decision::Run { job_id, account } => (job_id, account),
     };
     if dry_run {
@@ -102,7 +116,11 @@ pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
             TickJson {
                 job_id: Some(job_id),
                 account: Some(account),
-                ..TickJson::said("ran", "dry run: nothing was started".into(), dry_run)
+                ..TickJson::said(
+                    TickAction::Ran,
+                    "dry run: nothing was started".into(),
+                    dry_run,
+                )
             },
         );
     }
@@ -184,7 +202,7 @@ fn choose_job(
 }
 
 impl TickJson {
-    fn said(action: &'static str, reason: String, dry_run: bool) -> TickJson {
+    fn said(action: TickAction, reason: String, dry_run: bool) -> TickJson {
         TickJson {
             action,
             reason: Some(reason),
@@ -391,7 +409,7 @@ fn run_job(
             job_id: Some(job_id.clone()),
             account: Some(account.clone()),
             ..TickJson::said(
-                "idle",
+                TickAction::Idle,
                 format!("{account}: {why}; job {job_id} stays queued"),
                 false,
             )
@@ -479,7 +497,7 @@ fn run_job(
             account: Some(account),
             job_state: state.parse().ok(),
             ..TickJson::said(
-                "idle",
+                TickAction::Idle,
                 format!(
                     "job {} is {state} since it was picked; nothing was started",
                     job.id
@@ -521,7 +539,7 @@ fn run_job(
         tell(ctx, store, notify, &job.id, run_id, &account, &outcome)?;
     }
     Ok(TickJson {
-        action: "ran",
+        action: TickAction::Ran,
         job_id: Some(job.id.clone()),
         run_id: Some(run_id),
         account: Some(account),
@@ -972,7 +990,7 @@ fn tell(
         at: String::new(),
         job_id: job.id.clone(),
         job_name: job.name.clone(),
-        job_state: job.state.to_string(),
+        job_state: job.state,
         job_reason: job
             .reason
             .as_ref()
@@ -989,7 +1007,7 @@ fn tell(
         cost_usd: cost,
         until: until.map(crate::clock::rfc3339),
     };
-    let events = crate::notify::events_of(&payload.job_state, waiting_until.is_some());
+    let events = crate::notify::events_of(payload.job_state, waiting_until.is_some());
     crate::notify::send(notify, &events, &payload, now);
     Ok(())
 }
@@ -1065,11 +1083,11 @@ fn report(json: bool, out: TickJson) -> Result<u8> {
         return Ok(0);
     }
     match out.action {
-        "busy" => outln!("busy: {}", out.reason.unwrap_or_default()),
-        "idle" if !out.dry_run => outln!("idle: {}", out.reason.unwrap_or_default()),
-        "idle" => {}
-        _ if out.dry_run => {}
-        _ => {
+        TickAction::Busy => outln!("busy: {}", out.reason.unwrap_or_default()),
+        TickAction::Idle if !out.dry_run => outln!("idle: {}", out.reason.unwrap_or_default()),
+        TickAction::Idle => {}
+        TickAction::Ran if out.dry_run => {}
+        TickAction::Ran => {
             let outcome = out.outcome.map_or("?", |o| o.as_str());
             let reason = out
                 .stop_reason

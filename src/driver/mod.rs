@@ -740,7 +740,7 @@ pub fn check_agent(
             error,
         },
     })?;
-    driver.check_version(&String::from_utf8_lossy(&out.stdout))
+    driver.check_version(&String::from_utf8_lossy(&out))
 }
 
 /// How long the CLI's own login answer may take (`claude auth status`: about 0.3 s, local).
@@ -756,34 +756,20 @@ pub fn check_login(
 ) -> Option<Login> {
     let inv = driver.login_invocation(command, account)?;
     let out = output_of(&inv, LOGIN_TIMEOUT).ok()?;
-    driver.parse_login(&String::from_utf8_lossy(&out.stdout))
+    driver.parse_login(&String::from_utf8_lossy(&out))
 }
 
-/// Runs a short command to its end: its output, or why not (`None`: no answer in time, and
-/// it was killed). Waited on, not polled: the answer is read the moment it exits.
-fn output_of(
-    inv: &Invocation,
-    timeout: std::time::Duration,
-) -> Result<std::process::Output, Option<String>> {
-    use std::process::Stdio;
-    let mut cmd = inv.command();
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let child = cmd.spawn().map_err(|e| Some(e.to_string()))?;
-    let pid = child.id() as i32;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(output)) => Ok(output),
-        Ok(Err(e)) => Err(Some(e.to_string())),
-        Err(_) => {
-            let _ = crate::sys::signal_pid(pid, crate::sys::Sig::KILL);
-            let _ = rx.recv();
-            Err(None)
-        }
+/// The most of a version or login answer owl reads: a few lines are expected.
+const ANSWER_CAP: usize = 64 * 1024;
+
+/// Runs a short command to its end: its stdout, or why not (`None`: no answer in time, and
+/// it was killed with its process group). Waited on, not polled: the answer is read the
+/// moment it exits, whatever it left holding its stdout.
+fn output_of(inv: &Invocation, timeout: std::time::Duration) -> Result<Vec<u8>, Option<String>> {
+    match crate::oneshot::run(inv.command(), None, timeout, ANSWER_CAP) {
+        Ok(ended) => Ok(ended.stdout),
+        Err(crate::oneshot::Failed::TimedOut { .. }) => Err(None),
+        Err(e) => Err(Some(e.to_string())),
     }
 }
 

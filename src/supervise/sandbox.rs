@@ -47,20 +47,20 @@ pub fn check(bwrap: &Path) -> Result<(), Unusable> {
         what: format!("executor: sandbox needs bubblewrap, but {e}"),
         fix: INSTALL,
     })?;
-    let out = std::process::Command::new(&path)
+    let mut trial = std::process::Command::new(&path);
+    trial
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
         .args([
             "--unshare-pid",
             "--die-with-parent",
             "--new-session",
             "true",
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Unusable {
-            what: format!("cannot run '{}': {e}", path.display()),
-            fix: INSTALL,
-        })?;
+        ]);
+    // Bounded: this runs on every tick of a sandboxed Account.
+    let out = crate::oneshot::run(trial, None, CHECK_TIMEOUT, 4096).map_err(|e| Unusable {
+        what: e.to_string(),
+        fix: INSTALL,
+    })?;
     if out.status.success() {
         return Ok(());
     }
@@ -73,6 +73,9 @@ pub fn check(bwrap: &Path) -> Result<(), Unusable> {
         fix: USERNS,
     })
 }
+
+/// How long bubblewrap's trial sandbox may take (it takes milliseconds).
+const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs a Run's agent under bubblewrap; everything else is the local Executor's.
 pub struct SandboxExecutor {

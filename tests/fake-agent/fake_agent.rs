@@ -36,6 +36,9 @@
 //! `FAKE_AGENT_RELAY` the real CLI answers every other.
 //! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
 //! a pause point between owl's pick and its Run, released by the test.
+//! `FAKE_AGENT_VERSION_HOLD=SECS` makes `--version` answer, then leave `sleep SECS` holding
+//! its stdout, in its own session (a wrapper script's background job), its pid in
+//! `version-holder.txt` of the record dir.
 //! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
 
 // Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
@@ -138,6 +141,18 @@ fn main() {
         let v =
             std::env::var("FAKE_AGENT_VERSION").unwrap_or_else(|_| "2.1.197 (Claude Code)".into());
         println!("{v}");
+        if let Ok(secs) = std::env::var("FAKE_AGENT_VERSION_HOLD") {
+            std::io::stdout().flush().unwrap();
+            let holder = Command::new("sleep")
+                .arg(secs)
+                .stdin(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
+                fs::write(dir.join("version-holder.txt"), holder.id().to_string()).unwrap();
+            }
+        }
         return;
     }
     let record = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from);

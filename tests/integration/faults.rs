@@ -666,3 +666,22 @@ fn a_stop_signal_while_the_run_is_recorded_does_not_lose_it() {
     assert_eq!(show["runs"][0]["outcome"], "succeeded", "{show}");
     assert_eq!(show["state"], "done", "{show}");
 }
+
+/// Issue 24: a CLI whose `--version` leaves a process holding its stdout (a wrapper
+/// script's background job, in a session of its own) does not hold owl: the answer is read
+/// when the CLI exits, not when the last writer lets the pipe go.
+#[test]
+fn a_version_check_whose_cli_leaves_its_stdout_held_does_not_hang() {
+    let env = TestEnv::new();
+    let mut doctor = env.owl_std();
+    doctor.arg("doctor").env("FAKE_AGENT_VERSION_HOLD", "120");
+    let out = crate::hostile::run_bounded(doctor, Duration::from_secs(15));
+    let holder: i32 = env.recorded("version-holder.txt").trim().parse().unwrap();
+    unsafe { libc::kill(holder, libc::SIGKILL) };
+    assert!(
+        out.stdout
+            .contains("ok   account work: claude-code 2.1.197"),
+        "{}",
+        out.stdout
+    );
+}
