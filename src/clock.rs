@@ -11,14 +11,20 @@ pub const OWL_NOW: &str = "OWL_NOW";
 /// only decisions about wall time (windows resetting, `not_before`) come from here.
 pub fn now() -> anyhow::Result<DateTime<Utc>> {
     match std::env::var(OWL_NOW) {
-        Ok(s) if !s.is_empty() => DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|e| {
-                crate::error::Error::bad_input(format!(
-                    "{OWL_NOW}='{s}' is not an RFC 3339 time: {e}"
-                ))
-                .into()
-            }),
+        Ok(s) if !s.is_empty() => {
+            let fixed = DateTime::parse_from_rfc3339(&s)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| {
+                    crate::error::Error::bad_input(format!(
+                        "{OWL_NOW}='{s}' is not an RFC 3339 time: {e}"
+                    ))
+                })?;
+            // A fixed clock left in a crontab would plan every night as that one: said,
+            // once per process, wherever it is honoured.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| errln!("owl: the clock is fixed at {s} by {OWL_NOW}"));
+            Ok(fixed)
+        }
         _ => Ok(Utc::now()),
     }
 }

@@ -301,3 +301,31 @@ fn comments_and_tests_are_not_imports() {
     );
     assert!(imports(&files)["schedule"].is_empty());
 }
+
+/// Issue 24: what only tests use is not installed: every binary but `owl` needs the
+/// `test-doubles` feature, which no default turns on (the dev-dependency on owl itself
+/// turns it on for tests and benches), so `cargo install --path .` installs `owl` alone.
+#[test]
+fn test_doubles_are_not_installed() {
+    let manifest =
+        std::fs::read_to_string(format!("{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let bins: Vec<&str> = manifest.split("\n[[bin]]\n").skip(1).collect();
+    assert!(bins.len() >= 2, "{manifest}");
+    for bin in bins {
+        let section = bin.split("\n[").next().unwrap();
+        if section.contains("name = \"owl\"\n") {
+            assert!(!section.contains("required-features"), "{section}");
+        } else {
+            assert!(
+                section.contains("required-features = [\"test-doubles\"]"),
+                "a binary installed with owl: {section}"
+            );
+        }
+    }
+    let features = manifest
+        .split("[features]")
+        .nth(1)
+        .and_then(|f| f.split("\n[").next())
+        .unwrap_or_default();
+    assert!(!features.contains("default"), "{features}");
+}

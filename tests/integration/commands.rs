@@ -498,3 +498,25 @@ fn doctor_under_crons_path_gives_the_same_fix_as_status_for_a_cli_it_cannot_find
         .unwrap();
     assert!(String::from_utf8_lossy(&status.stdout).contains(fix));
 }
+
+/// Issue 24: a clock fixed by `OWL_NOW` (for a rehearsal) is said on stderr, once.
+#[test]
+fn a_fixed_clock_is_said() {
+    let env = TestEnv::new();
+    let out = env.owl().arg("status").assert().success();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(
+        stderr
+            .matches("owl: the clock is fixed at 2026-11-30T03:00:00Z by OWL_NOW")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let out = env
+        .owl()
+        .arg("status")
+        .env_remove("OWL_NOW")
+        .assert()
+        .success();
+    assert!(!String::from_utf8_lossy(&out.get_output().stderr).contains("fixed"));
+}
