@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use owl::model::{JobState, NewJob, RunOutcome, Snapshot};
-use owl::store::{RunFinish, RunStart, Store};
+use owl::model::{JobState, NewJob, RunFinish, RunOutcome, Snapshot};
+use owl::store::{RunStart, Store};
 
 const OWL: &str = env!("CARGO_BIN_EXE_owl");
 const AGENT: &str = env!("CARGO_BIN_EXE_owl-fake-agent");

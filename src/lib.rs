@@ -21,6 +21,7 @@ pub mod outcome;
 pub mod prompt;
 pub mod recover;
 pub mod schedule;
+pub mod settlement;
 pub mod store;
 pub mod supervise;
 pub mod sys;

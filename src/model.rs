@@ -290,6 +290,64 @@ pub fn total_cost(runs: &[Run]) -> f64 {
         .fold(0.0, |a, b| a + b)
 }
 
+/// Everything recorded when a Run ends.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunFinish {
+    pub outcome: Option<RunOutcome>,
+    pub stop_reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub session_id: Option<String>,
+    pub cost_usd: Option<f64>,
+    pub num_turns: Option<i64>,
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub api_retries: i64,
+    pub last_event: Option<String>,
+    /// Processes left alive after the agent exited, killed by owl.
+    pub survivors_killed: Option<i64>,
+    /// stdout lines logged but not understood (garbage, overlong, not UTF-8).
+    pub skipped_lines: Option<i64>,
+    /// The Job's branch head when the Run ended (after owl's safety-net commit).
+    pub head_after: Option<String>,
+    /// owl's commit of what the Run left uncommitted.
+    pub safety_commit: Option<String>,
+    /// Who the Run is charged to.
+    pub cause: Option<Cause>,
+    /// Something that happened after the result line.
+    pub note: Option<String>,
+    /// The kind of stop owl made of the Run, if it stopped it.
+    pub stop: Option<StopKind>,
+}
+
+/// Everything a Run's end writes: the Run, its Job's next state, and what holds its
+/// Account from now on.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Settlement {
+    pub run_id: i64,
+    pub job_id: String,
+    pub account: String,
+    pub finish: RunFinish,
+    pub job_state: JobState,
+    pub job_reason: Option<JobReason>,
+    pub not_before: Option<DateTime<Utc>>,
+    /// The Account as a whole on credits: the Window it went over and its reset.
+    pub on_credits: Option<(String, DateTime<Utc>)>,
+    /// What the Run says of a provider's rejection of the whole Account, if anything.
+    pub rejection: Option<RejectionHold>,
+    pub ended_at: DateTime<Utc>,
+}
+
+/// A provider's rejection, as a Run's end changes it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectionHold {
+    /// Rejected until then: no Job starts on the Account before.
+    Until(DateTime<Utc>),
+    /// The Run got past a rejection recorded before: lifted.
+    Lifted,
+}
+
 /// A tool call the agent's permission mode refused.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct PermissionDenial {

@@ -6,6 +6,45 @@ use crate::driver::{AgentFailure, AgentResult};
 use crate::handoff::{Handoff, HandoffError, HandoffStatus};
 use crate::model::{AccountNote, Cause, ExitInfo, JobReason, JobState, RunOutcome, StopCause};
 
+/// What happened in a Run, as the loop saw it.
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    pub result: Option<AgentResult>,
+    pub exit: ExitInfo,
+    pub stop: Option<StopCause>,
+    pub stderr_tail: String,
+    pub session_id: Option<String>,
+    pub agent_version: Option<String>,
+    pub api_retries: i64,
+    pub last_event: Option<String>,
+    /// When a `rejected` rate limit resets (epoch seconds).
+    pub rate_limit_reset: Option<i64>,
+    /// When the latest Window reported full (100%) resets: a rate limit's reset told by
+    /// the figures rather than by the error (Codex's rollout after a usage-limit 429).
+    pub full_window_reset: Option<DateTime<Utc>>,
+    pub lines: u64,
+    pub skipped_lines: u64,
+    /// Processes still alive after the agent exited, killed by owl.
+    pub survivors_killed: usize,
+    pub log_error: Option<String>,
+    /// A real model answer was seen, not the CLI's synthetic stand-in.
+    pub reached_model: bool,
+    /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
+    pub agent_error: Option<String>,
+    /// owl signalled the agent after its result line (its teardown overran, or a stop came late).
+    pub signalled_after_result: bool,
+    /// A stop cause raised after the result line: a note, never the outcome.
+    pub late_stop: Option<StopCause>,
+    /// The agent outlived SIGKILL for a grace window: owl gave up waiting for it.
+    pub unkillable: Option<String>,
+    /// Tools the CLI's policy refused, seen on their own lines (a CLI whose result line
+    /// does not list them).
+    pub denials: Vec<crate::model::PermissionDenial>,
+    /// owl failed before the agent was started (a log it could not create, a sandbox it
+    /// could not build): the model never ran, so nothing is charged to the Job.
+    pub never_started: bool,
+}
+
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Classified {

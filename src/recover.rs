@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Config;
 use crate::driver::{AgentEvent, AgentResult};
-use crate::model::{JobReason, JobState, RunOutcome};
-use crate::store::{RunFinish, RunIdentity, Store};
+use crate::model::{JobReason, JobState, RunFinish, RunOutcome};
+use crate::store::{RunIdentity, Store};
 use crate::supervise::process::{LostProcesses, Supervisor};
 use crate::supervise::Executor;
 
@@ -85,16 +85,9 @@ pub fn recover_lost_runs(
                 cleared.join(", ")
             );
         }
-        let safety_commit = workspace.as_ref().and_then(|w| {
-            w.safety_commit(
-                &config.commit_author,
-                &format!("owl: uncommitted work left by run {}", run.run_id),
-            )
-            .unwrap_or_else(|e| {
-                tracing::warn!("committing what run {} left: {e:#}", run.run_id);
-                None
-            })
-        });
+        let safety_commit = workspace
+            .as_ref()
+            .and_then(|w| w.safety_net(&config.commit_author, run.run_id));
         // What the agent said of its end, if it got that far: its tick may have died (or
         // failed to write) only after.
         let result = result_in_transcript(store, config, &run);

@@ -313,6 +313,19 @@ impl Workspace {
         }
     }
 
+    /// ADR-0017's safety net after Run `run_id`, however it ended (recorded or found lost):
+    /// what it left uncommitted is committed; a failure is warned of, never fatal.
+    pub fn safety_net(&self, author: &str, run_id: i64) -> Option<String> {
+        self.safety_commit(
+            author,
+            &format!("owl: uncommitted work left by run {run_id}"),
+        )
+        .unwrap_or_else(|e| {
+            tracing::warn!("committing what run {run_id} left: {e:#}");
+            None
+        })
+    }
+
     /// Commits whatever the Run left uncommitted (ADR-0017's safety net), on the Job's
     /// branch only. Returns the new commit's id, or `None` when the tree was clean.
     pub fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {

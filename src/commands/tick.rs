@@ -10,11 +10,10 @@ use serde::Serialize;
 use super::{create_private_file, ensure_private_dir, print_json, Ctx};
 use crate::config::ExecutorKind;
 use crate::driver::{self, Driver, RunRequest};
-use crate::handoff::Handoff;
 use crate::model::{Job, JobReason, JobState, RunOutcome};
-use crate::outcome::{self, AfterRun};
+use crate::outcome;
 use crate::schedule::{AccountView, Decision, Plan};
-use crate::store::{RunFinish, RunStart, Store};
+use crate::store::{RunStart, Store};
 use crate::supervise::sandbox::SandboxExecutor;
 use crate::supervise::{self, Executor, RunReport, RunSpec};
 use crate::usage;
@@ -763,146 +762,29 @@ fn record(
     // before sealing what the Run before planted).
     let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
         .then(|| neutralised_note(workspace.sealed()));
-    let mut classified = outcome::classify(&outcome::RunFacts {
-        result: report.result.as_ref(),
-        exit: report.exit,
-        stop: report.stop.as_ref(),
-        stderr_tail: &report.stderr_tail,
-        reached_model: report.reached_model,
-        failure: report.result.as_ref().and_then(|r| {
-            driver::for_kind(ctx.config.accounts[account].driver).failure(
-                r,
-                report.agent_error.as_deref(),
-                report.reached_model,
-            )
-        }),
-        signalled_after_result: report.signalled_after_result,
-        unkillable: report.unkillable.as_deref(),
-    });
-    if report.never_started && report.stop.is_none() {
-        // owl's failure, not the Job's: it neither counts toward maxRuns nor costs.
-        classified = outcome::Classified {
-            outcome: crate::model::RunOutcome::Failed,
-            stop_reason: Some(report.stderr_tail.clone()),
-            cause: crate::model::Cause::Stopped,
-        };
-    }
-    // What the agent printed may echo the Account's credentials: never stored.
-    let env = &ctx.config.accounts[account].env;
-    classified.stop_reason = classified.stop_reason.map(|s| env.scrub(&s));
-    let handoff = match workspace.handoff() {
-        Ok(Some(text)) => Handoff::parse(&text),
-        Ok(None) => Err(crate::handoff::HandoffError::Missing),
-        Err(e) => Err(e),
-    };
-    let runs = store.counted_runs(&job.id)? + u32::from(classified.cause.counts());
-    let r = report.result.as_ref();
-    let budget_usd = store.run(run_id)?.and_then(|run| run.budget_usd);
-    // Without a result line the Run may have spent up to its cap.
-    let this_cost = r
-        .and_then(|r| r.cost_usd)
-        .or(budget_usd.filter(|_| !report.never_started))
-        .unwrap_or(0.0);
-    let account_cfg = &ctx.config.accounts[account];
-    let driver = driver::for_kind(account_cfg.driver);
-    // When the limit resets: the agent's rate-limit event, the words of its error, or the
-    // reset of a Window it reported full.
-    let named_reset = report
-        .rate_limit_reset
-        .and_then(|s| DateTime::from_timestamp(s, 0))
-        .or_else(|| r.and_then(|r| driver.named_reset(r, now)))
-        .or(report.full_window_reset);
-    // A reactive Account (no utilization to watch) waits as a whole after a rate limit:
-    // until the reset it was told, or its `backoff`.
-    let reactive_wait = (!driver.capabilities().usage_reporting)
-        .then(|| outcome::reactive_wait(&classified, named_reset, account_cfg.backoff, now))
-        .flatten();
-    let transition = outcome::next_job_state(&AfterRun {
-        outcome: &classified,
-        stop: report.stop.as_ref(),
-        rate_limit_reset: reactive_wait.or(named_reset),
-        handoff,
-        runs,
-        max_runs: job.max_runs,
-        budget_left: crate::budget::job_budget_left(
+    let (settlement, classified) = crate::settlement::settle(
+        report,
+        &crate::settlement::Facts {
+            run_id,
             job,
-            store.job_cost(&job.id).unwrap_or(0.0),
-            this_cost,
-        ),
-        now,
-    });
-    let finish = RunFinish {
-        outcome: Some(classified.outcome),
-        stop_reason: classified.stop_reason.clone(),
-        exit_code: report.exit.code.or(report.exit.signal.map(|s| 128 + s)),
-        session_id: report.session_id.clone(),
-        cost_usd: r
-            .and_then(|r| r.cost_usd)
-            .or(report.never_started.then_some(0.0)),
-        num_turns: r.and_then(|r| r.num_turns),
-        input_tokens: r.and_then(|r| r.input_tokens),
-        output_tokens: r.and_then(|r| r.output_tokens),
-        permission_denials: r
-            .map(|r| r.permission_denials.clone())
-            .filter(|d| !d.is_empty())
-            .unwrap_or_else(|| report.denials.clone()),
-        api_retries: report.api_retries,
-        last_event: report.last_event.as_deref().map(|e| env.scrub(e)),
-        survivors_killed: Some(report.survivors_killed as i64),
-        skipped_lines: Some(report.skipped_lines as i64),
-        head_after,
-        safety_commit,
-        cause: Some(classified.cause),
-        note: report
-            .late_stop
-            .as_ref()
-            .map(|c| env.scrub(&format!("after the result: {}", c.reason())))
-            .into_iter()
-            .chain(tampered.clone())
-            .chain(neutralised)
-            .chain(published)
-            .reduce(|a, b| format!("{a}; {b}")),
-        stop: report.stop.as_ref().map(crate::model::StopCause::kind),
-    };
-    // A tampered clone is the user's to look at before any Run works there again.
-    let (state, reason, not_before) = match tampered {
-        Some(why) => (
-            JobState::Blocked,
-            Some(JobReason::Blocked { summary: why }),
-            None,
-        ),
-        None => (transition.state, transition.reason, transition.not_before),
-    };
-    // The Account as a whole is on credits, not only this Job: held until the reset.
-    let on_credits = match &report.stop {
-        Some(crate::model::StopCause::ExtraUsage(credits)) => Some((
-            credits.window.clone().unwrap_or_else(|| "a window".into()),
-            outcome::credits_wait(credits, now),
-        )),
-        _ => None,
-    };
-    // A provider's rejection holds the whole Account, ceilings or not and for every Driver,
-    // as long as it holds this Job: no other Job is started into the same rejection.
-    let rejected_until = (classified.cause == crate::model::Cause::RateLimited)
-        .then_some(transition.not_before)
-        .flatten()
-        .filter(|t| *t > now);
-    let held = store.account_note(account)?.rate_limited_until.is_some();
-    let settlement = crate::store::Settlement {
-        run_id,
-        job_id: job.id.clone(),
-        account: account.to_string(),
-        finish,
-        job_state: state,
-        job_reason: reason,
-        not_before,
-        on_credits,
-        rejection: match rejected_until {
-            Some(until) => Some(crate::store::Rejection::Until(until)),
-            None => (report.reached_model && held).then_some(crate::store::Rejection::Lifted),
+            account_name: account,
+            account: &ctx.config.accounts[account],
+            counted_runs: store.counted_runs(&job.id)?,
+            spent_usd: store.job_cost(&job.id).unwrap_or(0.0),
+            budget_usd: store.run(run_id)?.and_then(|run| run.budget_usd),
+            handoff: workspace.handoff(),
+            git: crate::settlement::GitAfter {
+                tampered,
+                safety_commit,
+                published,
+                head_after,
+                neutralised,
+            },
+            rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
         },
-        ended_at: now,
-    };
+        now,
+    );
+    let state = settlement.job_state;
     store.settle(
         &settlement,
         &crate::store::kept_path(&ctx.logs_dir(&job.id), run_id),
@@ -931,15 +813,7 @@ fn bring_home(
 ) -> (Option<String>, Option<String>) {
     // A Run cut short loses nothing it wrote. Committed before the Handoff is read, so a
     // Handoff the agent wrote but did not commit still counts.
-    let safety_commit = workspace
-        .safety_commit(
-            &ctx.config.commit_author,
-            &format!("owl: uncommitted work left by run {run_id}"),
-        )
-        .unwrap_or_else(|e| {
-            tracing::warn!("committing what run {run_id} left: {e:#}");
-            None
-        });
+    let safety_commit = workspace.safety_net(&ctx.config.commit_author, run_id);
     let published = workspace
         .is_clone()
         .then(|| workspace.publish(job).err())

@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
-use crate::model::{Cause, JobReason, JobState, PermissionDenial, Run, RunOutcome, StopKind};
+use crate::model::{Cause, JobReason, JobState, Run, RunFinish, RunOutcome, StopKind};
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -24,36 +24,6 @@ pub struct RunStart {
     pub head_before: Option<String>,
     /// The Run's `--max-budget-usd`.
     pub budget_usd: Option<f64>,
-}
-
-/// Everything recorded when a Run ends.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunFinish {
-    pub outcome: Option<RunOutcome>,
-    pub stop_reason: Option<String>,
-    pub exit_code: Option<i32>,
-    pub session_id: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub num_turns: Option<i64>,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub permission_denials: Vec<PermissionDenial>,
-    pub api_retries: i64,
-    pub last_event: Option<String>,
-    /// Processes left alive after the agent exited, killed by owl.
-    pub survivors_killed: Option<i64>,
-    /// stdout lines logged but not understood (garbage, overlong, not UTF-8).
-    pub skipped_lines: Option<i64>,
-    /// The Job's branch head when the Run ended (after owl's safety-net commit).
-    pub head_after: Option<String>,
-    /// owl's commit of what the Run left uncommitted.
-    pub safety_commit: Option<String>,
-    /// Who the Run is charged to.
-    pub cause: Option<Cause>,
-    /// Something that happened after the result line.
-    pub note: Option<String>,
-    /// The kind of stop owl made of the Run, if it stopped it.
-    pub stop: Option<StopKind>,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and

@@ -6,38 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
 
-use super::{RunFinish, Store, BUSY_TIMEOUT};
-use crate::model::{JobReason, JobState};
-
-/// Everything a Run's end writes: the Run, its Job's next state, and what holds its
-/// Account from now on.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Settlement {
-    pub run_id: i64,
-    pub job_id: String,
-    pub account: String,
-    pub finish: RunFinish,
-    pub job_state: JobState,
-    pub job_reason: Option<JobReason>,
-    pub not_before: Option<DateTime<Utc>>,
-    /// The Account as a whole on credits: the Window it went over and its reset.
-    pub on_credits: Option<(String, DateTime<Utc>)>,
-    /// What the Run says of a provider's rejection of the whole Account, if anything.
-    pub rejection: Option<Rejection>,
-    pub ended_at: DateTime<Utc>,
-}
-
-/// A provider's rejection, as a Run's end changes it.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rejection {
-    /// Rejected until then: no Job starts on the Account before.
-    Until(DateTime<Utc>),
-    /// The Run got past a rejection recorded before: lifted.
-    Lifted,
-}
+use super::{Store, BUSY_TIMEOUT};
+use crate::model::{RejectionHold, Settlement};
 
 /// The pauses before each try of the final write after the first.
 const PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
@@ -124,10 +95,12 @@ impl Store {
             self.set_on_credits(&s.account, Some((window, *until)), s.ended_at)?;
         }
         match s.rejection {
-            Some(Rejection::Until(until)) => {
+            Some(RejectionHold::Until(until)) => {
                 self.set_rate_limited_until(&s.account, Some(until), s.ended_at)?
             }
-            Some(Rejection::Lifted) => self.set_rate_limited_until(&s.account, None, s.ended_at)?,
+            Some(RejectionHold::Lifted) => {
+                self.set_rate_limited_until(&s.account, None, s.ended_at)?
+            }
             None => {}
         }
         Ok(())
@@ -189,7 +162,7 @@ fn forget(kept: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Cause, RunOutcome};
+    use crate::model::{Cause, JobState, RunFinish, RunOutcome};
 
     fn settlement(run_id: i64) -> Settlement {
         let at = chrono::DateTime::parse_from_rfc3339("2026-11-30T03:00:00Z")
@@ -209,7 +182,7 @@ mod tests {
             job_reason: None,
             not_before: Some(at),
             on_credits: Some(("five_hour".into(), at)),
-            rejection: Some(Rejection::Lifted),
+            rejection: Some(RejectionHold::Lifted),
             ended_at: at,
         }
     }

@@ -20,8 +20,9 @@ use signal_hook::iterator::Signals;
 use crate::sys::Sig;
 
 use crate::config::Account;
-use crate::driver::{AgentEvent, AgentResult, Driver, Interrupt, Invocation, UsagePoll};
+use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
 use crate::model::{ExitInfo, StopCause};
+pub use crate::outcome::RunReport;
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
 pub use process::{Executor, LocalExecutor};
 pub use reader::LINE_CAP;
@@ -102,45 +103,6 @@ pub trait Observer {
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause>;
     /// Called about twice a second; returning a cause stops the Run (e.g. a cancel).
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause>;
-}
-
-/// What happened in a Run, as the loop saw it.
-#[derive(Debug, Clone, Default)]
-pub struct RunReport {
-    pub result: Option<AgentResult>,
-    pub exit: ExitInfo,
-    pub stop: Option<StopCause>,
-    pub stderr_tail: String,
-    pub session_id: Option<String>,
-    pub agent_version: Option<String>,
-    pub api_retries: i64,
-    pub last_event: Option<String>,
-    /// When a `rejected` rate limit resets (epoch seconds).
-    pub rate_limit_reset: Option<i64>,
-    /// When the latest Window reported full (100%) resets: a rate limit's reset told by
-    /// the figures rather than by the error (Codex's rollout after a usage-limit 429).
-    pub full_window_reset: Option<chrono::DateTime<chrono::Utc>>,
-    pub lines: u64,
-    pub skipped_lines: u64,
-    /// Processes still alive after the agent exited, killed by owl.
-    pub survivors_killed: usize,
-    pub log_error: Option<String>,
-    /// A real model answer was seen, not the CLI's synthetic stand-in.
-    pub reached_model: bool,
-    /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
-    pub agent_error: Option<String>,
-    /// owl signalled the agent after its result line (its teardown overran, or a stop came late).
-    pub signalled_after_result: bool,
-    /// A stop cause raised after the result line: a note, never the outcome.
-    pub late_stop: Option<StopCause>,
-    /// The agent outlived SIGKILL for a grace window: owl gave up waiting for it.
-    pub unkillable: Option<String>,
-    /// Tools the CLI's policy refused, seen on their own lines (a CLI whose result line
-    /// does not list them).
-    pub denials: Vec<crate::model::PermissionDenial>,
-    /// owl failed before the agent was started (a log it could not create, a sandbox it
-    /// could not build): the model never ran, so nothing is charged to the Job.
-    pub never_started: bool,
 }
 
 /// Runs the agent to its end and returns what happened. An error means it never started.
