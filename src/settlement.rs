@@ -202,7 +202,7 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
 mod tests {
     use super::*;
     use crate::config::{DriverKind, ExecutorKind};
-    use crate::driver::{AgentEvent, ClaudeCode, Driver};
+    use crate::driver::{AgentEvent, ClaudeCode, Driver, RateLimitStatus};
     use crate::model::{ExitInfo, OnCredits};
 
     fn at(s: &str) -> DateTime<Utc> {
@@ -233,7 +233,7 @@ mod tests {
                     report.reached_model |= !synthetic;
                     report.agent_error = error.or(report.agent_error.take());
                 }
-                AgentEvent::RateLimit(info) if info.status == "rejected" => {
+                AgentEvent::RateLimit(info) if info.status == RateLimitStatus::Rejected => {
                     report.rate_limit_reset = info.resets_at;
                 }
                 AgentEvent::Result(r) => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::config::Limits;
-use crate::driver::{AgentEvent, RateLimitInfo, Usage, WindowUsage};
+use crate::driver::{AgentEvent, RateLimitInfo, RateLimitStatus, Usage, WindowUsage};
 use crate::model::{Crossing, OnCredits, Snapshot, StopCause, WindowKind};
 use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 
@@ -63,7 +63,7 @@ pub fn from_rate_limit(
     };
     // On credits the plan says rejected, but the request went through: the figure is the
     // Window's own (100 in every recording), never a rejection's.
-    let named = if info.status == "rejected" && !info.on_credits {
+    let named = if info.status == RateLimitStatus::Rejected && !info.on_credits {
         Some(100.0)
     } else {
         info.utilization.map(|u| u * 100.0)
@@ -270,7 +270,7 @@ mod tests {
 
     fn info(status: &str, window: &str, utilization: Option<f64>) -> RateLimitInfo {
         RateLimitInfo {
-            status: status.into(),
+            status: RateLimitStatus::parse(status),
             resets_at: Some(1796020271),
             window: Some(window.into()),
             utilization,

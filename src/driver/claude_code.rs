@@ -4,7 +4,8 @@ use serde_json::{json, Value};
 
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
-    Invocation, LineError, Login, RateLimitInfo, RunRequest, Usage, UsagePoll, WindowUsage,
+    Invocation, LineError, Login, RateLimitInfo, RateLimitStatus, RunRequest, Usage, UsagePoll,
+    WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -546,7 +547,8 @@ fn parse_rate_limit(v: &Value) -> RateLimitInfo {
     let info = v.get("rate_limit_info").unwrap_or(&Value::Null);
     let flag = |key: &str| info.get(key).and_then(Value::as_bool) == Some(true);
     RateLimitInfo {
-        status: string_at(info, "status").unwrap_or_else(|| "allowed".into()),
+        status: string_at(info, "status")
+            .map_or(RateLimitStatus::Allowed, |w| RateLimitStatus::parse(&w)),
         resets_at: info
             .get("resetsAt")
             .and_then(Value::as_f64)
@@ -719,7 +721,7 @@ mod tests {
         let allowed = rate_limits(&events_332("unified-windows-allowed"));
         assert!(allowed
             .iter()
-            .all(|i| i.status == "allowed" && i.utilization.is_none()));
+            .all(|i| i.status == RateLimitStatus::Allowed && i.utilization.is_none()));
         let five: Vec<Option<f64>> = allowed.iter().map(|i| percents(i, "five_hour")).collect();
         assert_eq!(five, [Some(42.0), Some(55.0), Some(63.0)]);
         assert!(allowed
@@ -776,14 +778,14 @@ mod tests {
                 .iter()
                 .find(|i| i.on_credits)
                 .unwrap_or_else(|| panic!("{name}"));
-            assert_eq!(first.status, "rejected", "{name}");
+            assert_eq!(first.status, RateLimitStatus::Rejected, "{name}");
         }
         let header_only = rate_limits(&events_332("overage-in-use-header-only"));
         let billed = header_only
             .iter()
             .find(|i| i.on_credits)
             .expect("overageInUse");
-        assert_eq!(billed.status, "allowed");
+        assert_eq!(billed.status, RateLimitStatus::Allowed);
         assert_eq!(billed.window.as_deref(), Some("five_hour"));
         assert!(billed.resets_at.is_some());
         // Refused credits are a rate limit, not a bill.
@@ -1047,7 +1049,7 @@ mod tests {
                 _ => None,
             })
             .unwrap();
-        assert_eq!(rl.status, "rejected");
+        assert_eq!(rl.status, RateLimitStatus::Rejected);
         assert_eq!(rl.resets_at, Some(1796020271));
         assert_eq!(rl.window.as_deref(), Some("five_hour"));
     }

@@ -271,11 +271,45 @@ pub struct WindowUsage {
     pub model: Option<String>,
 }
 
+/// The provider's word on a request, as the CLI passes it on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateLimitStatus {
+    Allowed,
+    /// Allowed, nearing a limit (the only state in which older CLIs give a figure).
+    AllowedWarning,
+    /// Refused until the limit resets (or billed to credits: see `on_credits`).
+    Rejected,
+    /// A word this Driver does not know, kept as said.
+    Other(String),
+}
+
+impl RateLimitStatus {
+    /// The CLI's word (`allowed`, `allowed_warning`, `rejected`).
+    pub fn parse(word: &str) -> RateLimitStatus {
+        match word {
+            "allowed" => RateLimitStatus::Allowed,
+            "allowed_warning" => RateLimitStatus::AllowedWarning,
+            "rejected" => RateLimitStatus::Rejected,
+            other => RateLimitStatus::Other(other.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for RateLimitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RateLimitStatus::Allowed => "allowed",
+            RateLimitStatus::AllowedWarning => "allowed_warning",
+            RateLimitStatus::Rejected => "rejected",
+            RateLimitStatus::Other(word) => word,
+        })
+    }
+}
+
 /// A `rate_limit_event`, in the agent's units.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimitInfo {
-    /// `allowed`, `allowed_warning` or `rejected`.
-    pub status: String,
+    pub status: RateLimitStatus,
     /// Epoch seconds.
     pub resets_at: Option<i64>,
     pub window: Option<String>,
@@ -821,6 +855,21 @@ impl Login {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_limit_word_is_read_once_and_an_unknown_one_kept() {
+        for word in ["allowed", "allowed_warning", "rejected", "throttled"] {
+            assert_eq!(RateLimitStatus::parse(word).to_string(), word);
+        }
+        assert_eq!(
+            RateLimitStatus::parse("rejected"),
+            RateLimitStatus::Rejected
+        );
+        assert_eq!(
+            RateLimitStatus::parse("throttled"),
+            RateLimitStatus::Other("throttled".into())
+        );
+    }
 
     #[test]
     fn the_log_is_found_by_its_name_under_any_date() {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::driver::AgentEvent;
+use crate::driver::{AgentEvent, RateLimitStatus};
 use crate::model::{ExitInfo, StopCause};
 use crate::sys::Sig;
 
@@ -377,7 +377,7 @@ impl Machine {
                 denied: Some(denial),
                 ..
             } => self.report.denials.push(denial.clone()),
-            AgentEvent::RateLimit(info) if info.status == "rejected" => {
+            AgentEvent::RateLimit(info) if info.status == RateLimitStatus::Rejected => {
                 self.report.rate_limit_reset = info.resets_at;
             }
             AgentEvent::Result(r) if r.session_id.is_some() => {

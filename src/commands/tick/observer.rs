@@ -150,7 +150,7 @@ impl TickObserver<'_> {
             return Some(stop);
         }
         if let AgentEvent::RateLimit(info) = event {
-            if info.status == "rejected" && !info.on_credits {
+            if info.status == crate::driver::RateLimitStatus::Rejected && !info.on_credits {
                 return Some(StopCause::RateLimited(crate::model::Rejection {
                     window: info.window.clone(),
                     until: info.resets_at.and_then(|s| DateTime::from_timestamp(s, 0)),

@@ -10,7 +10,7 @@ use super::ClaudeCode;
 use crate::config::{Account, Env};
 use crate::driver::conformance::{control_response_to, is, run_scenarios, Check, Scratch, Session};
 use crate::driver::mock_api::{MockApi, Reply};
-use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
+use crate::driver::{AgentEvent, AgentFailure, Driver, RateLimitStatus, RunRequest, Usage};
 
 /// What owl appends to the system prompt here, to find it in the request.
 const MARKER: &str = "owl-conformance-marker: find me in the system prompt";
@@ -260,11 +260,15 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 })
         });
     checks.push(match event {
-        Some(info) if info.status == "allowed_warning" && info.utilization.is_some() => Check::new(
-            "a rate_limit_event with utilization in a warning state",
-            true,
-            format!("{} at {:?}", info.status, info.utilization),
-        ),
+        Some(info)
+            if info.status == RateLimitStatus::AllowedWarning && info.utilization.is_some() =>
+        {
+            Check::new(
+                "a rate_limit_event with utilization in a warning state",
+                true,
+                format!("{} at {:?}", info.status, info.utilization),
+            )
+        }
         Some(info) => Check::failed(
             "a rate_limit_event with utilization in a warning state",
             format!("{info:?}"),
@@ -695,7 +699,7 @@ fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Some(AgentEvent::RateLimit(i)) => since(
             FIGURE,
             version,
-            i.status == "allowed" && figure(i, "five_hour") == Some(42.0),
+            i.status == RateLimitStatus::Allowed && figure(i, "five_hour") == Some(42.0),
             format!(
                 "status {}, five_hour {:?}",
                 i.status,
@@ -729,7 +733,9 @@ fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 .is_some_and(|(p, m)| *p == 80.0 && m.is_some()),
         format!("stream {in_stream:?}, get_usage {in_answer:?}"),
     ));
-    let allowed_on_credits = events.iter().any(|i| i.status == "allowed" && i.on_credits);
+    let allowed_on_credits = events
+        .iter()
+        .any(|i| i.status == RateLimitStatus::Allowed && i.on_credits);
     checks.push(Check::new(
         IN_USE,
         allowed_on_credits,
@@ -740,7 +746,7 @@ fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
     ));
     let through = events
         .iter()
-        .any(|i| i.status == "rejected" && i.on_credits);
+        .any(|i| i.status == RateLimitStatus::Rejected && i.on_credits);
     checks.push(Check::new(
         THROUGH,
         through && result.is_some(),
