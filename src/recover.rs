@@ -50,7 +50,7 @@ pub fn recover_lost_runs(
             continue;
         }
         let killed = executor.kill_lost(&lost_processes(&run));
-        let kept = crate::store::kept_path(&config.logs_dir(&run.job_id), run.run_id);
+        let kept = config.state().kept_outcome(&run.job_id, run.run_id);
         if store.settle_kept(&kept, run.run_id, &run.job_id)? {
             lost.push(LostRun {
                 run_id: run.run_id,
@@ -62,8 +62,7 @@ pub fn recover_lost_runs(
         }
         let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
         // Nothing the lost Run wrote is lost with it (ADR-0017).
-        let worktree =
-            crate::workspace::worktree_path(&config.state_dir.join("worktrees"), &run.job_id);
+        let worktree = config.state().worktree(&run.job_id);
         let job = store.job(&run.job_id)?;
         let workspace = job
             .as_ref()
@@ -136,7 +135,10 @@ pub fn recover_lost_runs(
 fn result_in_transcript(store: &Store, config: &Config, run: &RunIdentity) -> Option<AgentResult> {
     let account = store.run(run.run_id).ok()??.account;
     let driver = crate::driver::for_kind(config.accounts.get(&account)?.driver);
-    let tail = read_tail(&config.run_log(&run.job_id, run.run_id), TRANSCRIPT_TAIL)?;
+    let tail = read_tail(
+        &config.state().run_log(&run.job_id, run.run_id),
+        TRANSCRIPT_TAIL,
+    )?;
     tail.split(|b| *b == b'\n')
         .rev()
         .find_map(|line| match driver.parse_line(line) {

@@ -50,7 +50,7 @@ pub fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
 }
 
 /// The worktree of a Job under the state dir.
-pub fn worktree_path(worktrees_dir: &Path, job_id: &str) -> PathBuf {
+fn worktree_path(worktrees_dir: &Path, job_id: &str) -> PathBuf {
     worktrees_dir.join(job_id)
 }
 

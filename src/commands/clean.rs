@@ -28,7 +28,7 @@ pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     let jobs = chosen(ctx, &store, job, finished)?;
     let mut removed = 0;
     for job in &jobs {
-        let path = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id);
+        let path = ctx.config.state().worktree(&job.id);
         // Fails closed: a worktree whose status cannot be read may hold work.
         let dirty = path.exists()
             && crate::workspace::Workspace::open(&path, job)

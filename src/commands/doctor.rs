@@ -266,7 +266,7 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
             true,
             format!(
                 "database: none yet at {}",
-                ctx.config.state_dir.join("owl.db").display()
+                ctx.config.state().db().display()
             ),
         ),
         Err(e) => found.check(false, format!("database: {e:#}")),

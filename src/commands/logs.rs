@@ -14,7 +14,7 @@ pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
     };
     let run = which_run(ctx, &store, which)?;
     let run_id = run.id;
-    let path = ctx.run_log(&run.job_id, run_id);
+    let path = ctx.config.state().run_log(&run.job_id, run_id);
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let kind = ctx

@@ -112,15 +112,15 @@ pub struct Ctx {
 
 impl Ctx {
     fn db_path(&self) -> PathBuf {
-        self.config.state_dir.join("owl.db")
+        self.config.state().db()
     }
 
     fn lock_path(&self) -> PathBuf {
-        self.config.state_dir.join("tick.lock")
+        self.config.state().lock()
     }
 
     fn worktrees_dir(&self) -> PathBuf {
-        self.config.state_dir.join("worktrees")
+        self.config.state().worktrees()
     }
 
     /// What runs the agent and cleans up after it.
@@ -133,20 +133,6 @@ impl Ctx {
     /// [`Ctx::worktrees_dir`] as printed.
     fn worktrees_text(&self) -> String {
         self.worktrees_dir().display().to_string()
-    }
-
-    fn logs_dir(&self, job_id: &str) -> PathBuf {
-        self.config.logs_dir(job_id)
-    }
-
-    /// The stdout log of a Run.
-    fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
-        self.config.run_log(job_id, run_id)
-    }
-
-    /// The stderr log of a Run, beside its stdout log.
-    fn run_stderr_log(&self, job_id: &str, run_id: i64) -> PathBuf {
-        self.logs_dir(job_id).join(format!("{run_id}.stderr.txt"))
     }
 
     /// Opens the database for a command that writes, creating the state dir (0700).

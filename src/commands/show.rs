@@ -98,7 +98,10 @@ pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     let cost = crate::model::total_cost(&runs);
     let now = standing_now(ctx, &store, &job)?;
     let worktrees = ctx.worktrees_text();
-    let own_clone = crate::workspace::worktree_path(&ctx.worktrees_dir(), &job.id)
+    let own_clone = ctx
+        .config
+        .state()
+        .worktree(&job.id)
         .join(".git")
         .symlink_metadata()
         .is_ok_and(|m| m.is_dir());
@@ -314,7 +317,12 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
         skipped_lines: r.skipped_lines,
         commits,
         safety_commit: r.safety_commit.clone(),
-        log: ctx.run_log(&r.job_id, r.id).display().to_string(),
+        log: ctx
+            .config
+            .state()
+            .run_log(&r.job_id, r.id)
+            .display()
+            .to_string(),
     }
 }
 

@@ -576,7 +576,7 @@ fn execute(
         .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
     let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
-    let files_dir = ctx.logs_dir(&job.id).join(format!("{run_id}.files"));
+    let files_dir = ctx.config.state().run_files(&job.id, run_id);
     let invocation = driver.invocation(&RunRequest {
         command,
         account: account_cfg,
@@ -591,7 +591,7 @@ fn execute(
         cwd: workspace.path(),
         writable_dirs: &workspace.git_dirs(),
     });
-    ensure_private_dir(&ctx.logs_dir(&job.id))?;
+    ensure_private_dir(&ctx.config.state().logs(&job.id))?;
     let spec = RunSpec {
         driver: driver.clone(),
         command,
@@ -600,8 +600,8 @@ fn execute(
         cwd: workspace.path(),
         run_id,
         prompt: &prompt,
-        stdout_log: create_private_file(&ctx.run_log(&job.id, run_id))?,
-        stderr_log: create_private_file(&ctx.run_stderr_log(&job.id, run_id))?,
+        stdout_log: create_private_file(&ctx.config.state().run_log(&job.id, run_id))?,
+        stderr_log: create_private_file(&ctx.config.state().run_stderr(&job.id, run_id))?,
         max_run_time: Duration::from_secs(job.max_run_time_secs),
         stall_timeout: ctx.config.stall_timeout,
         grace_window: ctx.config.grace_window,
@@ -787,7 +787,7 @@ fn record(
     let state = settlement.job_state;
     store.settle(
         &settlement,
-        &crate::store::kept_path(&ctx.logs_dir(&job.id), run_id),
+        &ctx.config.state().kept_outcome(&job.id, run_id),
     )?;
     let credential_store = ctx.config.accounts[account].credential_store.as_deref();
     note_account(

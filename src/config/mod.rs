@@ -151,20 +151,65 @@ pub struct SandboxSettings {
 }
 
 impl Config {
-    /// Where a Job's Run logs are: each Run's transcript, stderr and files.
-    pub fn logs_dir(&self, job_id: &str) -> PathBuf {
-        self.state_dir.join("logs").join(job_id)
-    }
-
-    /// The transcript (the agent's stdout) of a Run.
-    pub fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
-        self.logs_dir(job_id).join(format!("{run_id}.jsonl"))
+    /// The state dir's layout: every path owl keeps there.
+    pub fn state(&self) -> StateDir<'_> {
+        StateDir(&self.state_dir)
     }
 
     /// An error about the value at `line` of this config, for a check a layer above makes.
     pub fn error_at(&self, line: Option<usize>, msg: &str) -> Error {
         let line = line.map(|n| format!("line {n}: ")).unwrap_or_default();
         Error::bad_input(format!("reading config {}: {line}{msg}", self.source))
+    }
+}
+
+/// The state dir's layout, in one place: the database, the tick lock, the reserve, each
+/// Job's working copy and each Run's logs, files and kept outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct StateDir<'a>(pub &'a Path);
+
+impl StateDir<'_> {
+    pub fn db(&self) -> PathBuf {
+        self.0.join("owl.db")
+    }
+
+    pub fn lock(&self) -> PathBuf {
+        self.0.join("tick.lock")
+    }
+
+    /// Where each Job's worktree (or sandboxed clone) is made.
+    pub fn worktrees(&self) -> PathBuf {
+        self.0.join("worktrees")
+    }
+
+    /// One Job's worktree or clone.
+    pub fn worktree(&self, job_id: &str) -> PathBuf {
+        self.worktrees().join(job_id)
+    }
+
+    /// Where a Job's Run logs are: each Run's transcript, stderr, files and kept outcome.
+    pub fn logs(&self, job_id: &str) -> PathBuf {
+        self.0.join("logs").join(job_id)
+    }
+
+    /// The transcript (the agent's stdout, byte for byte) of a Run.
+    pub fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.jsonl"))
+    }
+
+    /// The agent's stderr of a Run, beside its transcript.
+    pub fn run_stderr(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.stderr.txt"))
+    }
+
+    /// The files a Run's CLI reads (its policy) and writes (the sandbox's report).
+    pub fn run_files(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.files"))
+    }
+
+    /// Where a Run's settlement is kept until the database has it.
+    pub fn kept_outcome(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.outcome.json"))
     }
 }
 

@@ -18,7 +18,6 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use jobs::ListedJob;
 pub use runs::{RunIdentity, RunStart};
-pub use settle::kept_path;
 pub use verdicts::Verdict;
 
 /// How long a write waits for another process's write lock, outside a Run's supervision.

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -17,11 +17,6 @@ const PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(3)];
 const TRY_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// A kept outcome is a few KiB; anything far larger is not owl's.
 const KEPT_CAP: u64 = 1024 * 1024;
-
-/// Where a Run's settlement is kept until the database has it: beside its transcript.
-pub fn kept_path(logs_dir: &Path, run_id: i64) -> PathBuf {
-    logs_dir.join(format!("{run_id}.outcome.json"))
-}
 
 impl Store {
     /// Writes a Run's settlement: first to `kept` (the record the next tick reads if the
@@ -190,7 +185,7 @@ mod tests {
     #[test]
     fn a_kept_settlement_reads_back_whole_and_only_for_its_own_run() {
         let dir = tempfile::tempdir().unwrap();
-        let kept = kept_path(dir.path(), 7);
+        let kept = dir.path().join("7.outcome.json");
         keep(&kept, &settlement(7)).unwrap();
         assert_eq!(read_kept(&kept, 7, "j1"), Some(settlement(7)));
         assert_eq!(read_kept(&kept, 8, "j1"), None, "another Run's");
@@ -201,13 +196,13 @@ mod tests {
     #[test]
     fn a_kept_file_that_is_not_owls_is_not_read() {
         let dir = tempfile::tempdir().unwrap();
-        let kept = kept_path(dir.path(), 7);
+        let kept = dir.path().join("7.outcome.json");
         std::fs::write(&kept, "{not json").unwrap();
         assert_eq!(read_kept(&kept, 7, "j1"), None);
         std::fs::remove_file(&kept).unwrap();
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), &kept).unwrap();
         keep(&dir.path().join("elsewhere"), &settlement(7)).unwrap();
         assert_eq!(read_kept(&kept, 7, "j1"), None, "a symlink is not followed");
-        assert_eq!(read_kept(&kept_path(dir.path(), 9), 9, "j1"), None);
+        assert_eq!(read_kept(&dir.path().join("9.outcome.json"), 9, "j1"), None);
     }
 }
