@@ -18,7 +18,7 @@ use crate::model::PermissionDenial;
 pub use claude_code::ClaudeCode;
 
 /// What a Driver can do; owl plans around what is missing instead of assuming it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
     /// The agent reports the Account's utilization, so a Ceiling can be kept.
     pub usage_reporting: bool,

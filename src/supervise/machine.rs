@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::driver::{AgentEvent, RateLimitStatus};
+use crate::driver::{AgentEvent, Capabilities, Interrupt, RateLimitStatus, UsagePoll};
 use crate::model::{ExitInfo, StopCause};
 use crate::sys::Sig;
 
@@ -21,6 +21,26 @@ pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 pub const READER_WAIT: Duration = Duration::from_secs(2);
 /// How often the observer is asked to look around (a cancel, a figure from elsewhere).
 pub const HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// How a Run is asked to stop and for its utilization, from what the Driver declares and
+/// offers for the Account, and whether the agent's stdin is open: an interrupt on stdin
+/// needs stdin, a SIGINT does not; the probe beside the agent needs a zero-token probe.
+pub fn negotiate(
+    caps: Capabilities,
+    offered_interrupt: Option<Interrupt>,
+    offered_poll: UsagePoll,
+    stdin_open: bool,
+) -> (Option<Interrupt>, UsagePoll) {
+    let interrupt = offered_interrupt
+        .filter(|_| caps.graceful_interrupt)
+        .filter(|how| stdin_open || *how == Interrupt::Sigint);
+    let poll = match offered_poll {
+        UsagePoll::Probe if caps.usage_probe => UsagePoll::Probe,
+        UsagePoll::Probe | UsagePoll::None => UsagePoll::None,
+        UsagePoll::Stdin => UsagePoll::Stdin,
+    };
+    (interrupt, poll)
+}
 
 /// The limits and abilities a Run is supervised under.
 #[derive(Debug, Clone, Copy)]
@@ -480,6 +500,40 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stop_and_the_poll_are_what_the_driver_declares_and_the_pipe_allows() {
+        let all = Capabilities {
+            graceful_interrupt: true,
+            usage_probe: true,
+            ..Default::default()
+        };
+        let on_stdin = Interrupt::Stdin(b"{}".to_vec());
+        // Claude Code: an interrupt and a poll on stdin, while stdin is open.
+        assert_eq!(
+            negotiate(all, Some(on_stdin.clone()), UsagePoll::Stdin, true),
+            (Some(on_stdin.clone()), UsagePoll::Stdin)
+        );
+        // A closed stdin takes no interrupt written to it; a SIGINT still goes.
+        assert_eq!(
+            negotiate(all, Some(on_stdin.clone()), UsagePoll::Stdin, false).0,
+            None
+        );
+        assert_eq!(
+            negotiate(all, Some(Interrupt::Sigint), UsagePoll::None, false).0,
+            Some(Interrupt::Sigint)
+        );
+        // What the Driver offers but does not declare for this Account is not used.
+        let none = Capabilities::default();
+        assert_eq!(
+            negotiate(none, Some(Interrupt::Sigint), UsagePoll::Probe, true),
+            (None, UsagePoll::None)
+        );
+        assert_eq!(
+            negotiate(all, None, UsagePoll::Probe, true),
+            (None, UsagePoll::Probe)
+        );
+    }
     use crate::driver::{ClaudeCode, Driver};
 
     const GRACE: Duration = Duration::from_secs(2);

@@ -174,17 +174,12 @@ pub fn supervise(
     // read a pipe left open as more prompt, and wait for it.
     let stdin = stdin.filter(|_| !prompt.is_empty());
     send(&stdin, prompt);
-    let caps = spec.driver.account_capabilities(spec.account);
-    let interrupt = caps
-        .graceful_interrupt
-        .then(|| spec.driver.interrupt("owl-interrupt"))
-        .flatten()
-        .filter(|how| stdin.is_some() || *how == Interrupt::Sigint);
-    let poll = match spec.driver.usage_poll() {
-        UsagePoll::Probe if caps.usage_probe => UsagePoll::Probe,
-        UsagePoll::Probe | UsagePoll::None => UsagePoll::None,
-        UsagePoll::Stdin => UsagePoll::Stdin,
-    };
+    let (interrupt, poll) = machine::negotiate(
+        spec.driver.account_capabilities(spec.account),
+        spec.driver.interrupt("owl-interrupt"),
+        spec.driver.usage_poll(),
+        stdin.is_some(),
+    );
     let limits = Limits {
         max_run_time: spec.max_run_time,
         stall_timeout: spec.stall_timeout,
