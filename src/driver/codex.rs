@@ -107,6 +107,7 @@ impl Driver for Codex {
         }
         Some(SessionLog {
             root: codex_home(account)?.join("sessions"),
+            name_starts: "rollout-",
             name_ends: format!("-{session_id}.jsonl"),
             parse: codex_protocol::rollout_events,
         })

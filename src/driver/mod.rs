@@ -331,6 +331,8 @@ pub struct RateLimitInfo {
 pub struct SessionLog {
     /// Where to look, at any depth up to [`SessionLog::DEPTH`].
     pub root: PathBuf,
+    /// How the file's name starts (Codex: `rollout-`).
+    pub name_starts: &'static str,
     /// How the file's name ends (`-<thread id>.jsonl`).
     pub name_ends: String,
     /// What one line tells owl: [`AgentEvent::Usage`], a denied [`AgentEvent::ToolResult`].
@@ -343,13 +345,18 @@ impl SessionLog {
 
     /// The file, once the agent has written it.
     pub fn find(&self) -> Option<PathBuf> {
-        find_log(&self.root, &self.name_ends, Self::DEPTH)
+        find_log(&self.root, self.name_starts, &self.name_ends, Self::DEPTH)
     }
 }
 
 /// The file under `root`, at most `depth` directories down, whose name starts with
-/// `rollout-` and ends with `name_ends`; the newest directories are looked at first.
-fn find_log(root: &std::path::Path, name_ends: &str, depth: usize) -> Option<PathBuf> {
+/// `name_starts` and ends with `name_ends`; the newest directories are looked at first.
+fn find_log(
+    root: &std::path::Path,
+    name_starts: &str,
+    name_ends: &str,
+    depth: usize,
+) -> Option<PathBuf> {
     let mut entries: Vec<_> = std::fs::read_dir(root)
         .ok()?
         .filter_map(Result::ok)
@@ -359,11 +366,11 @@ fn find_log(root: &std::path::Path, name_ends: &str, depth: usize) -> Option<Pat
         let path = entry.path();
         let kind = entry.file_type().ok()?;
         if kind.is_dir() && depth > 0 {
-            find_log(&path, name_ends, depth - 1)
+            find_log(&path, name_starts, name_ends, depth - 1)
         } else {
             let name = entry.file_name();
             let name = name.to_str()?;
-            (kind.is_file() && name.starts_with("rollout-") && name.ends_with(name_ends))
+            (kind.is_file() && name.starts_with(name_starts) && name.ends_with(name_ends))
                 .then_some(path)
         }
     })
@@ -880,15 +887,23 @@ mod tests {
         let want = day.join("rollout-2026-11-30T19-11-28-0199-abc.jsonl");
         std::fs::write(&want, "").unwrap();
         std::fs::write(day.join("rollout-2026-11-30T19-11-28-0199-other.jsonl"), "").unwrap();
-        assert_eq!(find_log(dir.path(), "-0199-abc.jsonl", 3), Some(want));
         assert_eq!(
-            find_log(dir.path(), "-0199-abc.jsonl", 2),
+            find_log(dir.path(), "rollout-", "-0199-abc.jsonl", 3),
+            Some(want)
+        );
+        assert_eq!(
+            find_log(dir.path(), "rollout-", "-0199-abc.jsonl", 2),
             None,
             "deeper than allowed"
         );
-        assert_eq!(find_log(dir.path(), "-nope.jsonl", 3), None);
+        assert_eq!(find_log(dir.path(), "rollout-", "-nope.jsonl", 3), None);
         assert_eq!(
-            find_log(&dir.path().join("missing"), "-0199-abc.jsonl", 3),
+            find_log(
+                &dir.path().join("missing"),
+                "rollout-",
+                "-0199-abc.jsonl",
+                3
+            ),
             None
         );
     }
