@@ -511,22 +511,26 @@ fn kept_outcome(env: &TestEnv, job: &str) -> std::path::PathBuf {
     env.state.join("logs").join(job).join("1.outcome.json")
 }
 
-/// Issue 23: a final write that fails (the database held by another writer past the busy
-/// timeout) is tried again, and lands when the database is let go.
-#[test]
-fn a_final_write_that_fails_is_tried_again_and_lands() {
+/// A tick whose Run has given its result and whose final write meets the database held
+/// by another writer: the tick, the lock (let it go to let the write land), and the
+/// line owl said when it first tried the write again (bounded wait); its stderr is read on
+/// a thread, whose lines the handle gives.
+struct HeldAtTheEnd {
+    tick: std::process::Child,
+    conn: rusqlite::Connection,
+    retry_said: String,
+    stderr: std::thread::JoinHandle<Vec<String>>,
+}
+
+fn held_at_the_end_until_a_retry(env: &TestEnv, id: &str) -> HeldAtTheEnd {
     use std::io::BufRead;
-    let env = TestEnv::new();
-    env.script(&held_at_the_end_script(&env.release_file()));
-    let id = env.add("Held at the end");
     let mut tick = env.spawn_tick();
     let stderr = std::io::BufReader::new(tick.stderr.take().unwrap());
-    wait_for_result_line(&env, &id);
-    let conn = hold_write_lock(&env);
+    wait_for_result_line(env, id);
+    let conn = hold_write_lock(env);
     env.release();
-    // owl says it will try again; only then is the lock let go.
     let (said, said_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
+    let stderr = std::thread::spawn(move || {
         let mut lines = Vec::new();
         for line in stderr.lines().map_while(Result::ok) {
             if line.contains("trying again") {
@@ -536,13 +540,30 @@ fn a_final_write_that_fails_is_tried_again_and_lands() {
         }
         lines
     });
-    let line = said_rx
+    let retry_said = said_rx
         .recv_timeout(Duration::from_secs(60))
         .expect("owl never said it would try the write again");
-    assert!(line.contains("run 1"), "{line}");
-    conn.execute_batch("COMMIT").unwrap();
-    let status = wait_bounded(&mut tick, Duration::from_secs(60));
-    let stderr = reader.join().unwrap().join("\n");
+    HeldAtTheEnd {
+        tick,
+        conn,
+        retry_said,
+        stderr,
+    }
+}
+
+/// Issue 23: a final write that fails (the database held by another writer past the busy
+/// timeout) is tried again, and lands when the database is let go.
+#[test]
+fn a_final_write_that_fails_is_tried_again_and_lands() {
+    let env = TestEnv::new();
+    env.script(&held_at_the_end_script(&env.release_file()));
+    let id = env.add("Held at the end");
+    // owl says it will try again; only then is the lock let go.
+    let mut held = held_at_the_end_until_a_retry(&env, &id);
+    assert!(held.retry_said.contains("run 1"), "{}", held.retry_said);
+    held.conn.execute_batch("COMMIT").unwrap();
+    let status = wait_bounded(&mut held.tick, Duration::from_secs(60));
+    let stderr = held.stderr.join().unwrap().join("\n");
     assert!(status.success(), "the tick failed: {stderr}");
     let show = env.show(&id);
     assert_eq!(show["runs"][0]["outcome"], "succeeded", "{show}");
@@ -634,33 +655,14 @@ fn a_run_whose_outcome_could_not_be_kept_is_recorded_from_its_transcript() {
 /// recorded with its own outcome once the write lands.
 #[test]
 fn a_stop_signal_while_the_run_is_recorded_does_not_lose_it() {
-    use std::io::BufRead;
     let env = TestEnv::new();
     env.script(&held_at_the_end_script(&env.release_file()));
     let id = env.add("Held at the end");
-    let mut tick = env.spawn_tick();
-    let stderr = std::io::BufReader::new(tick.stderr.take().unwrap());
-    wait_for_result_line(&env, &id);
-    let conn = hold_write_lock(&env);
-    env.release();
-    let (said, said_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            if line.contains("trying again") {
-                let _ = said.send(());
-            }
-            lines.push(line);
-        }
-        lines
-    });
-    said_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("owl never said it would try the write again");
-    unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
-    conn.execute_batch("COMMIT").unwrap();
-    let status = wait_bounded(&mut tick, Duration::from_secs(60));
-    let stderr = reader.join().unwrap().join("\n");
+    let mut held = held_at_the_end_until_a_retry(&env, &id);
+    unsafe { libc::kill(held.tick.id() as i32, libc::SIGTERM) };
+    held.conn.execute_batch("COMMIT").unwrap();
+    let status = wait_bounded(&mut held.tick, Duration::from_secs(60));
+    let stderr = held.stderr.join().unwrap().join("\n");
     assert!(status.code().is_some(), "owl died of the signal: {stderr}");
     let show = env.show(&id);
     assert_eq!(show["runs"][0]["outcome"], "succeeded", "{show}");
