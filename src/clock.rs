@@ -29,6 +29,24 @@ pub fn now() -> anyhow::Result<DateTime<Utc>> {
     }
 }
 
+/// Serializes a time in the one stored shape ([`rfc3339`]), for `#[serde(serialize_with)]`.
+pub fn ser<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339(*t))
+}
+
+/// [`ser`] for a time that may be missing (`null`).
+pub fn ser_opt<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// [`ser`] for a list of times.
+pub fn ser_vec<S: serde::Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ts.iter().map(|t| rfc3339(*t)))
+}
+
 /// An RFC 3339 UTC string with second precision, as stored and printed.
 pub fn rfc3339(t: DateTime<Utc>) -> String {
     use chrono::{Datelike, Timelike};

@@ -11,7 +11,6 @@ use chrono::{DateTime, Local, Utc};
 use serde::Serialize;
 
 use super::{print_json, Ctx};
-use crate::clock::rfc3339;
 use crate::model::{JobState, PermissionDenial, Run, StopKind};
 
 /// What `owl report` was asked.
@@ -25,8 +24,10 @@ pub struct ReportArgs {
 /// Everything a report shows: the JSON, and what the text and the page are drawn from.
 #[derive(Debug, Serialize)]
 pub struct Report {
-    pub since: String,
-    pub until: String,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub since: DateTime<Utc>,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub until: DateTime<Utc>,
     pub jobs: Vec<JobReport>,
     pub accounts: Vec<AccountReport>,
     /// One sentence: how many Runs, Jobs done, blocked, failed, waiting.
@@ -65,8 +66,10 @@ pub struct RunReport {
     pub stop_reason: Option<String>,
     /// Why owl stopped it (`ceiling`, `rate_limited`, …); `null` when it ended by itself.
     pub stop: Option<StopKind>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::clock::ser_opt")]
+    pub ended_at: Option<DateTime<Utc>>,
     pub cost_usd: Option<f64>,
     /// What owl noted of the Run beyond its outcome: what it undid in a sandboxed Run's
     /// clone, a branch it could not bring home, a stop after the result.
@@ -87,12 +90,14 @@ pub struct WindowSeries {
     pub ceiling: Option<f64>,
     pub snapshots: Vec<Point>,
     /// The resets that fell inside the period.
-    pub resets: Vec<String>,
+    #[serde(serialize_with = "crate::clock::ser_vec")]
+    pub resets: Vec<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
-    pub observed_at: String,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub observed_at: DateTime<Utc>,
     pub percent: f64,
     pub source: String,
     pub run_id: Option<i64>,
@@ -207,8 +212,8 @@ fn empty(ctx: &Ctx, since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
         })
         .collect();
     Report {
-        since: rfc3339(since),
-        until: rfc3339(until),
+        since,
+        until,
         jobs: Vec::new(),
         accounts,
         summary: "nothing ran: no database yet".into(),
@@ -294,11 +299,10 @@ fn gather(
         }
         for window in names {
             let snapshots = store.snapshots_between(name, &window, since, until)?;
-            let mut resets: Vec<String> = snapshots
+            let mut resets: Vec<DateTime<Utc>> = snapshots
                 .iter()
                 .filter_map(|s| s.resets_at)
                 .filter(|t| *t >= since && *t <= until)
-                .map(rfc3339)
                 .collect();
             resets.dedup();
             windows.push(WindowSeries {
@@ -308,7 +312,7 @@ fn gather(
                 snapshots: snapshots
                     .iter()
                     .map(|s| Point {
-                        observed_at: rfc3339(s.observed_at),
+                        observed_at: s.observed_at,
                         percent: s.percent,
                         source: s.source.clone(),
                         run_id: s.run_id,
@@ -342,8 +346,8 @@ fn gather(
         count("waiting") + count("queued"),
     );
     Ok(Report {
-        since: rfc3339(since),
-        until: rfc3339(until),
+        since,
+        until,
         jobs,
         accounts,
         summary,
@@ -358,8 +362,8 @@ fn run_report(r: &Run) -> RunReport {
         outcome: r.outcome.map(|o| o.to_string()),
         stop_reason: r.stop_reason.clone(),
         stop: r.stop,
-        started_at: rfc3339(r.started_at),
-        ended_at: r.ended_at.map(rfc3339),
+        started_at: r.started_at,
+        ended_at: r.ended_at,
         cost_usd: r.cost_usd,
         note: r.note.clone(),
     }
@@ -370,8 +374,8 @@ fn print_text(report: &Report) {
     let colour = std::io::stdout().is_terminal();
     outln!(
         "owl report: {} → {}",
-        local_hm(&report.since),
-        local_hm(&report.until)
+        local_hm(report.since),
+        local_hm(report.until)
     );
     outln!("{}", report.summary);
     for job in &report.jobs {
@@ -418,7 +422,7 @@ fn print_text(report: &Report) {
                 "  run {} on {} at {}: {outcome}{why}",
                 r.id,
                 r.account,
-                local_hm(&r.started_at)
+                local_hm(r.started_at)
             );
             if let Some(note) = &r.note {
                 outln!("    note: {note}");
@@ -435,7 +439,7 @@ fn print_text(report: &Report) {
     for account in &report.accounts {
         outln!();
         outln!("Account {}", account.name);
-        for line in chart::account_rows(account, &report.since, &report.until, colour) {
+        for line in chart::account_rows(account, report.since, report.until, colour) {
             outln!("  {line}");
         }
     }
@@ -457,11 +461,9 @@ fn configured_windows(limits: Option<&crate::config::Limits>) -> Vec<&'static st
     names
 }
 
-/// A stored time as the reader's clock shows it: `Mon 22:05`.
-fn local_hm(text: &str) -> String {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Local).format("%a %H:%M").to_string())
-        .unwrap_or_else(|_| text.to_string())
+/// A time as the reader's clock shows it: `Mon 22:05`.
+fn local_hm(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local).format("%a %H:%M").to_string()
 }
 
 #[cfg(test)]

@@ -9,12 +9,6 @@ pub const WIDTH: usize = 48;
 
 const BLOCKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
-fn parse(t: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(t)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 /// The column a time falls in, clamped to the chart.
 fn column(t: DateTime<Utc>, since: DateTime<Utc>, until: DateTime<Utc>) -> usize {
     let span = (until - since).num_seconds().max(1) as f64;
@@ -33,7 +27,7 @@ pub fn columns(
     let points: Vec<(usize, f64)> = series
         .snapshots
         .iter()
-        .filter_map(|p| Some((column(parse(&p.observed_at)?, since, until), p.percent)))
+        .map(|p| (column(p.observed_at, since, until), p.percent))
         .collect();
     for (i, (col, percent)) in points.iter().enumerate() {
         let next = points.get(i + 1).map_or(WIDTH, |(c, _)| *c);
@@ -51,13 +45,10 @@ fn block(percent: f64) -> char {
 /// The rows of one Account: a row per Window, then its Runs.
 pub fn account_rows(
     account: &AccountReport,
-    since: &str,
-    until: &str,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
     colour: bool,
 ) -> Vec<String> {
-    let (Some(since), Some(until)) = (parse(since), parse(until)) else {
-        return Vec::new();
-    };
     let mut rows = Vec::new();
     let label_width = account
         .windows
@@ -117,11 +108,11 @@ pub fn account_rows(
 fn runs_row(runs: &[RunReport], since: DateTime<Utc>, until: DateTime<Utc>) -> String {
     let mut cols = vec![' '; WIDTH];
     for r in runs {
-        let Some(start) = parse(&r.started_at) else {
-            continue;
-        };
-        let end = r.ended_at.as_deref().and_then(parse).unwrap_or(until);
-        let (a, b) = (column(start, since, until), column(end, since, until));
+        let end = r.ended_at.unwrap_or(until);
+        let (a, b) = (
+            column(r.started_at, since, until),
+            column(end, since, until),
+        );
         for c in cols.iter_mut().take(b + 1).skip(a) {
             *c = '━';
         }
@@ -137,6 +128,10 @@ mod tests {
     use super::super::Point;
     use super::*;
 
+    fn at(t: &str) -> DateTime<Utc> {
+        crate::clock::parse(t).unwrap()
+    }
+
     fn series(points: &[(&str, f64)]) -> WindowSeries {
         WindowSeries {
             window: "five_hour".into(),
@@ -144,7 +139,7 @@ mod tests {
             snapshots: points
                 .iter()
                 .map(|(t, p)| Point {
-                    observed_at: t.to_string(),
+                    observed_at: at(t),
                     percent: *p,
                     source: "get_usage".into(),
                     run_id: Some(1),
@@ -156,8 +151,8 @@ mod tests {
 
     #[test]
     fn a_figure_holds_until_the_next_and_the_row_marks_the_ceiling() {
-        let since = parse("2026-11-30T00:00:00Z").unwrap();
-        let until = parse("2026-11-30T04:00:00Z").unwrap();
+        let since = at("2026-11-30T00:00:00Z");
+        let until = at("2026-11-30T04:00:00Z");
         // 48 columns over 4 hours: 5 minutes each.
         let s = series(&[
             ("2026-11-30T01:00:00Z", 40.0),
@@ -179,18 +174,13 @@ mod tests {
                 outcome: Some("interrupted".into()),
                 stop_reason: Some("ceiling".into()),
                 stop: Some(crate::model::StopKind::Ceiling),
-                started_at: "2026-11-30T01:00:00Z".into(),
-                ended_at: Some("2026-11-30T02:00:00Z".into()),
+                started_at: at("2026-11-30T01:00:00Z"),
+                ended_at: Some(at("2026-11-30T02:00:00Z")),
                 cost_usd: None,
                 note: None,
             }],
         };
-        let rows = account_rows(
-            &account,
-            "2026-11-30T00:00:00Z",
-            "2026-11-30T04:00:00Z",
-            false,
-        );
+        let rows = account_rows(&account, since, until, false);
         let chart: Vec<char> = rows[0].split('│').nth(1).unwrap().chars().collect();
         assert_eq!(chart.len(), WIDTH);
         assert_eq!(chart[0], '·');
@@ -201,12 +191,7 @@ mod tests {
         assert_eq!(runs[12], '━');
         assert_eq!(runs[24], '✕');
         assert_eq!(runs[30], ' ');
-        let coloured = account_rows(
-            &account,
-            "2026-11-30T00:00:00Z",
-            "2026-11-30T04:00:00Z",
-            true,
-        );
+        let coloured = account_rows(&account, since, until, true);
         assert!(coloured[0].contains("\x1b[31m▆\x1b[0m"));
     }
 }

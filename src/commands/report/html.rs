@@ -32,12 +32,6 @@ fn esc(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn parse(t: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(t)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
 /// The x of a time, and the y of a percent.
 struct Scale {
     since: DateTime<Utc>,
@@ -58,11 +52,7 @@ impl Scale {
 
 /// The whole page.
 pub fn page(report: &Report, offset: &FixedOffset) -> String {
-    let local = |t: &str| {
-        parse(t).map_or(t.to_string(), |t| {
-            t.with_timezone(offset).format("%a %H:%M").to_string()
-        })
-    };
+    let local = |t: &DateTime<Utc>| t.with_timezone(offset).format("%a %H:%M").to_string();
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>owl report {}</title><style>{STYLE}</style></head><body>\n\
@@ -126,8 +116,11 @@ pub fn page(report: &Report, offset: &FixedOffset) -> String {
         ));
     }
     out.push_str("</table>\n");
-    if let (Some(since), Some(until)) = (parse(&report.since), parse(&report.until)) {
-        let scale = Scale { since, until };
+    {
+        let scale = Scale {
+            since: report.since,
+            until: report.until,
+        };
         for account in &report.accounts {
             out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
             out.push_str(&chart(account, &scale, &local));
@@ -139,7 +132,11 @@ pub fn page(report: &Report, offset: &FixedOffset) -> String {
 
 /// One Account's chart: a stepped path per Window, its ceiling as a dashed line, resets as
 /// dotted verticals, the Runs as bars under the plot (red where owl stopped one).
-fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String) -> String {
+fn chart(
+    account: &AccountReport,
+    scale: &Scale,
+    local: &dyn Fn(&DateTime<Utc>) -> String,
+) -> String {
     let mut svg = format!(
         "<svg class=\"utilization\" data-account=\"{}\" viewBox=\"0 0 960 240\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\">\n",
         esc(&account.name)
@@ -153,8 +150,8 @@ fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String)
     }
     svg.push_str(&format!(
         "<text x=\"{LEFT}\" y=\"236\">{}</text><text x=\"{RIGHT}\" y=\"236\" text-anchor=\"end\">{}</text>\n",
-        esc(&local(&crate::clock::rfc3339(scale.since))),
-        esc(&local(&crate::clock::rfc3339(scale.until)))
+        esc(&local(&scale.since)),
+        esc(&local(&scale.until))
     ));
     for (i, series) in account.windows.iter().enumerate() {
         svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()], i));
@@ -167,10 +164,8 @@ fn chart(account: &AccountReport, scale: &Scale, local: &dyn Fn(&str) -> String)
         ));
     }
     for r in &account.runs {
-        let Some(start) = parse(&r.started_at) else {
-            continue;
-        };
-        let end = r.ended_at.as_deref().and_then(parse).unwrap_or(scale.until);
+        let start = r.started_at;
+        let end = r.ended_at.unwrap_or(scale.until);
         // A Run of seconds in a night of hours is still a bar one can see and point at.
         let x2 = scale.x(end).max(scale.x(start) + MIN_RUN_WIDTH).min(RIGHT);
         let x1 = scale.x(start).min(x2 - MIN_RUN_WIDTH);
@@ -197,9 +192,7 @@ fn window_path(series: &WindowSeries, scale: &Scale, colour: &str, index: usize)
     let mut d = String::new();
     let mut last_y = None;
     for p in &series.snapshots {
-        let Some(t) = parse(&p.observed_at) else {
-            continue;
-        };
+        let t = p.observed_at;
         let (x, y) = (scale.x(t), Scale::y(p.percent));
         match last_y {
             None => d.push_str(&format!("M{x:.1} {y:.1}")),
@@ -222,7 +215,7 @@ fn window_path(series: &WindowSeries, scale: &Scale, colour: &str, index: usize)
             esc(&series.window)
         ));
     }
-    for reset in series.resets.iter().filter_map(|r| parse(r)) {
+    for reset in series.resets.iter().copied() {
         let x = scale.x(reset);
         out.push_str(&format!(
             "<line class=\"reset\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"/>\n"
