@@ -288,7 +288,7 @@ impl World {
                 percent: if i >= 999_998 { 95.0 } else { (i % 50) as f64 },
                 resets_at: Some(now + chrono::Duration::hours(2)),
                 observed_at: observed,
-                source: "get_usage".into(),
+                source: owl::model::SnapshotSource::GetUsage,
                 run_id: None,
                 model: None,
             });

@@ -364,11 +364,61 @@ pub struct Snapshot {
     pub percent: f64,
     pub resets_at: Option<DateTime<Utc>>,
     pub observed_at: DateTime<Utc>,
-    /// `get_usage`, `rate_limit_event` or `probe`.
-    pub source: String,
+    pub source: SnapshotSource,
     pub run_id: Option<i64>,
     /// The model family a per-model Window limits, when the agent named it.
     pub model: Option<String>,
+}
+
+/// Where a figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotSource {
+    /// The agent's answer to owl's usage request on its stdin.
+    GetUsage,
+    /// A `rate_limit_event` in the agent's stream.
+    RateLimitEvent,
+    /// The zero-token probe, before a Run or beside it.
+    Probe,
+    /// A line of Codex's rollout file.
+    Rollout,
+}
+
+impl SnapshotSource {
+    const ALL: [SnapshotSource; 4] = [
+        SnapshotSource::GetUsage,
+        SnapshotSource::RateLimitEvent,
+        SnapshotSource::Probe,
+        SnapshotSource::Rollout,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotSource::GetUsage => "get_usage",
+            SnapshotSource::RateLimitEvent => "rate_limit_event",
+            SnapshotSource::Probe => "probe",
+            SnapshotSource::Rollout => "rollout",
+        }
+    }
+}
+
+impl fmt::Display for SnapshotSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SnapshotSource {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        UnknownName::find(
+            &SnapshotSource::ALL,
+            SnapshotSource::as_str,
+            "figure source",
+            s,
+        )
+    }
 }
 
 /// What a Window limits, read once from its name, so that the ceilings, `status` and the
@@ -834,6 +884,15 @@ mod tests {
         }
         for o in RunOutcome::ALL {
             assert_eq!(o.as_str().parse::<RunOutcome>().unwrap(), o);
+        }
+        for source in SnapshotSource::ALL {
+            assert_eq!(source.as_str().parse::<SnapshotSource>().unwrap(), source);
+            let json = serde_json::to_string(&source).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{source}\""),
+                "stored, printed and in JSON alike"
+            );
         }
         assert!("nope".parse::<JobState>().is_err());
     }

@@ -23,7 +23,7 @@ pub struct WindowView {
     pub ceiling: Option<f64>,
     pub resets_at: Option<DateTime<Utc>>,
     pub observed_at: DateTime<Utc>,
-    pub source: String,
+    pub source: crate::model::SnapshotSource,
     pub run_id: Option<i64>,
     /// The figure is at or above the Ceiling (for a per-model Window: and it limits the
     /// model the Account's Jobs run, or that model is unknown).
@@ -297,7 +297,7 @@ pub fn account_views(
                         ceiling,
                         resets_at: s.resets_at,
                         observed_at: s.observed_at,
-                        source: s.source.clone(),
+                        source: s.source,
                         run_id: s.run_id,
                         over: applies && matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
                     }
@@ -716,7 +716,7 @@ mod tests {
             percent,
             resets_at: Some(t(resets)),
             observed_at: t("2026-11-30T01:00:00Z"),
-            source: "get_usage".into(),
+            source: crate::model::SnapshotSource::GetUsage,
             run_id: None,
             model: None,
         }

@@ -6,13 +6,8 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Limits;
 use crate::driver::{AgentEvent, RateLimitInfo, RateLimitStatus, Usage, WindowUsage};
-use crate::model::{Crossing, OnCredits, Snapshot, StopCause, WindowKind};
+use crate::model::{Crossing, OnCredits, Snapshot, SnapshotSource, StopCause, WindowKind};
 use crate::schedule::{ceiling_for, fmt_percent, AccountView};
-
-/// Where a Snapshot came from.
-pub const SOURCE_GET_USAGE: &str = "get_usage";
-pub const SOURCE_RATE_LIMIT_EVENT: &str = "rate_limit_event";
-pub const SOURCE_PROBE: &str = "probe";
 
 /// How long the preflight probe waits for the agent's answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
@@ -27,7 +22,7 @@ pub fn round_percent(x: f64) -> f64 {
 pub fn from_usage(
     windows: &[WindowUsage],
     account: &str,
-    source: &str,
+    source: SnapshotSource,
     run_id: Option<i64>,
     now: DateTime<Utc>,
 ) -> Vec<Snapshot> {
@@ -39,7 +34,7 @@ pub fn from_usage(
             percent: round_percent(w.percent),
             resets_at: w.resets_at,
             observed_at: now,
-            source: source.to_string(),
+            source,
             run_id,
             model: w.model.clone(),
         })
@@ -57,7 +52,13 @@ pub fn from_rate_limit(
     run_id: Option<i64>,
     now: DateTime<Utc>,
 ) -> Vec<Snapshot> {
-    let mut out = from_usage(&info.windows, account, SOURCE_RATE_LIMIT_EVENT, run_id, now);
+    let mut out = from_usage(
+        &info.windows,
+        account,
+        SnapshotSource::RateLimitEvent,
+        run_id,
+        now,
+    );
     let Some(window) = info.window.clone() else {
         return out;
     };
@@ -82,7 +83,7 @@ pub fn from_rate_limit(
             percent,
             resets_at,
             observed_at: now,
-            source: SOURCE_RATE_LIMIT_EVENT.to_string(),
+            source: SnapshotSource::RateLimitEvent,
             run_id,
             model: None,
         }),
@@ -101,8 +102,8 @@ pub fn from_event(
         AgentEvent::ControlResponse {
             usage: Some(Usage::Windows(windows)),
             ..
-        } => from_usage(windows, account, SOURCE_GET_USAGE, run_id, now),
-        AgentEvent::Usage { source, windows } => from_usage(windows, account, source, run_id, now),
+        } => from_usage(windows, account, SnapshotSource::GetUsage, run_id, now),
+        AgentEvent::Usage { source, windows } => from_usage(windows, account, *source, run_id, now),
         AgentEvent::RateLimit(info) => from_rate_limit(info, account, run_id, now),
         _ => Vec::new(),
     }
@@ -297,7 +298,7 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].percent, 100.0);
         assert_eq!(s[0].resets_at, Some(t("2026-11-30T06:31:11Z")));
-        assert_eq!(s[0].source, "rate_limit_event");
+        assert_eq!(s[0].source, SnapshotSource::RateLimitEvent);
     }
 
     #[test]
@@ -327,7 +328,7 @@ mod tests {
             percent,
             resets_at: Some(t(resets)),
             observed_at: t("2026-11-30T03:00:00Z"),
-            source: SOURCE_GET_USAGE.into(),
+            source: SnapshotSource::GetUsage,
             run_id: None,
             model: None,
         };
@@ -359,7 +360,7 @@ mod tests {
             percent: 80.0,
             resets_at: Some(t("2026-12-04T03:00:00Z")),
             observed_at: t("2026-11-30T03:00:00Z"),
-            source: SOURCE_RATE_LIMIT_EVENT.into(),
+            source: SnapshotSource::RateLimitEvent,
             run_id: None,
             model: None,
         };

@@ -99,7 +99,13 @@ pub(super) fn probe_and_record(
     let command = &ctx.config.drivers.get(cfg.driver).command;
     let outcome = crate::supervise::probe::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
     if let usage::ProbeOutcome::Observed(windows) = &outcome {
-        for s in usage::from_usage(windows, account, usage::SOURCE_PROBE, None, now) {
+        for s in usage::from_usage(
+            windows,
+            account,
+            crate::model::SnapshotSource::Probe,
+            None,
+            now,
+        ) {
             store.insert_snapshot(&s)?;
         }
     }

@@ -99,7 +99,7 @@ pub struct Point {
     #[serde(serialize_with = "crate::clock::ser")]
     pub observed_at: DateTime<Utc>,
     pub percent: f64,
-    pub source: String,
+    pub source: crate::model::SnapshotSource,
     pub run_id: Option<i64>,
 }
 
@@ -314,7 +314,7 @@ fn gather(
                     .map(|s| Point {
                         observed_at: s.observed_at,
                         percent: s.percent,
-                        source: s.source.clone(),
+                        source: s.source,
                         run_id: s.run_id,
                     })
                     .collect(),

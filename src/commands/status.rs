@@ -67,7 +67,7 @@ struct WindowJson {
     ceiling: Option<f64>,
     resets_at: Option<String>,
     observed_at: String,
-    source: String,
+    source: crate::model::SnapshotSource,
     run_id: Option<i64>,
     /// The figure is from before the Window reset, so it no longer counts.
     stale: bool,
@@ -321,7 +321,7 @@ fn account_json(a: &AccountView) -> AccountJson {
                 ceiling: w.ceiling,
                 resets_at: opt_time(w.resets_at),
                 observed_at: rfc3339(w.observed_at),
-                source: w.source.clone(),
+                source: w.source,
                 run_id: w.run_id,
                 stale: w.percent.is_none(),
             })

@@ -6,9 +6,6 @@ use serde_json::{json, Value};
 use super::{AgentEvent, AgentFailure, AgentResult, LineError, Usage, WindowUsage};
 use crate::model::PermissionDenial;
 
-/// The source of a Snapshot read from the rollout file.
-pub const SOURCE_ROLLOUT: &str = "rollout";
-
 /// The id of owl's `account/rateLimits/read` request to `codex app-server`.
 const RATE_LIMITS_READ: i64 = 2;
 
@@ -117,7 +114,7 @@ pub fn rollout_events(line: &[u8]) -> Vec<AgentEvent> {
     let windows = rollout_usage(&v);
     if !windows.is_empty() {
         return vec![AgentEvent::Usage {
-            source: SOURCE_ROLLOUT,
+            source: crate::model::SnapshotSource::Rollout,
             windows,
         }];
     }
@@ -344,7 +341,7 @@ mod tests {
                 matches!(
                     e,
                     AgentEvent::Usage {
-                        source: "rollout",
+                        source: crate::model::SnapshotSource::Rollout,
                         ..
                     }
                 )

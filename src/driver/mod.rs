@@ -199,7 +199,7 @@ pub enum AgentEvent {
     /// The Account's utilization, told outside stdout: a line of the agent's own usage log
     /// (Codex's rollout file), or a probe run beside the agent. `source` names which.
     Usage {
-        source: &'static str,
+        source: crate::model::SnapshotSource,
         windows: Vec<WindowUsage>,
     },
     /// The answer to a control request owl wrote on stdin; `usage` when it answered a usage request.

@@ -39,7 +39,7 @@ impl Store {
                     s.percent,
                     s.resets_at.map(rfc3339),
                     rfc3339(s.observed_at),
-                    s.source,
+                    s.source.as_str(),
                     s.run_id,
                     s.model
                 ];
@@ -99,7 +99,7 @@ impl Store {
                         percent: r.get(2)?,
                         resets_at: time_col(r.get(3)?),
                         observed_at: time_col(r.get(4)?).unwrap_or_default(),
-                        source: r.get(5)?,
+                        source: source_col(r, 5)?,
                         run_id: r.get(6)?,
                         model: r.get(7)?,
                     })
@@ -134,7 +134,7 @@ impl Store {
                     percent: r.get(2)?,
                     resets_at: time_col(r.get(3)?),
                     observed_at: time_col(r.get(4)?).unwrap_or_default(),
-                    source: r.get(5)?,
+                    source: source_col(r, 5)?,
                     run_id: r.get(6)?,
                     model: r.get(7)?,
                 })
@@ -142,4 +142,12 @@ impl Store {
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
+}
+
+/// A figure's source as stored, read back into its type.
+fn source_col(r: &rusqlite::Row, i: usize) -> rusqlite::Result<crate::model::SnapshotSource> {
+    let text: String = r.get(i)?;
+    text.parse().map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    })
 }

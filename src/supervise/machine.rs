@@ -773,7 +773,7 @@ mod tests {
         // A figure from the session log: the next ask waits a full interval from it, and the
         // stall timer (stdout's) does not move.
         let usage = AgentEvent::Usage {
-            source: "rollout",
+            source: crate::model::SnapshotSource::Rollout,
             windows: Vec::new(),
         };
         let at = POLL + Duration::from_secs(30);

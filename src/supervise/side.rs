@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::Event;
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, SessionLog};
-use crate::usage::{ProbeOutcome, SOURCE_PROBE};
+use crate::usage::ProbeOutcome;
 
 /// How often a session log is looked for and read, like `tail -f`. The CLI writes a figure
 /// 10–20 ms after a model response; this keeps owl's reaction well under a second.
@@ -168,7 +168,7 @@ impl SideProbe {
                 );
                 let event = match outcome {
                     ProbeOutcome::Observed(windows) => AgentEvent::Usage {
-                        source: SOURCE_PROBE,
+                        source: crate::model::SnapshotSource::Probe,
                         windows,
                     },
                     other => {

@@ -141,7 +141,7 @@ mod tests {
                 .map(|(t, p)| Point {
                     observed_at: at(t),
                     percent: *p,
-                    source: "get_usage".into(),
+                    source: crate::model::SnapshotSource::GetUsage,
                     run_id: Some(1),
                 })
                 .collect(),

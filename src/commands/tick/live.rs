@@ -144,7 +144,7 @@ mod tests {
             error: None,
         });
         line.note(&AgentEvent::Usage {
-            source: "rollout",
+            source: crate::model::SnapshotSource::Rollout,
             windows: vec![WindowUsage {
                 window: "five_hour".into(),
                 percent: 42.5,
