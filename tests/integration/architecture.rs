@@ -329,3 +329,56 @@ fn test_doubles_are_not_installed() {
         .unwrap_or_default();
     assert!(!features.contains("default"), "{features}");
 }
+
+/// The words a state is rendered in, compared as strings: a CLI's rate-limit word, a tick's
+/// action, a Job's state. Outside a Driver (which reads the CLI's words once) none may be.
+const STATE_WORDS: [&str; 11] = [
+    "rejected",
+    "allowed",
+    "allowed_warning",
+    "busy",
+    "idle",
+    "ran",
+    "done",
+    "blocked",
+    "failed",
+    "queued",
+    "waiting",
+];
+
+/// The comparisons of `code` with a state's words (`== "rejected"`, `"done" =>`).
+fn word_comparisons(code: &str) -> Vec<String> {
+    code.lines()
+        .filter(|line| {
+            STATE_WORDS.iter().any(|w| {
+                let quoted = format!("\"{w}\"");
+                line.contains(&format!("== {quoted}"))
+                    || line.contains(&format!("!= {quoted}"))
+                    || line.trim_start().starts_with(&format!("{quoted} =>"))
+            })
+        })
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// Issue 24: states are types. No code decides by comparing a state's words but the
+/// parsers that turn words into types once: a Driver (the CLI's words) and `handoff` (the
+/// Handoff file's); the words are rendered from the type in one place.
+#[test]
+fn no_code_outside_a_driver_compares_a_states_words() {
+    let found: Vec<String> = sources()
+        .into_iter()
+        .filter(|(module, _)| !["driver", "handoff"].contains(&top(module)))
+        .flat_map(|(module, text)| {
+            word_comparisons(&code(&text))
+                .into_iter()
+                .map(move |l| format!("{module}: {l}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{found:#?}");
+    // The check itself catches what it is for.
+    assert_eq!(
+        word_comparisons("if info.status == \"rejected\" {\n    \"done\" => x,\n"),
+        ["if info.status == \"rejected\" {", "\"done\" => x,"]
+    );
+}
