@@ -73,16 +73,10 @@ pub fn recover_lost_runs(
                 tracing::warn!("opening what run {} left: {e:#}", run.run_id);
                 None
             });
-        let cleared = workspace
-            .as_ref()
-            .map(|w| w.clear_stale_locks())
-            .unwrap_or_default();
-        if !cleared.is_empty() {
-            tracing::warn!(
-                "run {}: removed the git lock(s) its processes left: {}",
-                run.run_id,
-                cleared.join(", ")
-            );
+        // What the Run's killed git left holding would fail the safety net and every
+        // later Run.
+        if let Some(w) = &workspace {
+            w.warn_of_stale_locks();
         }
         let safety_commit = workspace
             .as_ref()

@@ -290,7 +290,7 @@ impl Workspace {
     /// index and HEAD locks): with every process of the Run gone, nobody holds them, and
     /// each would fail every later Run's git ("Unable to create index.lock"). The names
     /// removed, for the Run's note.
-    pub fn clear_stale_locks(&self) -> Vec<String> {
+    fn clear_stale_locks(&self) -> Vec<String> {
         let mut cleared: Vec<String> = ["index.lock", "HEAD.lock"]
             .into_iter()
             .filter(|name| remove_lock(&self.repo.path().join(name)))
@@ -300,9 +300,10 @@ impl Workspace {
         cleared
     }
 
-    /// [`Workspace::clear_stale_locks`] before a Run: the Job is not running, and the tick
-    /// lock is held, so no git of its Runs or of owl's lives.
-    fn warn_of_stale_locks(&self) {
+    /// [`Workspace::clear_stale_locks`], said when it removed any: call it only with the
+    /// tick lock held and no process of the Job's Runs alive (before a Run, or at recovery
+    /// once the lost Run's processes are gone), so no git of theirs or of owl's lives.
+    pub fn warn_of_stale_locks(&self) {
         let cleared = self.clear_stale_locks();
         if !cleared.is_empty() {
             tracing::warn!(

@@ -574,6 +574,21 @@ fn a_final_write_that_fails_is_tried_again_and_lands() {
     );
 }
 
+/// Runs a tick whose Run gives its result and whose final write never lands (the
+/// database held by another writer until the tick gives up), then lets the database go:
+/// the tick's stderr, and its exit code asserted 1.
+fn tick_whose_final_write_never_lands(env: &TestEnv, id: &str) -> String {
+    let tick = env.spawn_tick();
+    wait_for_result_line(env, id);
+    let conn = hold_write_lock(env);
+    env.release();
+    let out = tick.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    conn.execute_batch("COMMIT").unwrap();
+    stderr
+}
+
 /// Issue 23: a final write that cannot land at all leaves the Run's outcome in a file
 /// beside its transcript, and the next tick records it from there: the Run's own outcome
 /// (not `lost`), its cost, and its Job's next state.
@@ -582,13 +597,7 @@ fn a_final_write_that_cannot_land_is_recorded_by_the_next_tick() {
     let env = TestEnv::new();
     env.script(&held_at_the_end_script(&env.release_file()));
     let id = env.add("Held at the end");
-    let tick = env.spawn_tick();
-    wait_for_result_line(&env, &id);
-    let conn = hold_write_lock(&env);
-    env.release();
-    let out = tick.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = tick_whose_final_write_never_lands(&env, &id);
     let kept = kept_outcome(&env, &id);
     assert!(
         stderr.contains(&format!("kept in {}", kept.display()))
@@ -597,8 +606,6 @@ fn a_final_write_that_cannot_land_is_recorded_by_the_next_tick() {
     );
     // Nothing is recorded yet: the Run is still running in the database.
     assert!(env.show(&id)["runs"][0]["outcome"].is_null());
-    conn.execute_batch("COMMIT").unwrap();
-    drop(conn);
     let next = env.owl().args(["tick", "--json"]).assert().success();
     let next_err = String::from_utf8_lossy(&next.get_output().stderr).into_owned();
     assert!(
@@ -624,16 +631,8 @@ fn a_run_whose_outcome_could_not_be_kept_is_recorded_from_its_transcript() {
     let id = env.add("Held at the end");
     let kept = kept_outcome(&env, &id);
     std::fs::create_dir_all(kept.join("in-the-way")).unwrap();
-    let tick = env.spawn_tick();
-    wait_for_result_line(&env, &id);
-    let conn = hold_write_lock(&env);
-    env.release();
-    let out = tick.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let stderr = tick_whose_final_write_never_lands(&env, &id);
     assert!(stderr.contains("could not be kept"), "{stderr}");
-    conn.execute_batch("COMMIT").unwrap();
-    drop(conn);
     env.owl().args(["tick", "--json"]).assert().success();
     let show = env.show(&id);
     let run = &show["runs"][0];
