@@ -626,9 +626,10 @@ fn execute(
             report: files_dir.join("sandbox-report"),
         }),
     };
-    // A write that waits on another process's lock must never hold up a stop deadline:
-    // during the Run a write gives up after this long (and is retried or only warned of).
-    store.set_busy_timeout(SUPERVISION_BUSY_TIMEOUT)?;
+    // A write must never hold up a stop: during the Run a write gives up after this long
+    // on another process's lock (and is retried or only warned of), and does not wait for
+    // the disk.
+    store.supervising(Some(SUPERVISION_BUSY_TIMEOUT))?;
     let mut observer = TickObserver::new(
         store,
         run_id,

@@ -66,10 +66,27 @@ impl Store {
         Store::open(path).map(Some)
     }
 
-    /// How long a write waits for another process's write lock. The supervision loop
-    /// lowers it, so that a busy database never delays a stop.
+    /// How long a write waits for another process's write lock. The settlement lowers it
+    /// while it retries.
     pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.conn.busy_timeout(timeout)?;
+        Ok(())
+    }
+
+    /// Puts the store in the mode of the supervision loop, or back out of it. While a Run
+    /// goes on, a write must never delay a stop: it waits `busy_timeout` at most for
+    /// another process's lock, and its commit does not wait for the disk
+    /// (`synchronous=NORMAL`: in WAL mode a commit still survives owl being killed, which
+    /// is what "recorded before acted on" guards against; only a power cut can lose it,
+    /// and a flush on a loaded disk took longer than the CLI takes to send its next
+    /// request). Out of it, every commit is flushed and a write waits as long as any may.
+    pub fn supervising(&mut self, busy_timeout: Option<Duration>) -> Result<()> {
+        let (timeout, synchronous) = match busy_timeout {
+            Some(timeout) => (timeout, "NORMAL"),
+            None => (BUSY_TIMEOUT, "FULL"),
+        };
+        self.conn.busy_timeout(timeout)?;
+        self.conn.pragma_update(None, "synchronous", synchronous)?;
         Ok(())
     }
 
@@ -138,4 +155,29 @@ fn parse_json_vec<T: serde::de::DeserializeOwned>(s: &str) -> Vec<T> {
 
 fn time_col(s: Option<String>) -> Option<chrono::DateTime<chrono::Utc>> {
     s.as_deref().and_then(crate::clock::parse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous(store: &Store) -> i64 {
+        store
+            .conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_commit_waits_for_the_disk_except_while_a_run_is_supervised() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
+        const FULL: i64 = 2;
+        const NORMAL: i64 = 1;
+        assert_eq!(synchronous(&store), FULL);
+        store.supervising(Some(Duration::from_millis(250))).unwrap();
+        assert_eq!(synchronous(&store), NORMAL);
+        store.supervising(None).unwrap();
+        assert_eq!(synchronous(&store), FULL);
+    }
 }

@@ -429,11 +429,15 @@ fn e2e_a_ceiling_stop_as_a_background_task_starts_is_followed_by_no_request() {
     let reset = epoch_in(2 * 3600);
     mock.script(vec![
         // The warning carries the crossing figure on the same response as the tool call.
+        // As the plan sends it: with the threshold passed, without which 2.1.197 words the
+        // event `allowed` with no figure (PROTOCOL §4.4), and only a poll that happened to
+        // fall inside the background tool's few milliseconds could stop the Run in time.
         Reply::tool(
             "Bash",
             json!({"command": "sleep 120", "description": "Wait in the background", "run_in_background": true}),
         )
-        .with_five_hour("allowed_warning", 0.70, reset),
+        .with_five_hour("allowed_warning", 0.70, reset)
+        .with_five_hour_warning(0.5),
         Reply::text("Still here."),
         Reply::text("Still here."),
     ]);

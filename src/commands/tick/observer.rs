@@ -86,8 +86,8 @@ impl<'a> TickObserver<'a> {
         if let Some(live) = &self.live {
             live.clear();
         }
-        if let Err(e) = self.store.set_busy_timeout(crate::store::BUSY_TIMEOUT) {
-            tracing::warn!("restoring the busy timeout: {e:#}");
+        if let Err(e) = self.store.supervising(None) {
+            tracing::warn!("restoring the store's durability: {e:#}");
         }
         self.record_pending();
     }
