@@ -78,9 +78,10 @@ pub fn recover_lost_runs(
         if let Some(w) = &workspace {
             w.warn_of_stale_locks();
         }
-        let safety_commit = workspace
-            .as_ref()
-            .and_then(|w| w.safety_net(&config.commit_author, run.run_id));
+        let home = match (&workspace, &job) {
+            (Some(w), Some(job)) => w.bring_home(job, &config.commit_author, run.run_id),
+            _ => crate::workspace::BroughtHome::default(),
+        };
         // What the agent said of its end, if it got that far: its tick may have died (or
         // failed to write) only after.
         let result = result_in_transcript(store, config, &run);
@@ -95,7 +96,8 @@ pub fn recover_lost_runs(
             )),
             survivors_killed: Some(killed as i64),
             head_after: workspace.as_ref().and_then(|w| w.head()),
-            safety_commit,
+            safety_commit: home.safety_commit,
+            note: home.not_published,
             cause: Some(crate::model::Cause::Job),
             session_id: result.as_ref().and_then(|r| r.session_id.clone()),
             cost_usd: result.as_ref().and_then(|r| r.cost_usd),

@@ -314,9 +314,29 @@ impl Workspace {
         }
     }
 
-    /// ADR-0017's safety net after Run `run_id`, however it ended (recorded or found lost):
-    /// what it left uncommitted is committed; a failure is warned of, never fatal.
-    pub fn safety_net(&self, author: &str, run_id: i64) -> Option<String> {
+    /// What owl does with a Run's work however the Run ended, recorded by its tick or found
+    /// lost by a later one: ADR-0017's safety net, then, for a clone, its branch brought
+    /// into the user's repository (the Run may be its Job's last: no later one would).
+    /// Failures are warned of and said, never fatal.
+    pub fn bring_home(&self, job: &Job, author: &str, run_id: i64) -> BroughtHome {
+        // A Run cut short loses nothing it wrote.
+        let safety_commit = self.safety_net(author, run_id);
+        let not_published = self
+            .is_clone()
+            .then(|| self.publish(job).err())
+            .flatten()
+            .map(|e| {
+                tracing::warn!("run {run_id}: {e:#}");
+                format!("the branch was not brought into the repository: {e:#}")
+            });
+        BroughtHome {
+            safety_commit,
+            not_published,
+        }
+    }
+
+    /// What was left uncommitted after Run `run_id` is committed; a failure is warned of.
+    fn safety_net(&self, author: &str, run_id: i64) -> Option<String> {
         self.safety_commit(
             author,
             &format!("owl: uncommitted work left by run {run_id}"),
@@ -357,6 +377,15 @@ impl Workspace {
         let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
         Ok(Some(id.to_string()))
     }
+}
+
+/// What [`Workspace::bring_home`] did.
+#[derive(Debug, Default)]
+pub struct BroughtHome {
+    /// The safety net's commit, when the Run left anything uncommitted.
+    pub safety_commit: Option<String>,
+    /// Why a clone's branch did not reach the user's repository, if it did not.
+    pub not_published: Option<String>,
 }
 
 /// Creates the Job's branch from its base ref and its worktree, or reuses both.

@@ -751,11 +751,13 @@ fn record(
     // or reads there, what it planted is undone, or the clone is left alone whole.
     let sealed = workspace.reseal(job);
     let tampered = sealed.as_ref().err().map(|e| format!("{e:#}"));
-    let (safety_commit, published) = match &sealed {
-        Ok(_) => bring_home(ctx, job, run_id, workspace),
+    let home = match &sealed {
+        // Committed before the Handoff is read, so a Handoff the agent wrote but did not
+        // commit still counts.
+        Ok(_) => workspace.bring_home(job, &ctx.config.commit_author, run_id),
         Err(e) => {
             tracing::warn!("run {run_id}: {e:#}");
-            (None, None)
+            crate::workspace::BroughtHome::default()
         }
     };
     let head_after = workspace.head();
@@ -776,8 +778,8 @@ fn record(
             handoff: workspace.handoff(),
             git: crate::settlement::GitAfter {
                 tampered,
-                safety_commit,
-                published,
+                safety_commit: home.safety_commit,
+                published: home.not_published,
                 head_after,
                 neutralised,
             },
@@ -802,28 +804,6 @@ fn record(
     )?;
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
-}
-
-/// ADR-0017's safety net, then for a sandboxed Run its branch brought into the user's
-/// repository: the new commit's id, and what went wrong bringing the branch, if anything.
-fn bring_home(
-    ctx: &Ctx,
-    job: &Job,
-    run_id: i64,
-    workspace: &Workspace,
-) -> (Option<String>, Option<String>) {
-    // A Run cut short loses nothing it wrote. Committed before the Handoff is read, so a
-    // Handoff the agent wrote but did not commit still counts.
-    let safety_commit = workspace.safety_net(&ctx.config.commit_author, run_id);
-    let published = workspace
-        .is_clone()
-        .then(|| workspace.publish(job).err())
-        .flatten()
-        .map(|e| {
-            tracing::warn!("run {run_id}: {e:#}");
-            format!("the branch was not brought into the repository: {e:#}")
-        });
-    (safety_commit, published)
 }
 
 /// The Run's note on what owl undid in the clone before opening it.

@@ -310,3 +310,49 @@ fn a_branch_moved_in_the_repository_is_not_overwritten_and_the_run_says_so() {
         "{run}"
     );
 }
+
+#[test]
+fn a_lost_sandboxed_run_brings_its_work_home_even_when_its_job_ends_there() {
+    // The Run's last try (`--max-runs 1`): its loss fails the Job, and no later Run of it
+    // brings the clone's branch into the user's repository. The recovery must.
+    let env = TestEnv::sandboxed("");
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\n\
+         write committed.txt committed in the sandbox\\n\ncommit Committed before the loss\n\
+         write left.txt written, never committed\\n\nwait-for {}\n",
+        env.release_file().display()
+    ));
+    let id = env.add_with(&["--max-runs", "1"], "Killed under, for the last time");
+    let mut tick = env.spawn_tick();
+    env.wait_running();
+    let clone = env.state.join("worktrees").join(&id);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !clone.join("left.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tick.kill().unwrap();
+    tick.wait().unwrap();
+    env.release();
+
+    let recovered = env.tick();
+    let job = env.show(&id);
+    assert_eq!(job["state"], "failed", "{recovered} {job}");
+    let run = &job["runs"][0];
+    assert_eq!(run["outcome"], "lost", "{run}");
+    assert!(run["safety_commit"].is_string(), "{run}");
+    // Both the agent's commit and what it never committed are on owl/<id> in the user's
+    // repository.
+    let branch = format!("owl/{id}");
+    assert_eq!(
+        git(&env.repo, &["show", &format!("{branch}:committed.txt")]),
+        "committed in the sandbox\n"
+    );
+    assert_eq!(
+        git(&env.repo, &["show", &format!("{branch}:left.txt")]),
+        "written, never committed\n"
+    );
+}
