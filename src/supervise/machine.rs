@@ -172,12 +172,12 @@ pub struct Machine {
     next_poll: Option<Instant>,
     polls: u64,
     signals_seen: u32,
-    pid: i32,
+    agent: super::HandleId,
 }
 
 impl Machine {
-    /// A Run whose agent (`pid`) was started at `now`, its prompt written.
-    pub fn new(limits: Limits, pid: i32, now: Instant) -> Machine {
+    /// A Run whose agent was started at `now`, its prompt written.
+    pub fn new(limits: Limits, agent: super::HandleId, now: Instant) -> Machine {
         Machine {
             limits,
             stage: Stage::Running,
@@ -195,7 +195,7 @@ impl Machine {
                 .map(|every| now + every),
             polls: 0,
             signals_seen: 0,
-            pid,
+            agent,
         }
     }
 
@@ -357,8 +357,8 @@ impl Machine {
         // Only an uninterruptible sleep (state D: a hung filesystem, a device) outlives
         // SIGKILL this long.
         self.report.unkillable = Some(format!(
-            "the agent could not be killed: pid {} in state {}",
-            self.pid,
+            "the agent could not be killed: {} in state {}",
+            self.agent,
             state.unwrap_or('?')
         ));
     }
@@ -437,7 +437,7 @@ impl Machine {
         }
         if self.report.result.is_some() {
             if self.report.late_stop.is_none() {
-                tracing::info!(pid = self.pid, "after the result: {}", cause.reason());
+                tracing::info!(agent = %self.agent, "after the result: {}", cause.reason());
                 self.report.late_stop = Some(cause);
                 if matches!(self.stage, Stage::Closing(_)) {
                     self.kill_now(now, out);
@@ -445,7 +445,7 @@ impl Machine {
             }
             return;
         }
-        tracing::info!(pid = self.pid, "stopping the run: {}", cause.reason());
+        tracing::info!(agent = %self.agent, "stopping the run: {}", cause.reason());
         self.report.stop = Some(cause);
         if self.stage != Stage::Running {
             return;
@@ -606,7 +606,14 @@ mod tests {
                 interrupt,
             };
             Run {
-                m: Machine::new(limits, 4242, t0),
+                m: Machine::new(
+                    limits,
+                    crate::supervise::HandleId {
+                        pid: 4242,
+                        start_time: None,
+                    },
+                    t0,
+                ),
                 t: t0,
                 t0,
             }

@@ -21,10 +21,10 @@ use crate::sys::Sig;
 
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
-use crate::model::{ExitInfo, StopCause};
+use crate::model::StopCause;
 pub use crate::outcome::RunReport;
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
-pub use process::{Executor, LocalExecutor};
+pub use process::{Executor, HandleId, LocalExecutor, RunHandle};
 pub use reader::LINE_CAP;
 
 pub use machine::{INTERRUPT_WAIT, TEARDOWN_WAIT};
@@ -97,8 +97,8 @@ impl StopLatch {
 
 /// The step that started the Run, told what happens as it happens.
 pub trait Observer {
-    /// The agent is running as `pid` (started at `start_time`), leader of its own group.
-    fn spawned(&mut self, pid: i32, start_time: Option<i64>);
+    /// The agent is running, as its Executor names it.
+    fn spawned(&mut self, agent: &HandleId);
     /// A line was understood; returning a cause stops the Run (e.g. a ceiling crossed).
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause>;
     /// Called about twice a second; returning a cause stops the Run (e.g. a cancel).
@@ -142,19 +142,22 @@ pub fn supervise(
             }
         }
     });
-    let mut child = match executor.spawn(spec.invocation, spec.cwd, spec.run_id) {
-        Ok(child) => child,
+    let agent = match executor.spawn(spec.invocation, spec.cwd, spec.run_id) {
+        Ok(agent) => agent,
         Err(e) => {
             signal_handle.close();
             return Err(e);
         }
     };
-    let pid = child.id() as i32;
-    observer.spawned(pid, executor.start_time(pid));
+    let RunHandle {
+        id,
+        stdin,
+        stdout,
+        stderr,
+        exit,
+    } = agent;
+    observer.spawned(&id);
 
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let stdin = child.stdin.take().expect("stdin is piped");
     spawn_thread("owl-stdout", {
         let (tx, driver) = (tx.clone(), spec.driver.clone());
         move || reader::read_stdout(stdout, spec.stdout_log, driver, tx)
@@ -166,7 +169,9 @@ pub fn supervise(
     });
     // What is learned beside stdout (a usage log, a probe) comes in on this sender.
     let side_tx = tx.clone();
-    spawn_thread("owl-waiter", move || wait_for(child, tx));
+    spawn_thread("owl-waiter", move || {
+        let _ = tx.send(Event::Happened(Happened::Exited(exit())));
+    });
     let stdin = Some(spawn_stdin_writer(stdin));
 
     let prompt = spec.driver.prompt_input(spec.prompt);
@@ -191,14 +196,14 @@ pub fn supervise(
             Interrupt::Sigint => InterruptBy::Signal,
         }),
     };
-    let mut machine = Machine::new(limits, pid, Instant::now());
+    let mut machine = Machine::new(limits, id, Instant::now());
     if stdin.is_none() {
         machine.on_event(Input::Happened(Happened::StdinClosed), Instant::now());
     }
     let mut plumbing = Plumbing {
         driver: spec.driver.as_ref(),
         executor,
-        pid,
+        agent: id,
         stdin,
         interrupt,
         probe: (poll == UsagePoll::Probe).then(|| {
@@ -294,7 +299,7 @@ pub fn supervise(
 struct Plumbing<'a> {
     driver: &'a dyn Driver,
     executor: &'a dyn Executor,
-    pid: i32,
+    agent: HandleId,
     /// The agent's stdin; `None` once closed.
     stdin: Option<Sender<Vec<u8>>>,
     interrupt: Option<Interrupt>,
@@ -316,7 +321,7 @@ impl Plumbing<'_> {
             match action {
                 Action::Interrupt => match &self.interrupt {
                     Some(Interrupt::Stdin(bytes)) => send(&self.stdin, bytes.clone()),
-                    Some(Interrupt::Sigint) => self.executor.signal_group(self.pid, Sig::INT),
+                    Some(Interrupt::Sigint) => self.executor.signal(&self.agent, Sig::INT),
                     None => {}
                 },
                 Action::AskUsage(n) => match self.probe.as_mut() {
@@ -329,19 +334,19 @@ impl Plumbing<'_> {
                     }
                 },
                 Action::CloseStdin => self.stdin = None,
-                Action::Signal(sig) => self.executor.signal_group(self.pid, sig),
+                Action::Signal(sig) => self.executor.signal(&self.agent, sig),
                 Action::KillLeftovers => {
                     if let Some(probe) = self.probe.as_mut() {
                         probe.cancel();
                     }
-                    machine.leftovers_killed(self.executor.kill_leftovers(self.pid));
+                    machine.leftovers_killed(self.executor.kill_leftovers(&self.agent));
                 }
                 Action::Heartbeat => {
                     if let Some(cause) = observer.heartbeat(machine.report()) {
                         actions.extend(machine.on_event(Input::Stop(cause), Instant::now()));
                     }
                 }
-                Action::GiveUp => machine.gave_up(self.executor.state(self.pid)),
+                Action::GiveUp => machine.gave_up(self.executor.state(&self.agent)),
             }
         }
     }
@@ -354,21 +359,9 @@ fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) {
         .expect("spawning a supervisor thread");
 }
 
-fn wait_for(mut child: std::process::Child, tx: SyncSender<Event>) {
-    use std::os::unix::process::ExitStatusExt;
-    let info = match child.wait() {
-        Ok(status) => ExitInfo {
-            code: status.code(),
-            signal: status.signal(),
-        },
-        Err(_) => ExitInfo::default(),
-    };
-    let _ = tx.send(Event::Happened(Happened::Exited(info)));
-}
-
 /// The agent's stdin lives on its own thread: a child that stops reading must never
 /// block the loop. Dropping the returned sender closes stdin.
-fn spawn_stdin_writer(mut stdin: std::process::ChildStdin) -> Sender<Vec<u8>> {
+fn spawn_stdin_writer(mut stdin: Box<dyn Write + Send>) -> Sender<Vec<u8>> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     spawn_thread("owl-stdin", move || {
         for bytes in rx {
@@ -389,3 +382,6 @@ fn send(stdin: &Option<Sender<Vec<u8>>>, bytes: Vec<u8>) {
         let _ = tx.send(bytes);
     }
 }
+
+#[cfg(test)]
+mod tests;

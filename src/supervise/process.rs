@@ -1,11 +1,12 @@
 //! How a Run's processes are started and found again: the Executor seam, the Run's marker, and the cleanup of what a Run leaves behind (the syscalls are in `sys`).
 
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Stdio};
 
 use crate::driver::Invocation;
+use crate::model::ExitInfo;
 use crate::sys::{self, Sig};
 
 /// The environment marker every descendant of a Run inherits, so that survivors can be
@@ -55,6 +56,61 @@ pub struct LostProcesses {
     pub boot_id: Option<String>,
 }
 
+/// How an Executor names the agent it started: recorded with the Run (`pid`,
+/// `child_start_time`), all that a later tick or `owl status` needs, with the same
+/// Executor, to stop the agent or tell that it lives. A local process's id and the time it
+/// started, so that a reused pid is never taken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HandleId {
+    pub pid: i32,
+    pub start_time: Option<i64>,
+}
+
+impl std::fmt::Display for HandleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {}", self.pid)
+    }
+}
+
+/// An agent as its Executor started it, all the supervision loop holds of it: its three
+/// streams, its end, and its id, by which the Executor stops it. Nothing here is a
+/// process: a test's scripted agent, a container or a remote machine is one as well.
+pub struct RunHandle {
+    pub id: HandleId,
+    pub stdin: Box<dyn Write + Send>,
+    pub stdout: Box<dyn Read + Send>,
+    pub stderr: Box<dyn Read + Send>,
+    /// Waits for the agent's exit (on a thread of its own: it blocks).
+    pub exit: Box<dyn FnOnce() -> ExitInfo + Send>,
+}
+
+impl RunHandle {
+    /// The handle of a local child with piped stdio.
+    pub fn of_child(mut child: Child) -> RunHandle {
+        let pid = child.id() as i32;
+        let piped = "the agent's stdio is piped";
+        RunHandle {
+            id: HandleId {
+                pid,
+                start_time: sys::stat(pid).map(|s| s.start_time),
+            },
+            stdin: Box::new(child.stdin.take().expect(piped)),
+            stdout: Box::new(child.stdout.take().expect(piped)),
+            stderr: Box::new(child.stderr.take().expect(piped)),
+            exit: Box::new(move || {
+                use std::os::unix::process::ExitStatusExt;
+                match child.wait() {
+                    Ok(status) => ExitInfo {
+                        code: status.code(),
+                        signal: status.signal(),
+                    },
+                    Err(_) => ExitInfo::default(),
+                }
+            }),
+        }
+    }
+}
+
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
 /// apart, signalling them and cleaning up after them, now or after a crash. A local child
 /// process today; a sandbox implements this one trait and touches nothing else.
@@ -66,16 +122,15 @@ pub trait Executor {
     fn supervisor(&self) -> Supervisor;
     /// Whether a Run's recorded supervisor is alive (and is not this process).
     fn supervisor_alive(&self, supervisor: &Supervisor) -> bool;
-    /// Starts the agent with piped stdio in `cwd`, leader of its own process group.
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child>;
-    /// When the process `pid` started, to recognise it later.
-    fn start_time(&self, pid: i32) -> Option<i64>;
-    /// A process's scheduler state (`D`: uninterruptible), for the record.
-    fn state(&self, pid: i32) -> Option<char>;
-    /// Sends a signal to the agent's process group.
-    fn signal_group(&self, pgid: i32, signal: Sig);
+    /// Starts the agent in `cwd` with its stdio piped to owl, leader of its own process
+    /// group.
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle>;
+    /// The agent's scheduler state (`D`: uninterruptible), for the record.
+    fn state(&self, agent: &HandleId) -> Option<char>;
+    /// Sends a signal to the agent and what it started in its group.
+    fn signal(&self, agent: &HandleId, signal: Sig);
     /// Kills and reaps what the Run left once its agent exited; how many there were.
-    fn kill_leftovers(&self, pgid: i32) -> usize;
+    fn kill_leftovers(&self, agent: &HandleId) -> usize;
     /// Kills what survives of a Run whose supervisor died; how many there were.
     fn kill_lost(&self, lost: &LostProcesses) -> usize;
 }
@@ -124,29 +179,23 @@ impl Executor for LocalExecutor {
             .is_some_and(|s| s.start_time == start && s.is_alive())
     }
 
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
-        spawn(inv, cwd, &self.marker(run_id))
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle> {
+        spawn(inv, cwd, &self.marker(run_id)).map(RunHandle::of_child)
     }
 
-    fn start_time(&self, pid: i32) -> Option<i64> {
-        sys::stat(pid).map(|s| s.start_time)
+    fn state(&self, agent: &HandleId) -> Option<char> {
+        sys::stat(agent.pid).map(|s| s.state)
     }
 
-    fn state(&self, pid: i32) -> Option<char> {
-        sys::stat(pid).map(|s| s.state)
+    fn signal(&self, agent: &HandleId, signal: Sig) {
+        signal_group(agent.pid, signal);
     }
 
-    fn signal_group(&self, pgid: i32, signal: Sig) {
-        if let Err(e) = sys::signal_group(pgid, signal) {
-            tracing::warn!(pgid, "could not signal the agent's group: {e}");
-        }
-    }
-
-    fn kill_leftovers(&self, pgid: i32) -> usize {
+    fn kill_leftovers(&self, agent: &HandleId) -> usize {
         // Whatever the agent left behind, in its group or reparented to us (we are a
         // subreaper), is below us now: count it, kill it, reap it.
         let killed = kill_descendants();
-        self.signal_group(pgid, Sig::KILL);
+        signal_group(agent.pid, Sig::KILL);
         killed
     }
 
@@ -166,7 +215,7 @@ impl Executor for LocalExecutor {
                     if let Err(e) = agent.signal(Sig::KILL) {
                         tracing::warn!(pid, "could not kill a lost Run's agent: {e}");
                     }
-                    self.signal_group(pid, Sig::KILL);
+                    signal_group(pid, Sig::KILL);
                     if !victims.contains(&pid) {
                         victims.push(pid);
                     }
@@ -194,6 +243,13 @@ impl Executor for LocalExecutor {
             }
         }
         victims.len()
+    }
+}
+
+/// Sends `signal` to the process group `pgid`; a failure is warned of.
+fn signal_group(pgid: i32, signal: Sig) {
+    if let Err(e) = sys::signal_group(pgid, signal) {
+        tracing::warn!(pgid, "could not signal the agent's group: {e}");
     }
 }
 

@@ -3,9 +3,8 @@
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 
-use super::process::{Executor, LocalExecutor, LostProcesses, Supervisor};
+use super::process::{Executor, HandleId, LocalExecutor, LostProcesses, RunHandle, Supervisor};
 use crate::driver::Invocation;
 use crate::sys::{self, Sig};
 
@@ -163,20 +162,17 @@ impl Executor for SandboxExecutor {
         self.local.supervisor_alive(supervisor)
     }
 
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<Child> {
+    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle> {
         let _ = std::fs::remove_file(&self.report);
         self.local.spawn(&self.wrap(inv, cwd)?, cwd, run_id)
     }
 
-    fn start_time(&self, pid: i32) -> Option<i64> {
-        self.local.start_time(pid)
+    fn state(&self, agent: &HandleId) -> Option<char> {
+        self.local.state(agent)
     }
 
-    fn state(&self, pid: i32) -> Option<char> {
-        self.local.state(pid)
-    }
-
-    fn signal_group(&self, pgid: i32, signal: Sig) {
+    fn signal(&self, agent: &HandleId, signal: Sig) {
+        let pgid = agent.pid;
         // bubblewrap does not pass signals on: a stop the agent should see (SIGINT, SIGTERM)
         // goes to owl's init inside, which hands it to the agent's group. SIGKILL ends
         // bubblewrap, and with it the namespace.
@@ -193,11 +189,11 @@ impl Executor for SandboxExecutor {
                     tracing::warn!(pid, "could not signal the sandbox's init: {e}");
                 }
             }
-            None => self.local.signal_group(pgid, signal),
+            None => self.local.signal(agent, signal),
         }
     }
 
-    fn kill_leftovers(&self, pgid: i32) -> usize {
+    fn kill_leftovers(&self, agent: &HandleId) -> usize {
         // Inside, owl's init killed what the agent left in the namespace and said how many.
         // The file is in the Run's own dir, the agent's to replace: a FIFO, a link to
         // /dev/zero or a huge file there is refused, not waited on or read.
@@ -220,7 +216,7 @@ impl Executor for SandboxExecutor {
                 .filter(|pid| self.is_bwrap(*pid))
                 .collect()
         });
-        inside + self.local.kill_leftovers(pgid)
+        inside + self.local.kill_leftovers(agent)
     }
 
     fn kill_lost(&self, lost: &LostProcesses) -> usize {

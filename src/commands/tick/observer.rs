@@ -162,8 +162,9 @@ impl TickObserver<'_> {
 }
 
 impl Observer for TickObserver<'_> {
-    fn spawned(&mut self, pid: i32, start: Option<i64>) {
-        if let Err(e) = self.store.set_run_process(self.run_id, pid.into(), start) {
+    fn spawned(&mut self, agent: &crate::supervise::HandleId) {
+        let (pid, start) = (agent.pid.into(), agent.start_time);
+        if let Err(e) = self.store.set_run_process(self.run_id, pid, start) {
             tracing::warn!("recording the agent's pid for run {}: {e:#}", self.run_id);
         }
     }
