@@ -101,15 +101,7 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     if let Err(why) = driver::locate(command, &account.driver.command_key()) {
         return Some(format!("the agent CLI cannot be run: {why}"));
     }
-    if account.executor == crate::config::ExecutorKind::Sandbox {
-        if let Err(why) = driver::locate(&ctx.config.sandbox.command, "sandbox.command") {
-            return Some(format!(
-                "executor: sandbox needs bubblewrap, but {why}; install it (Debian/Ubuntu: \
-                 `apt install bubblewrap`)"
-            ));
-        }
-    }
-    None
+    crate::supervise::executor_of(account, &ctx.config.sandbox, ctx.executor()).missing()
 }
 
 /// "Not logged in" as the credential store shows it, without starting the agent (the

@@ -8,14 +8,12 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{create_private_file, ensure_private_dir, print_json, Ctx};
-use crate::config::ExecutorKind;
 use crate::driver::{self, Driver, RunRequest};
 use crate::model::{Job, JobReason, JobState, RunOutcome};
 use crate::outcome;
 use crate::schedule::{AccountView, Decision, Plan};
 use crate::store::{RunStart, Store};
-use crate::supervise::sandbox::SandboxExecutor;
-use crate::supervise::{self, Executor, RunReport, RunSpec};
+use crate::supervise::{self, Executor, RunPlace, RunReport, RunSpec};
 use crate::usage;
 use crate::workspace::Workspace;
 
@@ -369,16 +367,13 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let sandboxed = account_cfg.executor == ExecutorKind::Sandbox;
+    let executor = supervise::executor_of(account_cfg, &ctx.config.sandbox, ctx.executor());
     let checked = agent_version(ctx, store, &account, driver.as_ref(), &command, now)?
         .map_err(crate::error::Error::from)
         .and_then(|version| {
-            // Never unconfined: without a usable bubblewrap a sandboxed Account waits.
-            if sandboxed {
-                crate::supervise::sandbox::check(&ctx.config.sandbox.command).map_err(|e| {
-                    crate::error::Error::new(crate::error::ErrorKind::AgentCli, e.to_string())
-                })?;
-            }
+            executor
+                .ready()
+                .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
             Ok(version)
         });
     let version = match checked {
@@ -416,7 +411,7 @@ fn run_job(
     }
 
     let job = ctx.job(store, &job_id)?;
-    let prepared = if sandboxed {
+    let prepared = if executor.own_clone() {
         crate::workspace::prepare_clone(&job, &ctx.worktrees_dir())
     } else {
         crate::workspace::prepare(&job, &ctx.worktrees_dir())
@@ -457,7 +452,6 @@ fn run_job(
         }
     };
 
-    let executor = ctx.executor();
     executor
         .prepare()
         .context("readying owl to supervise the Run")?;
@@ -516,6 +510,7 @@ fn run_job(
         run_id,
         budget_usd,
         driver,
+        executor.as_ref(),
         ignore_ceiling,
         &latch,
     )
@@ -561,6 +556,7 @@ fn execute(
     run_id: i64,
     budget_usd: Option<f64>,
     driver: Arc<dyn Driver>,
+    executor: &dyn Executor,
     ignore_ceiling: bool,
     latch: &crate::supervise::StopLatch,
 ) -> Result<RunReport> {
@@ -597,7 +593,10 @@ fn execute(
         command,
         account: account_cfg,
         invocation: &invocation,
-        cwd: workspace.path(),
+        place: RunPlace {
+            workspace: workspace.path(),
+            files: &files_dir,
+        },
         run_id,
         prompt: &prompt,
         stdout_log: create_private_file(&ctx.config.state().run_log(&job.id, run_id))?,
@@ -611,20 +610,6 @@ fn execute(
             .then_some(ctx.config.usage_poll_interval),
         secrets: account_cfg.env.secrets(),
         latch: latch.clone(),
-    };
-    let executor: Box<dyn Executor> = match account_cfg.executor {
-        ExecutorKind::Local => Box::new(ctx.executor()),
-        ExecutorKind::Sandbox => Box::new(SandboxExecutor {
-            local: ctx.executor(),
-            bwrap: driver::locate(&ctx.config.sandbox.command, "sandbox.command")?,
-            // The Job's clone (its `.git` inside), the CLI's own files, the Run's files.
-            writable: [workspace.path().to_path_buf(), files_dir.clone()]
-                .into_iter()
-                .chain(account_cfg.credential_store.clone())
-                .chain(ctx.config.sandbox.writable.iter().cloned())
-                .collect(),
-            report: files_dir.join("sandbox-report"),
-        }),
     };
     // A write must never hold up a stop: during the Run a write gives up after this long
     // on another process's lock (and is retried or only warned of), and does not wait for
@@ -641,7 +626,7 @@ fn execute(
     if ignore_ceiling {
         observer.ignore_ceilings();
     }
-    let report = supervise::supervise(spec, executor.as_ref(), &mut observer)
+    let report = supervise::supervise(spec, executor, &mut observer)
         .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();
     report

@@ -24,7 +24,7 @@ use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
 use crate::model::StopCause;
 pub use crate::outcome::RunReport;
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
-pub use process::{Executor, HandleId, LocalExecutor, RunHandle};
+pub use process::{Executor, HandleId, LocalExecutor, RunHandle, RunPlace};
 pub use reader::LINE_CAP;
 
 pub use machine::{INTERRUPT_WAIT, TEARDOWN_WAIT};
@@ -52,7 +52,8 @@ pub struct RunSpec<'a> {
     pub command: &'a Path,
     pub account: &'a Account,
     pub invocation: &'a Invocation,
-    pub cwd: &'a Path,
+    /// The working copy (the agent's cwd) and the Run's own files.
+    pub place: RunPlace<'a>,
     pub run_id: i64,
     pub prompt: &'a str,
     pub stdout_log: File,
@@ -105,6 +106,28 @@ pub trait Observer {
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause>;
 }
 
+/// The Executor of an Account's Runs: the one place that knows which there are.
+pub fn executor_of(
+    account: &Account,
+    sandbox: &crate::config::SandboxSettings,
+    local: LocalExecutor,
+) -> Box<dyn Executor> {
+    match account.executor {
+        crate::config::ExecutorKind::Local => Box::new(local),
+        crate::config::ExecutorKind::Sandbox => Box::new(sandbox::SandboxExecutor::new(
+            local,
+            sandbox.command.clone(),
+            // Besides the Run's own place: the CLI's own files, and what the user opened.
+            account
+                .credential_store
+                .iter()
+                .chain(&sandbox.writable)
+                .cloned()
+                .collect(),
+        )),
+    }
+}
+
 /// Runs the agent to its end and returns what happened. An error means it never started.
 pub fn supervise(
     spec: RunSpec,
@@ -142,7 +165,7 @@ pub fn supervise(
             }
         }
     });
-    let agent = match executor.spawn(spec.invocation, spec.cwd, spec.run_id) {
+    let agent = match executor.spawn(spec.invocation, &spec.place, spec.run_id) {
         Ok(agent) => agent,
         Err(e) => {
             signal_handle.close();
@@ -207,7 +230,12 @@ pub fn supervise(
         stdin,
         interrupt,
         probe: (poll == UsagePoll::Probe).then(|| {
-            side::SideProbe::new(spec.driver.clone(), spec.command, spec.account, spec.cwd)
+            side::SideProbe::new(
+                spec.driver.clone(),
+                spec.command,
+                spec.account,
+                spec.place.workspace,
+            )
         }),
         tx: side_tx.clone(),
     };

@@ -111,6 +111,14 @@ impl RunHandle {
     }
 }
 
+/// Where a Run works: its working copy (the agent's cwd) and the Run's own files (what its
+/// Driver writes for it, what its Executor keeps of it).
+#[derive(Debug, Clone, Copy)]
+pub struct RunPlace<'a> {
+    pub workspace: &'a Path,
+    pub files: &'a Path,
+}
+
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
 /// apart, signalling them and cleaning up after them, now or after a crash. A local child
 /// process today; a sandbox implements this one trait and touches nothing else.
@@ -122,9 +130,23 @@ pub trait Executor {
     fn supervisor(&self) -> Supervisor;
     /// Whether a Run's recorded supervisor is alive (and is not this process).
     fn supervisor_alive(&self, supervisor: &Supervisor) -> bool;
-    /// Starts the agent in `cwd` with its stdio piped to owl, leader of its own process
-    /// group.
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle>;
+    /// What a look at this machine shows missing, cheaply and without running anything
+    /// (a sandbox's bubblewrap not found).
+    fn missing(&self) -> Option<String> {
+        None
+    }
+    /// Whether Runs can start here now (a sandbox's bubblewrap works); why not.
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether the agent must work in a clone of its own rather than a worktree of the
+    /// user's repository (it could write that repository's `.git` through a worktree's).
+    fn own_clone(&self) -> bool {
+        false
+    }
+    /// Starts the agent in its place with its stdio piped to owl, leader of its own
+    /// process group.
+    fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle>;
     /// The agent's scheduler state (`D`: uninterruptible), for the record.
     fn state(&self, agent: &HandleId) -> Option<char>;
     /// Sends a signal to the agent and what it started in its group.
@@ -179,8 +201,8 @@ impl Executor for LocalExecutor {
             .is_some_and(|s| s.start_time == start && s.is_alive())
     }
 
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle> {
-        spawn(inv, cwd, &self.marker(run_id)).map(RunHandle::of_child)
+    fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle> {
+        spawn(inv, place.workspace, &self.marker(run_id)).map(RunHandle::of_child)
     }
 
     fn state(&self, agent: &HandleId) -> Option<char> {

@@ -4,7 +4,9 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::process::{Executor, HandleId, LocalExecutor, LostProcesses, RunHandle, Supervisor};
+use super::process::{
+    Executor, HandleId, LocalExecutor, LostProcesses, RunHandle, RunPlace, Supervisor,
+};
 use crate::driver::Invocation;
 use crate::sys::{self, Sig};
 
@@ -79,16 +81,38 @@ const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Runs a Run's agent under bubblewrap; everything else is the local Executor's.
 pub struct SandboxExecutor {
     pub local: LocalExecutor,
+    /// bubblewrap, as `sandbox.command` names it.
     pub bwrap: PathBuf,
-    /// What the Run may write: the Job's clone, the credential store, the Run's own files.
+    /// What every Run may write besides its own place: the credential store and
+    /// `sandbox.writable`.
     pub writable: Vec<PathBuf>,
-    /// Where the process inside the sandbox reports how many leftovers it killed.
-    pub report: PathBuf,
+    /// The Run started: the bubblewrap it runs under, and where the process inside the
+    /// sandbox reports how many leftovers it killed.
+    run: std::sync::Mutex<Option<(PathBuf, PathBuf)>>,
 }
 
 impl SandboxExecutor {
-    /// The command that runs `inv` in the sandbox: bubblewrap, then owl's init, then the agent.
-    fn wrap(&self, inv: &Invocation, cwd: &Path) -> io::Result<Invocation> {
+    pub fn new(local: LocalExecutor, bwrap: PathBuf, writable: Vec<PathBuf>) -> SandboxExecutor {
+        SandboxExecutor {
+            local,
+            bwrap,
+            writable,
+            run: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The command that runs `inv` in the sandbox: bubblewrap, then owl's init, then the
+    /// agent. It may write its place (the Job's clone, the Run's own files) and
+    /// [`SandboxExecutor::writable`].
+    fn wrap(&self, inv: &Invocation, place: &RunPlace, report: &Path) -> io::Result<Invocation> {
+        let bwrap =
+            crate::driver::locate(&self.bwrap, "sandbox.command").map_err(io::Error::other)?;
+        let writable: Vec<PathBuf> = [place.workspace, place.files]
+            .into_iter()
+            .map(Path::to_path_buf)
+            .chain(self.writable.iter().cloned())
+            .collect();
+        let cwd = place.workspace;
         let owl = std::env::current_exe()?.canonicalize()?;
         let mut args: Vec<String> = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             .map(String::from)
@@ -112,12 +136,12 @@ impl SandboxExecutor {
         }
         if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
             for hidden in HIDDEN_IN_HOME.iter().map(|d| home.join(d)) {
-                if hidden.is_dir() && !self.writable.iter().any(|w| w.starts_with(&hidden)) {
+                if hidden.is_dir() && !writable.iter().any(|w| w.starts_with(&hidden)) {
                     args.extend(["--tmpfs".into(), hidden.display().to_string()]);
                 }
             }
         }
-        for dir in &self.writable {
+        for dir in &writable {
             std::fs::create_dir_all(dir)?;
             let dir = dir.display().to_string();
             args.extend(["--bind".into(), dir.clone(), dir]);
@@ -133,14 +157,14 @@ impl SandboxExecutor {
         );
         args.push(cwd.display().to_string());
         args.extend(["--".into(), owl.display().to_string(), INIT_COMMAND.into()]);
-        args.extend([self.report.display().to_string(), "--".into()]);
+        args.extend([report.display().to_string(), "--".into()]);
         args.push(inv.program.display().to_string());
         args.extend(inv.args.iter().cloned());
         let mut env_set = inv.env_set.clone();
         // The host's TMPDIR is read-only in here; the private /tmp is not.
         env_set.push(("TMPDIR".into(), "/tmp".into()));
         Ok(Invocation {
-            program: self.bwrap.clone(),
+            program: bwrap,
             args,
             env_set,
             env_remove: inv.env_remove.clone(),
@@ -162,9 +186,31 @@ impl Executor for SandboxExecutor {
         self.local.supervisor_alive(supervisor)
     }
 
-    fn spawn(&self, inv: &Invocation, cwd: &Path, run_id: i64) -> io::Result<RunHandle> {
-        let _ = std::fs::remove_file(&self.report);
-        self.local.spawn(&self.wrap(inv, cwd)?, cwd, run_id)
+    fn missing(&self) -> Option<String> {
+        let why = crate::driver::locate(&self.bwrap, "sandbox.command").err()?;
+        Some(format!(
+            "executor: sandbox needs bubblewrap, but {why}; install it (Debian/Ubuntu: \
+             `apt install bubblewrap`)"
+        ))
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        // Never unconfined: without a usable bubblewrap a sandboxed Account waits.
+        check(&self.bwrap).map_err(|e| e.to_string())
+    }
+
+    fn own_clone(&self) -> bool {
+        // The agent can write its `.git`: a worktree's is the user's repository's.
+        true
+    }
+
+    fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle> {
+        let report = place.files.join("sandbox-report");
+        let _ = std::fs::remove_file(&report);
+        let wrapped = self.wrap(inv, place, &report)?;
+        *self.run.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((wrapped.program.clone(), report));
+        self.local.spawn(&wrapped, place, run_id)
     }
 
     fn state(&self, agent: &HandleId) -> Option<char> {
@@ -197,7 +243,11 @@ impl Executor for SandboxExecutor {
         // Inside, owl's init killed what the agent left in the namespace and said how many.
         // The file is in the Run's own dir, the agent's to replace: a FIFO, a link to
         // /dev/zero or a huge file there is refused, not waited on or read.
-        let inside = match crate::untrusted::read_to_string(&self.report, REPORT_CAP) {
+        let Some((bwrap, report)) = self.run.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        else {
+            return self.local.kill_leftovers(agent);
+        };
+        let inside = match crate::untrusted::read_to_string(&report, REPORT_CAP) {
             Ok(n) => n.trim().parse::<usize>().unwrap_or(0),
             Err(e) if e.is_missing() => 0,
             Err(e) => {
@@ -213,7 +263,7 @@ impl Executor for SandboxExecutor {
             sys::descendants_of(me)
                 .into_iter()
                 .filter(|pid| sys::stat(*pid).is_some_and(|s| s.state != 'Z'))
-                .filter(|pid| self.is_bwrap(*pid))
+                .filter(|pid| is_bwrap(&bwrap, *pid))
                 .collect()
         });
         inside + self.local.kill_leftovers(agent)
@@ -224,13 +274,12 @@ impl Executor for SandboxExecutor {
     }
 }
 
-impl SandboxExecutor {
-    /// Whether `pid` is one of bubblewrap's own processes: its argv[0] is the command owl ran.
-    fn is_bwrap(&self, pid: i32) -> bool {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|argv| {
-            argv.split(|b| *b == 0).next() == Some(self.bwrap.as_os_str().as_encoded_bytes())
-        })
-    }
+/// Whether `pid` is one of bubblewrap's own processes: its argv[0] is `bwrap`, the command
+/// owl ran.
+fn is_bwrap(bwrap: &Path, pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|argv| {
+        argv.split(|b| *b == 0).next() == Some(bwrap.as_os_str().as_encoded_bytes())
+    })
 }
 
 /// `/tmp/<first>` for a path under `/tmp`, which a sandbox's private `/tmp` would hide.

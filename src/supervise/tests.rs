@@ -83,7 +83,7 @@ impl Executor for ScriptedExecutor {
     fn supervisor_alive(&self, _: &Supervisor) -> bool {
         false
     }
-    fn spawn(&self, _: &Invocation, _: &Path, _: i64) -> io::Result<RunHandle> {
+    fn spawn(&self, _: &Invocation, _: &RunPlace, _: i64) -> io::Result<RunHandle> {
         let (stdin_rx, stdin_tx) = io::pipe()?;
         let (stdout_rx, mut stdout_tx) = io::pipe()?;
         let (stderr_rx, stderr_tx) = io::pipe()?;
@@ -228,7 +228,10 @@ fn supervise_scripted(
         command: Path::new("claude"),
         account: &account,
         invocation: &invocation,
-        cwd: dir.path(),
+        place: RunPlace {
+            workspace: dir.path(),
+            files: dir.path(),
+        },
         run_id: 1,
         prompt: "Say hello.",
         stdout_log: File::create(&stdout_log).unwrap(),

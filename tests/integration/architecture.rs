@@ -382,3 +382,41 @@ fn no_code_outside_a_driver_compares_a_states_words() {
         ["if info.status == \"rejected\" {", "\"done\" => x,"]
     );
 }
+
+/// Where code names a particular Executor (`ExecutorKind`, `SandboxExecutor`) or runs one's
+/// own check outside the Executor seam itself (`supervise`), the config that reads the
+/// choice, and `doctor`, whose words to the user are about each Executor.
+fn executor_knowledge(files: &BTreeMap<String, String>) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(module, _)| {
+            !["supervise", "config", "commands::doctor"]
+                .iter()
+                .any(|seam| module.starts_with(seam))
+        })
+        .flat_map(|(module, text)| {
+            let code = code(text);
+            ["ExecutorKind", "SandboxExecutor", "sandbox::check"]
+                .into_iter()
+                .filter(|word| code.contains(word))
+                .map(|word| format!("{module} names {word}"))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn the_tick_and_the_commands_never_know_which_executor_runs() {
+    let found = executor_knowledge(&sources());
+    assert!(found.is_empty(), "{found:#?}");
+    // It would have caught this morning's tick, which chose and checked bubblewrap itself.
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "commands::tick".to_string(),
+        "let sandboxed = account_cfg.executor == ExecutorKind::Sandbox;".to_string(),
+    );
+    assert_eq!(
+        executor_knowledge(&broken),
+        ["commands::tick names ExecutorKind"]
+    );
+}
