@@ -1,0 +1,86 @@
+//! The agent CLI's version, checked before every Run against what owl has tested.
+
+use super::*;
+
+/// The agent CLI's version, from its `--version`, before every Run: a version manager's
+/// shim or a wrapper script is the same file whatever version runs behind it, so no file
+/// identity can stand in for asking (a node start of a second, beside a Run of minutes).
+/// An idle tick never gets here. A verdict holds for the pair of file and version.
+pub(super) fn agent_version(
+    ctx: &Ctx,
+    store: &mut Store,
+    account: &str,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    now: DateTime<Utc>,
+) -> Result<Result<String, driver::AgentCliError>> {
+    let account_cfg = &ctx.config.accounts[account];
+    let identity = driver::identity(command);
+    let checked = match driver::check_agent(driver, command, account_cfg) {
+        Err(driver::AgentCliError::Untested { agent, version, .. }) => verified(
+            ctx,
+            store,
+            driver,
+            command,
+            identity.as_deref(),
+            agent,
+            version,
+            now,
+        )?,
+        other => other,
+    };
+    if let (Ok(version), Some(identity)) = (&checked, &identity) {
+        store.set_agent_checked(account, identity, version, now)?;
+    }
+    Ok(checked)
+}
+
+/// A version outside the tested range runs only when this very binary passed the
+/// conformance check: recorded by `owl doctor --conformance`, or (with
+/// `agentVerification: auto`) run here, once per binary.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn verified(
+    ctx: &Ctx,
+    store: &mut Store,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    identity: Option<&str>,
+    agent: &'static str,
+    version: String,
+    now: DateTime<Utc>,
+) -> Result<Result<String, driver::AgentCliError>> {
+    use driver::AgentCliError::{FailedConformance, Unverified};
+    let Some(identity) = identity else {
+        return Ok(Err(Unverified { agent, version }));
+    };
+    let known = store.verdict(identity)?.filter(|v| v.version == version);
+    let verdict = match (known, ctx.config.agent_verification) {
+        (Some(v), _) => v,
+        (None, crate::config::AgentVerification::Off) => {
+            return Ok(Err(Unverified { agent, version }))
+        }
+        (None, crate::config::AgentVerification::Auto) => {
+            tracing::info!(
+                "{agent} {version} is outside the tested range: checking its conformance"
+            );
+            let checks = driver.conformance(command, None);
+            let verdict = crate::store::Verdict {
+                version: version.clone(),
+                passed: checks.iter().all(|c| c.ok),
+                failed: super::super::conformance::failed_names(&checks),
+                checked_at: now,
+            };
+            store.set_verdict(identity, &verdict)?;
+            verdict
+        }
+    };
+    Ok(if verdict.passed {
+        Ok(version)
+    } else {
+        Err(FailedConformance {
+            agent,
+            version,
+            failed: verdict.failed.join("; "),
+        })
+    })
+}

@@ -1,0 +1,52 @@
+//! What a tick tidies before it picks: Runs whose tick died, and history past its keep.
+
+use super::*;
+
+/// Finds Runs a dead tick left marked running, and settles them (see `recover`).
+pub(super) fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    let lost = crate::recover::recover_lost_runs(store, &ctx.executor(), &ctx.config, now)?;
+    for l in lost {
+        if let Some(kept) = &l.recorded_from {
+            errln!(
+                "owl: run {} of job {} was recorded from {} (its tick could not write it); \
+                 killed {} surviving process(es)",
+                l.run_id,
+                l.job_id,
+                kept.display(),
+                l.survivors_killed
+            );
+            continue;
+        }
+        errln!(
+            "owl: run {} of job {} was lost (its tick died); killed {} surviving process(es); \
+             the job is queued again",
+            l.run_id,
+            l.job_id,
+            l.survivors_killed
+        );
+    }
+    Ok(())
+}
+
+/// Snapshots older than `snapshotRetention` are deleted in small batches, each its own
+/// short transaction, and at most [`PRUNE_PER_TICK`] per tick: a year of history is worked
+/// off over a few ticks without holding the database long.
+pub(super) fn prune(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    let keep =
+        chrono::Duration::from_std(ctx.config.snapshot_retention).unwrap_or(chrono::Duration::MAX);
+    let Some(before) = now.checked_sub_signed(keep) else {
+        return Ok(());
+    };
+    let mut pruned = 0;
+    while pruned < PRUNE_PER_TICK {
+        let n = store.prune_snapshots(before, PRUNE_BATCH)?;
+        pruned += n;
+        if n < PRUNE_BATCH {
+            break;
+        }
+    }
+    if pruned > 0 {
+        tracing::debug!("pruned {pruned} Snapshots observed before {before}");
+    }
+    Ok(())
+}

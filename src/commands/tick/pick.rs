@@ -1,0 +1,163 @@
+//! Which Job the tick runs, on which Account: the plan, the probe before the pick, and the
+//! hold a Run of this machine keeps.
+
+use super::*;
+
+/// The decision for `tick --job ID`: that Job, on the Account the plan gives it, or why not.
+/// With `ignore_ceiling`, an Account (or a wait) that only a ceiling holds back does not.
+pub(super) fn choose_job(
+    ctx: &Ctx,
+    store: &mut Store,
+    id: &str,
+    ignore_ceiling: bool,
+    now: DateTime<Utc>,
+) -> Result<Decision> {
+    let job = ctx.job(store, id)?;
+    // As a tick would: an Account whose figure is too old to trust is probed first.
+    let (views, _) = super::super::plan::make_plan(ctx, store, now)?;
+    let stale: Vec<String> = views
+        .iter()
+        .filter(|v| job.account.as_ref().is_none_or(|a| a == &v.name))
+        .filter(|v| can_probe(ctx, &v.name) && usage::needs_probe(v, ctx.config.probe_max_age, now))
+        .map(|v| v.name.clone())
+        .collect();
+    for account in &stale {
+        probe_account(ctx, store, account, now)?;
+    }
+    let (views, plan) = super::super::plan::make_plan(ctx, store, now)?;
+    let idle = |reason: String| Ok(Decision::Idle { reason });
+    let Some(entry) = plan.queue.iter().find(|q| q.job_id == job.id) else {
+        return idle(format!(
+            "job {} is {}: only a queued or waiting Job can run",
+            job.id, job.state
+        ));
+    };
+    if entry.eligible {
+        if let Some(account) = &entry.account {
+            return Ok(Decision::Run {
+                job_id: job.id.clone(),
+                account: account.clone(),
+            });
+        }
+    }
+    if !ignore_ceiling {
+        return idle(format!("job {}: {}", job.id, entry.reason));
+    }
+    // Only a ceiling may be skipped: a Job waiting for another reason, or an Account that
+    // is not logged in or backing off, still holds.
+    let ceiling_wait = matches!(job.reason, Some(JobReason::Ceiling(_)));
+    if job.not_before.is_some_and(|t| t > now) && !ceiling_wait {
+        return idle(format!("job {}: {}", job.id, entry.reason));
+    }
+    let usable = |v: &&AccountView| {
+        matches!(
+            v.standing,
+            crate::schedule::Standing::OverCeiling { .. }
+                | crate::schedule::Standing::UnderCeilings { .. }
+                | crate::schedule::Standing::NoCeiling
+                | crate::schedule::Standing::Reactive { .. }
+        ) && job.account.as_ref().is_none_or(|a| a == &v.name)
+    };
+    match views.iter().find(usable) {
+        Some(view) => {
+            errln!(
+                "owl: --ignore-ceiling: running job {} on {} whatever its utilization ({}); \
+                 this Run is not stopped at a ceiling",
+                job.id,
+                view.name,
+                view.standing.explain(now)
+            );
+            Ok(Decision::Run {
+                job_id: job.id.clone(),
+                account: view.name.clone(),
+            })
+        }
+        None => idle(format!("job {}: {}", job.id, entry.reason)),
+    }
+}
+
+/// Decides what to run: the plan's pick, after probing the Accounts whose figures or
+/// login are too old to trust (which may change the pick) and failing Jobs whose budget
+/// is spent.
+pub(super) fn choose(
+    ctx: &Ctx,
+    store: &mut Store,
+    now: DateTime<Utc>,
+    dry_run: bool,
+    json: bool,
+    machine_problem: &mut bool,
+) -> Result<Decision> {
+    let mut probed = std::collections::BTreeSet::new();
+    let mut planned = super::super::plan::make_plan(ctx, store, now)?;
+    let local = now.with_timezone(&chrono::Local).time();
+    let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
+    // Only when there is work that could use what a probe finds.
+    if !dry_run && in_window && !planned.1.queue.is_empty() {
+        let parked = usage::parked_accounts(
+            &planned.0,
+            |name| can_probe(ctx, name),
+            ctx.config.probe_max_age,
+            now,
+        );
+        for account in &parked {
+            probed.insert(account.clone());
+            probe_account(ctx, store, account, now)?;
+        }
+        if !parked.is_empty() {
+            planned = super::super::plan::make_plan(ctx, store, now)?;
+        }
+    }
+    loop {
+        let (views, plan) = &planned;
+        if dry_run && !json {
+            print_plan(views, plan, now);
+        }
+        let Decision::Run { job_id, account } = &plan.decision else {
+            if let Some(why) = held_by_this_machine(views, plan) {
+                // Not a wait but a problem to fix: said on stderr, and the exit code says it.
+                tracing::warn!("{why}");
+                *machine_problem = true;
+            }
+            return Ok(plan.decision.clone());
+        };
+        let probe = views
+            .iter()
+            .find(|a| &a.name == account)
+            .is_some_and(|view| {
+                can_probe(ctx, account) && usage::needs_probe(view, ctx.config.probe_max_age, now)
+            });
+        if dry_run {
+            if probe && !json {
+                outln!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
+            }
+            return Ok(plan.decision.clone());
+        }
+        let spent = match store.job(job_id)? {
+            Some(job) => crate::budget::job_budget_spent(&job, store.job_cost(job_id)?),
+            None => None,
+        };
+        if let Some(why) = spent {
+            let from = [JobState::Queued, JobState::Waiting];
+            store.move_job(job_id, &from, JobState::Failed, Some(&why), now)?;
+        } else if probe && probed.insert(account.clone()) {
+            let account = account.clone();
+            probe_account(ctx, store, &account, now)?;
+        } else {
+            return Ok(plan.decision.clone());
+        }
+        // Something changed: plan again.
+        planned = super::super::plan::make_plan(ctx, store, now)?;
+    }
+}
+
+/// What this machine shows that holds a queued Job back (an Account `Unready`), in words.
+pub(super) fn held_by_this_machine(views: &[AccountView], plan: &Plan) -> Option<String> {
+    views
+        .iter()
+        .filter_map(|a| match &a.standing {
+            crate::schedule::Standing::Unready { why } => Some((a, why)),
+            _ => None,
+        })
+        .find(|(a, _)| plan.queue.iter().any(|q| q.waits_for.contains(&a.name)))
+        .map(|(a, why)| format!("{}: {why}", a.name))
+}

@@ -1,0 +1,159 @@
+//! What a tick does once its Run ended: the git step (the clone resealed, the work brought
+//! home), the settlement, one write, then the notify hook told.
+
+use super::*;
+
+/// Records the Run's end and moves its Job on.
+pub(super) fn record(
+    ctx: &Ctx,
+    store: &mut Store,
+    job: &Job,
+    account: &str,
+    run_id: i64,
+    workspace: &mut Workspace,
+    report: &RunReport,
+) -> Result<(outcome::Classified, JobState)> {
+    let now = crate::clock::now()?;
+    // A sandboxed Run wrote its clone's `.git` too: before owl, outside the sandbox, commits
+    // or reads there, what it planted is undone, or the clone is left alone whole.
+    let sealed = workspace.reseal(job);
+    let tampered = sealed.as_ref().err().map(|e| format!("{e:#}"));
+    let home = match &sealed {
+        // Committed before the Handoff is read, so a Handoff the agent wrote but did not
+        // commit still counts.
+        Ok(_) => workspace.bring_home(job, &ctx.config.commit_author, run_id),
+        Err(e) => {
+            tracing::warn!("run {run_id}: {e:#}");
+            crate::workspace::BroughtHome::default()
+        }
+    };
+    let head_after = workspace.head();
+    // What was undone when the clone was opened for this Run counts too (a tick that died
+    // before sealing what the Run before planted).
+    let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
+        .then(|| neutralised_note(workspace.sealed()));
+    let (settlement, classified) = crate::settlement::settle(
+        report,
+        &crate::settlement::Facts {
+            run_id,
+            job,
+            account_name: account,
+            account: &ctx.config.accounts[account],
+            counted_runs: store.counted_runs(&job.id)?,
+            spent_usd: store.job_cost(&job.id).unwrap_or(0.0),
+            budget_usd: store.run(run_id)?.and_then(|run| run.budget_usd),
+            handoff: workspace.handoff(),
+            git: crate::settlement::GitAfter {
+                tampered,
+                safety_commit: home.safety_commit,
+                published: home.not_published,
+                head_after,
+                neutralised,
+            },
+            rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
+        },
+        now,
+    );
+    let state = settlement.job_state;
+    store.settle(
+        &settlement,
+        &ctx.config.state().kept_outcome(&job.id, run_id),
+    )?;
+    let credential_store = ctx.config.accounts[account].credential_store.as_deref();
+    note_account(
+        store,
+        account,
+        credential_store,
+        run_id,
+        &classified,
+        report,
+        now,
+    )?;
+    let state = store.job_state(&job.id)?.unwrap_or(state);
+    Ok((classified, state))
+}
+
+/// The Run's note on what owl undid in the clone before opening it.
+pub(super) fn neutralised_note(undone: &[String]) -> String {
+    format!(
+        "owl undid what the Run planted in its clone's .git, which would run or redirect git \
+         outside the sandbox: {}",
+        undone.join(", ")
+    )
+}
+
+/// Tells the notify command what the Run did: after it is recorded, so nothing the
+/// command does (or fails to do) can change it.
+pub(super) fn tell(
+    ctx: &Ctx,
+    store: &mut Store,
+    notify: &crate::config::Notify,
+    job_id: &str,
+    run_id: i64,
+    account: &str,
+    outcome: &outcome::Classified,
+) -> Result<()> {
+    let now = crate::clock::now()?;
+    let Some(job) = store.job(job_id)? else {
+        return Ok(());
+    };
+    let (views, _) = super::super::plan::make_plan(ctx, store, now)?;
+    let waiting_until = views
+        .iter()
+        .find(|a| a.name == account && !a.schedulable)
+        .map(|a| a.until);
+    let cost = store.run(run_id)?.and_then(|r| r.cost_usd);
+    let until = match waiting_until {
+        Some(until) => until,
+        None => job.not_before.filter(|t| *t > now),
+    };
+    let payload = crate::notify::Payload {
+        event: "",
+        at: String::new(),
+        job_id: job.id.clone(),
+        job_name: job.name.clone(),
+        job_state: job.state,
+        job_reason: job
+            .reason
+            .as_ref()
+            .map(|r| crate::text::truncate(&r.to_string(), crate::notify::WORDS_CAP)),
+        repo: job.repo.clone(),
+        branch: job.branch(),
+        run_id,
+        account: account.to_string(),
+        outcome: outcome.outcome.to_string(),
+        stop_reason: outcome
+            .stop_reason
+            .as_deref()
+            .map(|s| crate::text::truncate(s, crate::notify::WORDS_CAP)),
+        cost_usd: cost,
+        until: until.map(crate::clock::rfc3339),
+    };
+    let events = crate::notify::events_of(payload.job_state, waiting_until.is_some());
+    crate::notify::send(notify, &events, &payload, now);
+    Ok(())
+}
+
+/// Records what a Run tells of its Account beyond this Job (see `outcome::account_after_run`).
+pub(super) fn note_account(
+    store: &mut Store,
+    account: &str,
+    credential_store: Option<&std::path::Path>,
+    run_id: i64,
+    classified: &outcome::Classified,
+    report: &RunReport,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let note = store.account_note(account)?;
+    let change = outcome::account_after_run(classified, report.reached_model, &note, now);
+    if let Some(login) = change.not_logged_in {
+        store.set_not_logged_in_seen(account, login.as_deref(), credential_store, now)?;
+    }
+    if let Some((until, outages)) = change.backoff {
+        if let Some(until) = until {
+            tracing::warn!("run {run_id}: the API was unavailable; {account} waits until {until}");
+        }
+        store.set_backoff(account, until, outages, now)?;
+    }
+    Ok(())
+}
