@@ -201,7 +201,6 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{DriverKind, ExecutorKind};
     use crate::driver::{AgentEvent, ClaudeCode, Driver, RateLimitStatus};
     use crate::model::{ExitInfo, OnCredits};
 
@@ -254,25 +253,13 @@ mod tests {
         }
     }
 
-    fn account() -> Account {
-        Account {
-            driver: DriverKind::ClaudeCode,
-            credential_store: None,
-            env: Default::default(),
-            limits: None,
-            backoff: std::time::Duration::from_secs(3600),
-            executor: ExecutorKind::Local,
-            limits_line: None,
-        }
-    }
-
     fn settle_with(
         report: &RunReport,
         handoff: Option<&str>,
         git: GitAfter,
         held: bool,
     ) -> (Settlement, Classified) {
-        let (job, account) = (job(), account());
+        let (job, account) = (job(), Account::plain());
         let facts = Facts {
             run_id: 7,
             job: &job,
@@ -407,7 +394,7 @@ mod tests {
 
     #[test]
     fn the_agents_words_are_scrubbed_of_the_accounts_credentials() {
-        let mut account = account();
+        let mut account = Account::plain();
         account.env.0.insert(
             "CLAUDE_CODE_OAUTH_TOKEN".into(),
             "sk-ant-oat01-SECRET-TOKEN".into(),

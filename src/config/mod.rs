@@ -271,6 +271,22 @@ pub struct Account {
     pub limits_line: Option<usize>,
 }
 
+#[cfg(test)]
+impl Account {
+    /// A local Claude Code Account with no ceiling, for the unit tests.
+    pub(crate) fn plain() -> Account {
+        Account {
+            driver: DriverKind::ClaudeCode,
+            credential_store: None,
+            env: Default::default(),
+            limits: None,
+            backoff: std::time::Duration::from_secs(3600),
+            executor: ExecutorKind::Local,
+            limits_line: None,
+        }
+    }
+}
+
 /// Environment variables for the agent. Their values may be credentials, so `Debug` and
 /// `Serialize` show only the keys, each with `<hidden>`.
 #[derive(Clone, Default, PartialEq, Deserialize)]

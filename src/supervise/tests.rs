@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::config::{Account, DriverKind, ExecutorKind};
+use crate::config::Account;
 use crate::driver::ClaudeCode;
 use crate::model::ExitInfo;
 use crate::supervise::process::{LostProcesses, Supervisor};
@@ -196,25 +196,13 @@ impl Observer for Recording {
     }
 }
 
-fn account() -> Account {
-    Account {
-        driver: DriverKind::ClaudeCode,
-        credential_store: None,
-        env: Default::default(),
-        limits: None,
-        backoff: Duration::from_secs(3600),
-        executor: ExecutorKind::Local,
-        limits_line: None,
-    }
-}
-
 /// Supervises one scripted Run of Claude Code to its end.
 fn supervise_scripted(
     executor: &ScriptedExecutor,
     observer: &mut Recording,
 ) -> (RunReport, PathBuf, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let account = account();
+    let account = Account::plain();
     let invocation = Invocation {
         program: PathBuf::from("claude"),
         args: Vec::new(),

@@ -123,14 +123,9 @@ fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds
     let id = env.add("Killed under");
     let mut tick = env.spawn_tick();
     env.wait_running();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while crate::support::processes_with("sleep 6143").is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::support::wait_until("the session never started", || {
+        !crate::support::processes_with("sleep 6143").is_empty()
+    });
     tick.kill().unwrap();
     tick.wait().unwrap();
     // bubblewrap dies with owl, and the pid namespace with it: every process of the Run,
@@ -326,14 +321,7 @@ fn a_lost_sandboxed_run_brings_its_work_home_even_when_its_job_ends_there() {
     let mut tick = env.spawn_tick();
     env.wait_running();
     let clone = env.state.join("worktrees").join(&id);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !clone.join("left.txt").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never wrote"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    crate::support::wait_until("the agent never wrote", || clone.join("left.txt").exists());
     tick.kill().unwrap();
     tick.wait().unwrap();
     env.release();

@@ -179,14 +179,9 @@ impl TestEnv {
 
     /// Waits (bounded) until a background tick has its Run recorded and its agent's pid.
     pub fn wait_running(&self) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while self.status()["running"]["pid"].is_null() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the tick never started its Run"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_until("the tick never started its Run", || {
+            !self.status()["running"]["pid"].is_null()
+        });
     }
 
     /// The fake agent's pid, once it has started and said it (bounded wait).
@@ -517,4 +512,13 @@ pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(checks.len() >= min_checks, "{checks:#?}");
     assert_eq!(out.status.code(), Some(0));
+}
+
+/// Waits until `done` holds, polling every 20 ms; fails with `never` after 30 s.
+pub fn wait_until(never: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{never}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
