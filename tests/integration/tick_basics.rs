@@ -427,7 +427,8 @@ fn max_run_time_stops_the_run_with_an_interrupt() {
     let id = env.add("Never ends");
     let started = std::time::Instant::now();
     let tick = env.tick();
-    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+    // Not the agent's 60000 s.
+    assert!(started.elapsed() < std::time::Duration::from_secs(300));
     assert_eq!(tick["outcome"], "timed_out");
     assert_eq!(tick["stop_reason"], "maxRunTime reached");
     // The interrupt was written on stdin and answered with the CLI's own result.
