@@ -356,6 +356,12 @@ pub struct PermissionDenial {
     pub detail: String,
 }
 
+/// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
+/// `55.00000000000001`.
+pub fn round_percent(x: f64) -> f64 {
+    ((x * 10_000.0).round() / 10_000.0).clamp(0.0, 100.0)
+}
+
 /// The observed utilization of one Window of one Account.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Snapshot {

@@ -12,11 +12,7 @@ use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 /// How long the preflight probe waits for the agent's answer.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
-/// `55.00000000000001`.
-pub fn round_percent(x: f64) -> f64 {
-    ((x * 10_000.0).round() / 10_000.0).clamp(0.0, 100.0)
-}
+pub use crate::model::round_percent;
 
 /// Snapshots from a usage answer (percent 0–100 already).
 pub fn from_usage(

@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
         .config
         .accounts
         .get(&run.account)
-        .map_or(crate::config::DriverKind::ClaudeCode, |a| a.driver);
+        .map_or_else(crate::config::DriverKind::default, |a| a.driver);
     let driver = driver::for_kind(kind);
     let version = run.agent_version.as_deref();
     let mut pending: Vec<u8> = Vec::new();

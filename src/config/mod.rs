@@ -271,21 +271,30 @@ pub struct Account {
     pub limits_line: Option<usize>,
 }
 
-#[cfg(test)]
 impl Account {
-    /// A local Claude Code Account with no ceiling, for the unit tests.
-    pub(crate) fn plain() -> Account {
+    /// An Account with no ceiling whose Runs the local Executor runs (the conformance
+    /// checks' own), with the default backoff.
+    pub fn local(driver: DriverKind, credential_store: Option<PathBuf>, env: Env) -> Account {
         Account {
-            driver: DriverKind::ClaudeCode,
-            credential_store: None,
-            env: Default::default(),
+            driver,
+            credential_store,
+            env,
             limits: None,
-            backoff: std::time::Duration::from_secs(3600),
+            backoff: DEFAULT_BACKOFF,
             executor: ExecutorKind::Local,
             limits_line: None,
         }
     }
+
+    /// A local Claude Code Account with no ceiling, for the unit tests.
+    #[cfg(test)]
+    pub(crate) fn plain() -> Account {
+        Account::local(DriverKind::default(), None, Env::default())
+    }
 }
+
+/// How long an Account that failed for a reason of its own is set aside (`backoff`).
+pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// Environment variables for the agent. Their values may be credentials, so `Debug` and
 /// `Serialize` show only the keys, each with `<hidden>`.
@@ -376,25 +385,64 @@ impl Account {
     }
 }
 
-/// The agent CLIs owl has a Driver for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The agent CLIs owl has a Driver for. The first is the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DriverKind {
-    #[serde(rename = "claude-code")]
+    #[default]
     ClaudeCode,
-    #[serde(rename = "gemini")]
     Gemini,
-    #[serde(rename = "codex")]
     Codex,
 }
 
+/// Every Driver, one row each: its kind, its name in config.yaml, and the command it runs
+/// when `drivers.<name>.command` is not set. A new Driver is a row here and a line in
+/// `driver::for_kind`; nothing in config reads a Driver by its own name.
+const DRIVERS: [(DriverKind, &str, &str); 3] = [
+    (DriverKind::ClaudeCode, "claude-code", "claude"),
+    (DriverKind::Gemini, "gemini", "gemini"),
+    (DriverKind::Codex, "codex", "codex"),
+];
+
+/// The Drivers' names, in the table's order (for errors that list them).
+const DRIVER_NAMES: [&str; DRIVERS.len()] = {
+    let mut names = [""; DRIVERS.len()];
+    let mut i = 0;
+    while i < DRIVERS.len() {
+        names[i] = DRIVERS[i].1;
+        i += 1;
+    }
+    names
+};
+
 impl DriverKind {
+    /// Every Driver, in the table's order.
+    pub fn all() -> impl Iterator<Item = DriverKind> {
+        DRIVERS.iter().map(|(kind, _, _)| *kind)
+    }
+
+    /// The Driver config.yaml names `name`.
+    pub fn from_name(name: &str) -> Option<DriverKind> {
+        DRIVERS
+            .iter()
+            .find(|(_, n, _)| *n == name)
+            .map(|(kind, _, _)| *kind)
+    }
+
+    fn row(self) -> &'static (DriverKind, &'static str, &'static str) {
+        DRIVERS
+            .iter()
+            .find(|(kind, _, _)| *kind == self)
+            .expect("every DriverKind has its row")
+    }
+
     /// The name used in config.yaml.
     pub fn name(self) -> &'static str {
-        match self {
-            DriverKind::ClaudeCode => "claude-code",
-            DriverKind::Gemini => "gemini",
-            DriverKind::Codex => "codex",
-        }
+        self.row().1
+    }
+
+    /// The command run when `drivers.<name>.command` is not set.
+    pub fn default_command(self) -> &'static str {
+        self.row().2
     }
 
     /// The config key that names this Driver's command.
@@ -403,23 +451,28 @@ impl DriverKind {
     }
 }
 
-/// Per-Driver settings.
-#[derive(Debug, Clone, Serialize)]
-pub struct Drivers {
-    #[serde(rename = "claude-code")]
-    pub claude_code: DriverSettings,
-    pub gemini: DriverSettings,
-    pub codex: DriverSettings,
+impl Serialize for DriverKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
+
+impl<'de> Deserialize<'de> for DriverKind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        DriverKind::from_name(&name)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&name, &DRIVER_NAMES))
+    }
+}
+
+/// Per-Driver settings, one entry for every Driver.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drivers(pub(crate) BTreeMap<DriverKind, DriverSettings>);
 
 impl Drivers {
     /// The settings of one Driver.
     pub fn get(&self, kind: DriverKind) -> &DriverSettings {
-        match kind {
-            DriverKind::ClaudeCode => &self.claude_code,
-            DriverKind::Gemini => &self.gemini,
-            DriverKind::Codex => &self.codex,
-        }
+        &self.0[&kind]
     }
 }
 

@@ -98,14 +98,8 @@ pub(super) struct RawAccount {
     pub(super) executor: Option<super::ExecutorKind>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDrivers {
-    #[serde(rename = "claude-code")]
-    pub(super) claude_code: Option<RawDriverSettings>,
-    pub(super) gemini: Option<RawDriverSettings>,
-    pub(super) codex: Option<RawDriverSettings>,
-}
+/// `drivers:`, by each Driver's name; a name no Driver has is refused in validation.
+pub(super) type RawDrivers = std::collections::BTreeMap<String, RawDriverSettings>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -82,7 +82,7 @@ pub(super) fn validate(
                  digits, '.', '_' and '-'"
             )));
         }
-        let driver = acc.driver.unwrap_or(DriverKind::ClaudeCode);
+        let driver = acc.driver.unwrap_or_default();
         let limits_line = positions.key_line(&format!("{here}.limits"));
         let credential_store = match acc.credential_store.as_deref() {
             Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
@@ -128,7 +128,7 @@ pub(super) fn validate(
                 credential_store,
                 env: default_env.merged_with(acc.env),
                 limits: acc.limits,
-                backoff: acc.backoff.unwrap_or(Duration::from_secs(3600)),
+                backoff: acc.backoff.unwrap_or(super::DEFAULT_BACKOFF),
                 executor,
                 limits_line,
             },
@@ -203,21 +203,24 @@ pub(super) fn validate(
         Some(c) => Ok(PathBuf::from(c)),
         None => Ok(PathBuf::from(default)),
     };
-    let claude_command = command(
-        "drivers.claude-code.command",
-        drivers.claude_code.and_then(|d| d.command),
-        "claude",
-    )?;
-    let gemini_command = command(
-        "drivers.gemini.command",
-        drivers.gemini.and_then(|d| d.command),
-        "gemini",
-    )?;
-    let codex_command = command(
-        "drivers.codex.command",
-        drivers.codex.and_then(|d| d.command),
-        "codex",
-    )?;
+    let known: Vec<&str> = DriverKind::all().map(DriverKind::name).collect();
+    if let Some(name) = drivers.keys().find(|n| DriverKind::from_name(n).is_none()) {
+        return Err(at(
+            &format!("drivers.{name}"),
+            format!(
+                "unknown key '{name}' in 'drivers'{}",
+                did_you_mean(name, &known)
+            ),
+        ));
+    }
+    let mut commands = std::collections::BTreeMap::new();
+    for kind in DriverKind::all() {
+        let set = drivers.get(kind.name()).and_then(|d| d.command.clone());
+        let settings = DriverSettings {
+            command: command(&kind.command_key(), set, kind.default_command())?,
+        };
+        commands.insert(kind, settings);
+    }
 
     let notify = match raw.notify {
         Some(n) if n.command.first().is_none_or(|c| c.is_empty()) => {
@@ -277,17 +280,7 @@ pub(super) fn validate(
             window: raw.schedule.and_then(|s| s.window),
         },
         accounts,
-        drivers: Drivers {
-            claude_code: DriverSettings {
-                command: claude_command,
-            },
-            gemini: DriverSettings {
-                command: gemini_command,
-            },
-            codex: DriverSettings {
-                command: codex_command,
-            },
-        },
+        drivers: Drivers(commands),
         sandbox,
         notify,
     })

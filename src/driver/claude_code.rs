@@ -700,7 +700,7 @@ mod tests {
         info.windows
             .iter()
             .find(|w| w.window == window)
-            .map(|w| crate::usage::round_percent(w.percent))
+            .map(|w| crate::model::round_percent(w.percent))
     }
 
     fn usage_answers(events: &[AgentEvent]) -> Vec<Vec<WindowUsage>> {
@@ -1117,15 +1117,11 @@ mod tests {
     fn invocation_removes_inherited_keys_unless_the_account_sets_them() {
         let mut env = BTreeMap::new();
         env.insert("CLAUDE_CODE_OAUTH_TOKEN".to_string(), "tok".to_string());
-        let account = Account {
-            driver: DriverKind::ClaudeCode,
-            credential_store: Some("/creds/work".into()),
-            env: crate::config::Env(env),
-            limits: None,
-            backoff: std::time::Duration::from_secs(3600),
-            executor: crate::config::ExecutorKind::Local,
-            limits_line: None,
-        };
+        let account = Account::local(
+            DriverKind::ClaudeCode,
+            Some("/creds/work".into()),
+            crate::config::Env(env),
+        );
         let tools = vec!["Read".to_string(), "Bash(git add:*)".to_string()];
         let inv = ClaudeCode.invocation(&RunRequest {
             command: Path::new("claude"),

@@ -267,15 +267,7 @@ mod tests {
     use super::*;
 
     fn account(store: PathBuf) -> Account {
-        Account {
-            driver: DriverKind::Codex,
-            credential_store: Some(store),
-            env: Default::default(),
-            limits: None,
-            backoff: std::time::Duration::from_secs(3600),
-            executor: crate::config::ExecutorKind::Local,
-            limits_line: None,
-        }
+        Account::local(DriverKind::Codex, Some(store), Default::default())
     }
 
     fn tmpdir_of(account: &Account) -> Option<String> {

@@ -48,16 +48,13 @@ impl Capabilities {
     }
 }
 
-/// The capabilities of a Driver, known without building one (config validation needs them).
+/// The capabilities of a configured kind's Driver, as the Driver declares them.
 pub fn capabilities(kind: DriverKind) -> Capabilities {
-    match kind {
-        DriverKind::ClaudeCode => ClaudeCode::CAPABILITIES,
-        DriverKind::Gemini => gemini::GeminiCli::CAPABILITIES,
-        DriverKind::Codex => codex::Codex::CAPABILITIES,
-    }
+    for_kind(kind).capabilities()
 }
 
-/// The Driver for a configured kind.
+/// The Driver for a configured kind: the registry, one line a Driver (its name and default
+/// command are its row in `config`'s table).
 pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
     match kind {
         DriverKind::ClaudeCode => Box::new(ClaudeCode),

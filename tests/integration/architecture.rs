@@ -60,10 +60,10 @@ fn top(module: &str) -> &str {
     module.split("::").next().unwrap_or(module)
 }
 
-/// The code of a file as compiled outside tests: comments and the `#[cfg(test)]` module
+/// The code of a file as compiled outside tests: comments and the `#[cfg(test)] mod tests`
 /// (always last in owl's files) left out.
 fn code(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or(text);
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
     text.lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
@@ -199,6 +199,25 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     found.into_values().collect()
 }
 
+/// Each `src/**/*.rs` file's code (see [`code`]) by its path under `src/`.
+fn source_files() -> BTreeMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let relative = path.strip_prefix(&root).unwrap().display().to_string();
+                out.insert(relative, code(&std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
 /// `src/**/*.rs` by module, each module's files joined.
 fn sources() -> BTreeMap<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -209,13 +228,17 @@ fn sources() -> BTreeMap<String, String> {
             let path = entry.path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
                 let relative = path.strip_prefix(&root).unwrap();
                 let module = module_of(relative);
                 if module == "lib" || module == "main" {
                     continue;
                 }
-                let text = std::fs::read_to_string(&path).unwrap();
+                // Each file's own code: a module's files are joined, and the test module
+                // that ends one file must not hide the files joined after it.
+                let text = code(&std::fs::read_to_string(&path).unwrap());
                 let joined = out.entry(module).or_default();
                 joined.push_str(&text);
                 joined.push('\n');
@@ -418,5 +441,75 @@ fn the_tick_and_the_commands_never_know_which_executor_runs() {
     assert_eq!(
         executor_knowledge(&broken),
         ["commands::tick names ExecutorKind"]
+    );
+}
+
+/// Where code outside a Driver's own files names that Driver (its `DriverKind` variant or
+/// its type), besides the two registry lines that must: its row in `config`'s table and
+/// its line in `driver::for_kind`. `files` is code by path under `src/`.
+fn driver_knowledge(files: &BTreeMap<String, String>) -> Vec<String> {
+    let drivers = [
+        ("claude_code", "ClaudeCode", "DriverKind::ClaudeCode"),
+        ("gemini", "GeminiCli", "DriverKind::Gemini"),
+        ("codex", "Codex", "DriverKind::Codex"),
+    ];
+    let mut found = Vec::new();
+    for (path, code) in files {
+        if path.ends_with("tests.rs") {
+            continue;
+        }
+        for (own, type_name, variant) in drivers {
+            if *path == format!("driver/{own}.rs") || path.starts_with(&format!("driver/{own}/")) {
+                continue;
+            }
+            let naming = [
+                format!("{type_name}::"),
+                format!("{type_name})"),
+                format!("{type_name},"),
+            ];
+            let lines = code
+                .lines()
+                .filter(|l| l.contains(variant) || naming.iter().any(|n| l.contains(n.as_str())))
+                .count();
+            // config: the enum's variant and the table's row; driver: the registry line.
+            let allowed = match path.as_str() {
+                "config/mod.rs" => 2,
+                "driver/mod.rs" => 1,
+                _ => 0,
+            };
+            if lines > allowed {
+                found.push(format!("{path} names the {own} Driver on {lines} lines"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_new_driver_is_its_file_and_a_line_in_each_registry() {
+    let found = driver_knowledge(&source_files());
+    assert!(found.is_empty(), "{found:#?}");
+    // It would have caught this morning's config, with a field per Driver in `Drivers`,
+    // and the second list of capabilities in `driver`.
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "config/mod.rs".to_string(),
+        "    Codex,\n\
+         (DriverKind::Codex, \"codex\", \"codex\"),\n\
+         DriverKind::Codex => &self.codex,"
+            .to_string(),
+    );
+    broken.insert(
+        "driver/mod.rs".to_string(),
+        "DriverKind::Codex => codex::Codex::CAPABILITIES,\n\
+         DriverKind::Codex => Box::new(codex::Codex),"
+            .to_string(),
+    );
+    assert_eq!(
+        driver_knowledge(&broken),
+        [
+            "config/mod.rs names the codex Driver on 3 lines",
+            "driver/mod.rs names the codex Driver on 2 lines",
+        ]
     );
 }

@@ -64,15 +64,11 @@ fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
     ] {
         env.insert(k.to_string(), v);
     }
-    Account {
-        driver: crate::config::DriverKind::ClaudeCode,
-        credential_store: Some(dir.join("claude-config")),
-        env: Env(env),
-        limits: None,
-        backoff: std::time::Duration::from_secs(3600),
-        executor: crate::config::ExecutorKind::Local,
-        limits_line: None,
-    }
+    Account::local(
+        crate::config::DriverKind::ClaudeCode,
+        Some(dir.join("claude-config")),
+        Env(env),
+    )
 }
 
 /// A scenario's CLI: its own mock, scratch dir and session, with owl's Run argv.
@@ -691,7 +687,7 @@ fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
         i.windows
             .iter()
             .find(|x| x.window == w)
-            .map(|x| crate::usage::round_percent(x.percent))
+            .map(|x| crate::model::round_percent(x.percent))
     };
     let mut checks = Vec::new();
     let first = first.as_ref().and_then(parse);

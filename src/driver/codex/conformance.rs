@@ -66,15 +66,7 @@ impl Bench {
             env.insert(format!("{key}_NAME"), "owl conformance".into());
             env.insert(format!("{key}_EMAIL"), "owl@example.com".into());
         }
-        let account = Account {
-            driver: DriverKind::Codex,
-            credential_store: Some(home),
-            env: Env(env),
-            limits: None,
-            backoff: Duration::from_secs(3600),
-            executor: crate::config::ExecutorKind::Local,
-            limits_line: None,
-        };
+        let account = Account::local(DriverKind::Codex, Some(home), Env(env));
         Ok(Bench {
             scratch,
             mock,

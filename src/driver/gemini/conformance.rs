@@ -54,15 +54,7 @@ fn one_turn(
         "AIza-FAKE-owl-conformance".to_string(),
     );
     env.insert("GOOGLE_GEMINI_BASE_URL".to_string(), mock.base_url());
-    let account = Account {
-        driver: crate::config::DriverKind::Gemini,
-        credential_store: Some(home),
-        env: Env(env),
-        limits: None,
-        backoff: Duration::from_secs(3600),
-        executor: crate::config::ExecutorKind::Local,
-        limits_line: None,
-    };
+    let account = Account::local(crate::config::DriverKind::Gemini, Some(home), Env(env));
     let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
     let inv = GeminiCli.invocation(&RunRequest {
         command,
