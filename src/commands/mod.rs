@@ -193,7 +193,16 @@ impl Ctx {
 /// cannot be scheduled under a Ceiling at all, only reactively against rate-limit errors
 /// (ADR-0020): `limits` on it would be a promise nobody keeps.
 fn check_capabilities(config: &Config) -> Result<(), crate::error::Error> {
-    check_capabilities_with(config, crate::driver::capabilities)
+    check_capabilities_with(config, crate::driver::capabilities)?;
+    // Each Driver an Account runs judges the settings it is handed; one no Account runs
+    // judges nothing (Claude Code's permission modes do not bind a Codex-only night).
+    let kinds: std::collections::BTreeSet<_> = config.accounts.values().map(|a| a.driver).collect();
+    for kind in kinds {
+        if let Err(why) = crate::driver::for_kind(kind).check_defaults(&config.defaults) {
+            return Err(config.error_at(config.defaults.permission_mode_line, &why));
+        }
+    }
+    Ok(())
 }
 
 fn check_capabilities_with(
@@ -409,5 +418,33 @@ mod tests {
         );
         let unlimited = crate::config::parse("accounts:\n  home: {}\n", "x.yaml").unwrap();
         assert!(check_capabilities_with(&unlimited, blind).is_ok());
+    }
+
+    #[test]
+    fn a_permission_mode_is_judged_by_the_drivers_that_run_and_by_no_other() {
+        let with = |mode: &str, drivers: &str| {
+            let text = format!("defaults:\n  permissionMode: {mode}\naccounts:\n{drivers}");
+            check_capabilities(&crate::config::parse(&text, "x.yaml").unwrap())
+        };
+        // Claude Code refuses `bypassPermissions` (nobody watches an unattended Run).
+        let e = with("bypassPermissions", "  work: {}\n").unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::BadInput);
+        assert!(
+            e.message.starts_with(
+                "reading config x.yaml: line 2: permissionMode 'bypassPermissions' is not one of"
+            ),
+            "{}",
+            e.message
+        );
+        let e = with("dontask", "  work: {}\n  cx: {driver: codex}\n").unwrap_err();
+        assert!(
+            e.message.contains("did you mean 'dontAsk'"),
+            "{}",
+            e.message
+        );
+        // A night of Codex and Gemini Accounts only: Claude Code's modes bind nothing (on
+        // this morning's main this config was refused).
+        with("dontask", "  cx: {driver: codex}\n  gm: {driver: gemini}\n").unwrap();
+        with("acceptEdits", "  work: {}\n").unwrap();
     }
 }

@@ -107,10 +107,6 @@ pub(super) struct RawDriverSettings {
     pub(super) command: Option<String>,
 }
 
-/// The permission modes Claude Code accepts; `bypassPermissions` is refused on purpose
-/// because nobody is watching an unattended Run (ADR-0006).
-pub(super) const PERMISSION_MODES: &[&str] = &["acceptEdits", "default", "dontAsk", "plan", "auto"];
-
 /// Turns a serde_yaml error into `reading config F: line N: ...`, with a suggestion for
 /// an unknown key. The line comes from the parser's positions: serde_yaml names only the
 /// enclosing mapping of a value it refuses.

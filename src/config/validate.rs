@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::positions::Positions;
-use super::raw::{did_you_mean, RawConfig, PERMISSION_MODES};
+use super::raw::{did_you_mean, RawConfig};
 use super::units::format_duration;
 use super::*;
 use crate::error::Error;
@@ -154,17 +154,11 @@ pub(super) fn validate(
             ));
         }
     }
+    // Which modes there are is each Driver's to say (`Driver::check_defaults`).
     let permission_mode = d.permission_mode.unwrap_or_else(|| "dontAsk".into());
-    if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
-        return Err(at(
-            "defaults.permissionMode",
-            format!(
-                "permissionMode '{permission_mode}' is not one of {}{}",
-                PERMISSION_MODES.join(", "),
-                did_you_mean(&permission_mode, PERMISSION_MODES)
-            ),
-        ));
-    }
+    let permission_mode_line = positions
+        .value_line("defaults.permissionMode")
+        .or_else(|| positions.key_line("defaults.permissionMode"));
     for (key, budget) in [
         ("maxBudgetUsd", d.max_budget_usd),
         ("maxJobBudgetUsd", d.max_job_budget_usd),
@@ -189,6 +183,7 @@ pub(super) fn validate(
         max_budget_usd: d.max_budget_usd.unwrap_or(Some(5.0)),
         max_job_budget_usd: d.max_job_budget_usd.unwrap_or(Some(20.0)),
         permission_mode,
+        permission_mode_line,
         allowed_tools: d.allowed_tools.unwrap_or_else(default_allowed_tools),
         disallowed_tools: d.disallowed_tools.unwrap_or_default(),
         model: d.model,

@@ -56,7 +56,23 @@ impl ClaudeCode {
     };
 }
 
+/// The permission modes Claude Code accepts; `bypassPermissions` is refused on purpose
+/// because nobody is watching an unattended Run (ADR-0006).
+const PERMISSION_MODES: &[&str] = &["acceptEdits", "default", "dontAsk", "plan", "auto"];
+
 impl Driver for ClaudeCode {
+    fn check_defaults(&self, defaults: &crate::config::JobDefaults) -> Result<(), String> {
+        let mode = defaults.permission_mode.as_str();
+        if PERMISSION_MODES.contains(&mode) {
+            return Ok(());
+        }
+        Err(format!(
+            "permissionMode '{mode}' is not one of {}{}",
+            PERMISSION_MODES.join(", "),
+            crate::config::did_you_mean(mode, PERMISSION_MODES)
+        ))
+    }
+
     fn kind(&self) -> DriverKind {
         DriverKind::ClaudeCode
     }

@@ -438,6 +438,12 @@ pub trait Driver: Send + Sync {
     /// The kind, as named in config.yaml.
     fn kind(&self) -> DriverKind;
 
+    /// Whether the Jobs' defaults ask this agent for what it can take (a permission mode
+    /// it has); why not. A Driver that ignores a setting takes any value of it.
+    fn check_defaults(&self, _defaults: &crate::config::JobDefaults) -> Result<(), String> {
+        Ok(())
+    }
+
     /// What this agent can do, with any login.
     fn capabilities(&self) -> Capabilities;
 

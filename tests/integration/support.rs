@@ -225,8 +225,10 @@ impl TestEnv {
         self.record.join("release")
     }
 
-    /// Releases a Run held by [`held_run_script`].
+    /// Releases a Run held by [`held_run_script`], even one whose agent has not started
+    /// yet (its record dir is made here, then).
     pub fn release(&self) {
+        std::fs::create_dir_all(&self.record).unwrap();
         std::fs::write(self.release_file(), b"go").unwrap();
     }
 
