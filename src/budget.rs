@@ -4,7 +4,7 @@ use crate::model::{Job, JobReason};
 
 /// Why the Job may not start another Run for lack of budget, if so; `spent` is what its
 /// Runs cost so far.
-pub fn job_budget_spent(job: &Job, spent: f64) -> Option<JobReason> {
+pub(crate) fn job_budget_spent(job: &Job, spent: f64) -> Option<JobReason> {
     let budget = job.max_job_budget_usd?;
     (spent >= budget).then_some(JobReason::BudgetSpent {
         spent: Some(spent),
@@ -13,7 +13,7 @@ pub fn job_budget_spent(job: &Job, spent: f64) -> Option<JobReason> {
 }
 
 /// The Run's `--max-budget-usd`: the smaller of the per-Run cap and what the Job has left.
-pub fn run_budget(job: &Job, spent: f64) -> Option<f64> {
+pub(crate) fn run_budget(job: &Job, spent: f64) -> Option<f64> {
     // Rounded to a millionth of a dollar so float noise never reaches the CLI's argv;
     // never 0, which the CLI refuses (a Job with nothing left is not started at all).
     let left = job
@@ -26,7 +26,7 @@ pub fn run_budget(job: &Job, spent: f64) -> Option<f64> {
 }
 
 /// What the Job has left after this Run, when it has a budget across Runs.
-pub fn job_budget_left(job: &Job, spent_before: f64, this_run: f64) -> Option<f64> {
+pub(crate) fn job_budget_left(job: &Job, spent_before: f64, this_run: f64) -> Option<f64> {
     job.max_job_budget_usd.map(|b| b - spent_before - this_run)
 }
 

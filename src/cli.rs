@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 /// owl runs coding agents unattended overnight, and stops before the Account is spent.
 #[derive(Debug, Parser)]
 #[command(name = "owl", version, about, long_about = None)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The config file (default: $OWL_CONFIG, else $XDG_CONFIG_HOME/owl/config.yaml).
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
@@ -18,7 +18,7 @@ pub struct Cli {
 
 /// What owl can be asked to do.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// One scheduling step: run the next eligible Job once, then exit.
     Tick {
         /// Print the decision and change nothing.
@@ -156,14 +156,14 @@ pub enum Command {
 
 /// `owl config ...`
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Validate the config and print it resolved.
     Check,
 }
 
 /// `owl add`
 #[derive(Debug, Args)]
-pub struct AddArgs {
+pub(crate) struct AddArgs {
     /// The git repository to work in (default: the current directory).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,

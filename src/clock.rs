@@ -3,13 +3,13 @@
 use chrono::{DateTime, Utc};
 
 /// The environment variable that fixes "now" (RFC 3339), for tests and for rehearsing a night.
-pub const OWL_NOW: &str = "OWL_NOW";
+pub(crate) const OWL_NOW: &str = "OWL_NOW";
 
 /// The current time, as scheduling sees it.
 ///
 /// Deadlines inside a Run (grace, stall, maxRunTime) use the monotonic clock instead:
 /// only decisions about wall time (windows resetting, `not_before`) come from here.
-pub fn now() -> anyhow::Result<DateTime<Utc>> {
+pub(crate) fn now() -> anyhow::Result<DateTime<Utc>> {
     match std::env::var(OWL_NOW) {
         Ok(s) if !s.is_empty() => {
             let fixed = DateTime::parse_from_rfc3339(&s)
@@ -30,12 +30,15 @@ pub fn now() -> anyhow::Result<DateTime<Utc>> {
 }
 
 /// Serializes a time in the one stored shape ([`rfc3339`]), for `#[serde(serialize_with)]`.
-pub fn ser<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339(*t))
 }
 
 /// [`ser`] for a time that may be missing (`null`).
-pub fn ser_opt<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_opt<S: serde::Serializer>(
+    t: &Option<DateTime<Utc>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     match t {
         Some(t) => ser(t, s),
         None => s.serialize_none(),
@@ -43,12 +46,12 @@ pub fn ser_opt<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<
 }
 
 /// [`ser`] for a list of times.
-pub fn ser_vec<S: serde::Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_vec<S: serde::Serializer>(ts: &[DateTime<Utc>], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ts.iter().map(|t| rfc3339(*t)))
 }
 
 /// An RFC 3339 UTC string with second precision, as stored and printed.
-pub fn rfc3339(t: DateTime<Utc>) -> String {
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
     use chrono::{Datelike, Timelike};
     // The one shape owl stores and prints, written directly: listing ten thousand Jobs
     // writes twenty thousand of these.
@@ -73,7 +76,7 @@ pub fn rfc3339(t: DateTime<Utc>) -> String {
 
 /// A stored time as owl prints it: the stored text itself when it has the one shape owl
 /// writes (listings print ten thousand without parsing them), else parsed and written anew.
-pub fn printable(stored: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(stored: &str) -> std::borrow::Cow<'_, str> {
     match parse_stored(stored) {
         Some(_) => stored.into(),
         None => rfc3339(parse(stored).unwrap_or_default()).into(),
@@ -81,7 +84,7 @@ pub fn printable(stored: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Parses a stored RFC 3339 time.
-pub fn parse(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse(s: &str) -> Option<DateTime<Utc>> {
     // owl stores one shape, `2026-11-30T03:00:00Z`: read it directly, since listing ten
     // thousand Jobs parses thirty thousand of these; anything else goes the general way.
     parse_stored(s).or_else(|| {
@@ -114,7 +117,7 @@ fn parse_stored(s: &str) -> Option<DateTime<Utc>> {
 }
 
 /// A short human duration: `45s`, `12m`, `1h12m`, `2d3h`.
-pub fn human(d: chrono::Duration) -> String {
+pub(crate) fn human(d: chrono::Duration) -> String {
     let s = d.num_seconds().max(0);
     match s {
         0..=59 => format!("{s}s"),
@@ -131,7 +134,7 @@ pub fn human(d: chrono::Duration) -> String {
 }
 
 /// The local wall-clock time of day, `HH:MM`, for "resets in 1h12m (03:40)".
-pub fn local_hm(t: DateTime<Utc>) -> String {
+pub(crate) fn local_hm(t: DateTime<Utc>) -> String {
     t.with_timezone(&chrono::Local).format("%H:%M").to_string()
 }
 

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::text::format_size;
 
 /// The file in the state dir whose space owl gives back to SQLite when the disk is full.
-pub const RESERVE_FILE: &str = "reserve";
+pub(crate) const RESERVE_FILE: &str = "reserve";
 /// Enough for the final writes of a Run (a few WAL frames), many times over.
-pub const RESERVE_SIZE: u64 = 4 << 20;
+pub(crate) const RESERVE_SIZE: u64 = 4 << 20;
 
 /// Why no Run may start on a filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,7 +32,7 @@ impl From<SpaceError> for crate::error::Error {
 }
 
 /// Why no Run may start: the first of `paths` whose filesystem has less than `min` free.
-pub fn check_free_space(paths: &[&Path], min: u64) -> Result<(), SpaceError> {
+pub(crate) fn check_free_space(paths: &[&Path], min: u64) -> Result<(), SpaceError> {
     if min == 0 {
         return Ok(());
     }
@@ -72,7 +72,7 @@ const RESERVE_ROOM: u64 = 2 * RESERVE_SIZE;
 
 /// Why a Run may not start for want of its reserve: it is missing and cannot be made. A
 /// reserve not made yet that can be (a fresh install) is no reason: the tick makes it.
-pub fn reserve_missing(state_dir: &Path) -> Option<String> {
+pub(crate) fn reserve_missing(state_dir: &Path) -> Option<String> {
     if state_dir
         .join(RESERVE_FILE)
         .metadata()
@@ -96,7 +96,7 @@ pub fn reserve_missing(state_dir: &Path) -> Option<String> {
 
 /// Makes sure the reserve file exists when there is room for it and more: it is put back
 /// once space is back after a full disk.
-pub fn ensure_reserve(state_dir: &Path) {
+pub(crate) fn ensure_reserve(state_dir: &Path) {
     let path = state_dir.join(RESERVE_FILE);
     if path.metadata().is_ok_and(|m| m.len() == RESERVE_SIZE) {
         return;
@@ -118,7 +118,7 @@ pub fn ensure_reserve(state_dir: &Path) {
 }
 
 /// Gives the reserve's space back to the filesystem; whether there was one.
-pub fn release_reserve(state_dir: &Path) -> bool {
+pub(crate) fn release_reserve(state_dir: &Path) -> bool {
     let released = std::fs::remove_file(state_dir.join(RESERVE_FILE)).is_ok();
     if released {
         tracing::warn!(
@@ -131,7 +131,7 @@ pub fn release_reserve(state_dir: &Path) -> bool {
 }
 
 /// Whether an error is SQLite's or the filesystem's "no space left".
-pub fn is_disk_full(e: &anyhow::Error) -> bool {
+pub(crate) fn is_disk_full(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
         if let Some(rusqlite::Error::SqliteFailure(f, _)) = cause.downcast_ref::<rusqlite::Error>()
         {

@@ -1,11 +1,11 @@
 //! owl's error: one type whose kind decides the exit code, in one place (`ErrorKind::exit_code`).
 
 /// Exit code: the command did its work.
-pub const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// Exit code: owl itself failed (database, git, the agent CLI missing or of an untested version).
-pub const EXIT_FAILURE: u8 = 1;
+pub(crate) const EXIT_FAILURE: u8 = 1;
 /// Exit code: bad usage or bad config; nothing in the state was changed.
-pub const EXIT_BAD_INPUT: u8 = 2;
+pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 
 /// What kind of failure ended a command; the exit code follows from it alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +63,14 @@ macro_rules! bad_input {
 
 /// The kind of an error that ended a command: the first owl [`Error`] in its chain, or a
 /// [`ErrorKind::Failure`] when there is none (a database or git error, say).
-pub fn kind_of(err: &anyhow::Error) -> ErrorKind {
+pub(crate) fn kind_of(err: &anyhow::Error) -> ErrorKind {
     err.chain()
         .find_map(|e| e.downcast_ref::<Error>())
         .map_or(ErrorKind::Failure, |e| e.kind)
 }
 
 /// The exit code for an error that ended a command.
-pub fn exit_code(err: &anyhow::Error) -> u8 {
+pub(crate) fn exit_code(err: &anyhow::Error) -> u8 {
     kind_of(err).exit_code()
 }
 

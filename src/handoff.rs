@@ -1,15 +1,15 @@
 //! The Handoff (ADR-0026): `.owl/handoff.md` on the Job's branch, which carries a Job from one Run to the next.
 
 /// Where the agent leaves the Handoff, relative to the worktree root.
-pub const HANDOFF_PATH: &str = ".owl/handoff.md";
+pub(crate) const HANDOFF_PATH: &str = ".owl/handoff.md";
 
 /// The largest Handoff owl reads: far more than a note for the next Run needs, and it goes
 /// into that Run's prompt. A bigger one is not read at all.
-pub const HANDOFF_CAP: usize = 256 * 1024;
+pub(crate) const HANDOFF_CAP: usize = 256 * 1024;
 
 /// What the agent says about the Job on the Handoff's first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HandoffStatus {
+pub(crate) enum HandoffStatus {
     Done,
     Continue,
     Blocked,
@@ -35,7 +35,7 @@ pub enum HandoffError {
 
 /// A parsed Handoff.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Handoff {
+pub(crate) struct Handoff {
     pub status: HandoffStatus,
     /// Everything after the status line.
     pub body: String,
@@ -43,7 +43,7 @@ pub struct Handoff {
 
 impl Handoff {
     /// Parses a Handoff; the first non-empty line must be `status: done|continue|blocked`.
-    pub fn parse(text: &str) -> Result<Handoff, HandoffError> {
+    pub(crate) fn parse(text: &str) -> Result<Handoff, HandoffError> {
         let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
         let first = lines.next().unwrap_or("").trim();
         let value = first
@@ -61,7 +61,7 @@ impl Handoff {
     }
 
     /// The first line of the body: the reason shown for a blocked Job.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         self.body
             .lines()
             .map(|l| l.trim().trim_start_matches('#').trim())

@@ -1,34 +1,35 @@
 //! owl: runs coding agents unattended overnight, and stops before the Account is spent.
+#![warn(unreachable_pub)]
 
 // First, so that its outln!/errln! are in scope in every module below.
 #[macro_use]
 pub mod output;
 
-pub mod budget;
-pub mod cli;
-pub mod clock;
-pub mod commands;
+mod budget;
+mod cli;
+mod clock;
+mod commands;
 pub mod config;
-pub mod disk;
+mod disk;
 pub mod driver;
-pub mod error;
-pub mod handoff;
-pub mod lock;
+mod error;
+mod handoff;
+mod lock;
 pub mod model;
-pub mod notify;
-pub mod oneshot;
-pub mod outcome;
+mod notify;
+mod oneshot;
+mod outcome;
 pub mod prompt;
-pub mod recover;
-pub mod schedule;
-pub mod settlement;
+mod recover;
+mod schedule;
+mod settlement;
 pub mod store;
-pub mod supervise;
-pub mod sys;
-pub mod text;
-pub mod untrusted;
-pub mod usage;
-pub mod workspace;
+mod supervise;
+mod sys;
+mod text;
+mod untrusted;
+mod usage;
+mod workspace;
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use fs2::FileExt;
 
 /// Held for the whole tick; the lock is released when this is dropped (or owl dies).
-pub struct TickLock {
+pub(crate) struct TickLock {
     _file: File,
 }
 
@@ -17,7 +17,7 @@ pub struct TickLock {
 ///
 /// The file is never deleted: deleting a lock file lets two ticks lock two different
 /// inodes. std opens it close-on-exec, so the agent never inherits it.
-pub fn try_lock(path: &Path) -> Result<Option<TickLock>> {
+pub(crate) fn try_lock(path: &Path) -> Result<Option<TickLock>> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -37,6 +37,6 @@ pub fn try_lock(path: &Path) -> Result<Option<TickLock>> {
 }
 
 /// The pid written by the tick that holds (or last held) the lock.
-pub fn holder(path: &Path) -> Option<u32> {
+pub(crate) fn holder(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }

@@ -9,7 +9,7 @@ use crate::config::{Notify, NotifyEvent};
 
 /// What a notify command reads on its stdin: one event.
 #[derive(Debug, Clone, Serialize)]
-pub struct Payload {
+pub(crate) struct Payload {
     /// `run-ended`, `job-done`, `job-blocked`, `job-failed` or `account-waiting`.
     pub event: &'static str,
     /// When owl sent it (RFC 3339, UTC).
@@ -34,7 +34,10 @@ pub struct Payload {
 }
 
 /// The events one recorded Run makes, in the order they are sent: `run-ended` first.
-pub fn events_of(job_state: crate::model::JobState, account_waiting: bool) -> Vec<NotifyEvent> {
+pub(crate) fn events_of(
+    job_state: crate::model::JobState,
+    account_waiting: bool,
+) -> Vec<NotifyEvent> {
     use crate::model::JobState;
     let mut events = vec![NotifyEvent::RunEnded];
     match job_state {
@@ -51,7 +54,7 @@ pub fn events_of(job_state: crate::model::JobState, account_waiting: bool) -> Ve
 
 /// Tells the command of each event it listens for. A command that fails, cannot start or
 /// outlives its timeout is logged and killed; nothing else happens.
-pub fn send(notify: &Notify, events: &[NotifyEvent], payload: &Payload, now: DateTime<Utc>) {
+pub(crate) fn send(notify: &Notify, events: &[NotifyEvent], payload: &Payload, now: DateTime<Utc>) {
     for event in events.iter().filter(|e| notify.on.contains(e)) {
         let payload = Payload {
             event: event.name(),
@@ -69,7 +72,7 @@ const STDERR_CAP: usize = 4096;
 
 /// The most characters of the agent's words (a stop reason, a blocked Job's reason) a
 /// payload carries: they are of any length.
-pub const WORDS_CAP: usize = 2000;
+pub(crate) const WORDS_CAP: usize = 2000;
 
 /// Runs the command on one payload, bounded in every direction: the payload is written on
 /// its own thread, so a command that never reads cannot hold owl past the timeout; the

@@ -12,7 +12,7 @@ const DRAIN_WAIT: Duration = Duration::from_millis(200);
 
 /// What a command that ended printed.
 #[derive(Debug)]
-pub struct Ended {
+pub(crate) struct Ended {
     pub status: ExitStatus,
     /// The first `cap` bytes of each stream (the rest was read and dropped).
     pub stdout: Vec<u8>,
@@ -21,7 +21,7 @@ pub struct Ended {
 
 /// Why a command gave no answer.
 #[derive(Debug, thiserror::Error)]
-pub enum Failed {
+pub(crate) enum Failed {
     #[error("cannot run '{program}': {source}")]
     Spawn {
         program: String,
@@ -46,7 +46,7 @@ pub enum Failed {
 /// thread (a command that never reads cannot hold owl), and waits for its exit until
 /// `timeout`; at the deadline its whole group is killed. Each output stream is read on its
 /// own thread, its first `cap` bytes kept.
-pub fn run(
+pub(crate) fn run(
     mut command: Command,
     input: Option<Vec<u8>>,
     timeout: Duration,

@@ -8,7 +8,7 @@ use crate::model::{AccountNote, Cause, ExitInfo, JobReason, JobState, RunOutcome
 
 /// What happened in a Run, as the loop saw it.
 #[derive(Debug, Clone, Default)]
-pub struct RunReport {
+pub(crate) struct RunReport {
     pub result: Option<AgentResult>,
     pub exit: ExitInfo,
     pub stop: Option<StopCause>,
@@ -47,7 +47,7 @@ pub struct RunReport {
 
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Classified {
+pub(crate) struct Classified {
     pub outcome: RunOutcome,
     pub stop_reason: Option<String>,
     pub cause: Cause,
@@ -55,14 +55,12 @@ pub struct Classified {
 
 /// What the supervisor saw of a Run: the facts [`classify`] decides on.
 #[derive(Debug, Clone, Default)]
-pub struct RunFacts<'a> {
+pub(crate) struct RunFacts<'a> {
     pub result: Option<&'a AgentResult>,
     pub exit: ExitInfo,
     /// The stop owl began before the agent's result line (a later one is only a note).
     pub stop: Option<&'a StopCause>,
     pub stderr_tail: &'a str,
-    /// A real model answer was seen, not the CLI's synthetic stand-in.
-    pub reached_model: bool,
     /// What the Driver reads in an error result: a login, a rate limit, an outage.
     pub failure: Option<AgentFailure>,
     /// owl signalled the agent after its result line, because its teardown overran.
@@ -74,7 +72,7 @@ pub struct RunFacts<'a> {
 /// Decides a Run's outcome and who it is charged to: from the agent's result line first,
 /// the exit status only when there is none (the CLI reports API errors as `subtype:
 /// success` with `is_error`).
-pub fn classify(f: &RunFacts) -> Classified {
+pub(crate) fn classify(f: &RunFacts) -> Classified {
     let done = |outcome, reason: Option<String>, cause| Classified {
         outcome,
         stop_reason: reason,
@@ -151,30 +149,30 @@ pub fn classify(f: &RunFacts) -> Classified {
 
 /// How long an Account waits after its `outages`th Run in a row that could not reach the
 /// model: 5 minutes, doubling, at most an hour.
-pub fn outage_backoff(outages: u32) -> Duration {
+pub(crate) fn outage_backoff(outages: u32) -> Duration {
     let minutes = 5i64.saturating_mul(1i64 << outages.saturating_sub(1).min(16));
     Duration::minutes(minutes.min(60))
 }
 
 /// Whether a Job has used up its Runs: `runs` counts only the Runs charged to the Job.
-pub fn max_runs_reached(runs: u32, max_runs: u32) -> Option<JobReason> {
+pub(crate) fn max_runs_reached(runs: u32, max_runs: u32) -> Option<JobReason> {
     (runs >= max_runs).then_some(JobReason::MaxRuns { runs })
 }
 
 /// Where a Job goes after a Run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JobTransition {
+pub(crate) struct JobTransition {
     pub state: JobState,
     pub reason: Option<JobReason>,
     pub not_before: Option<DateTime<Utc>>,
 }
 
 /// How long a rate-limited Job waits when the provider did not say when the limit resets.
-pub const UNKNOWN_RESET_WAIT: Duration = Duration::minutes(30);
+pub(crate) const UNKNOWN_RESET_WAIT: Duration = Duration::minutes(30);
 
 /// Until when a Run found on extra usage holds its Job and its Account: the reset the
 /// event named, or (none, or one already past by this clock) [`UNKNOWN_RESET_WAIT`].
-pub fn credits_wait(credits: &crate::model::OnCredits, now: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn credits_wait(credits: &crate::model::OnCredits, now: DateTime<Utc>) -> DateTime<Utc> {
     credits
         .until
         .filter(|t| *t > now)
@@ -183,7 +181,7 @@ pub fn credits_wait(credits: &crate::model::OnCredits, now: DateTime<Utc>) -> Da
 
 /// The inputs to [`next_job_state`].
 #[derive(Debug, Clone)]
-pub struct AfterRun<'a> {
+pub(crate) struct AfterRun<'a> {
     pub outcome: &'a Classified,
     pub stop: Option<&'a StopCause>,
     /// When a `rejected` rate limit resets, if the agent said.
@@ -200,7 +198,7 @@ pub struct AfterRun<'a> {
 /// Decides the Job's next state: a cancel first, then the waits (a ceiling, a rate
 /// limit), then a Run that was not the Job's doing (queued again, never failed), then
 /// the Handoff, then the budget and `maxRuns`.
-pub fn next_job_state(a: &AfterRun) -> JobTransition {
+pub(crate) fn next_job_state(a: &AfterRun) -> JobTransition {
     let to = |state, reason: Option<JobReason>, not_before| JobTransition {
         state,
         reason,
@@ -276,7 +274,7 @@ pub fn next_job_state(a: &AfterRun) -> JobTransition {
 
 /// Until when a reactive Account (its Driver reports no utilization) waits after this Run:
 /// after a rate limit, the reset the agent named, or `backoff` from now.
-pub fn reactive_wait(
+pub(crate) fn reactive_wait(
     classified: &Classified,
     named_reset: Option<DateTime<Utc>>,
     backoff: std::time::Duration,
@@ -291,7 +289,7 @@ pub fn reactive_wait(
 
 /// What a Run changes of its Account's note; `None` leaves that part as it is.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct AccountChange {
+pub(crate) struct AccountChange {
     /// `Some(Some(why))`: mark it not logged in; `Some(None)`: clear the mark.
     pub not_logged_in: Option<Option<String>>,
     /// `Some((until, outages))`: back off until then (`None`: no back-off) after that many
@@ -301,7 +299,7 @@ pub struct AccountChange {
 
 /// What a Run tells of its Account beyond its Job: a missing login, an outage (the
 /// Account backs off, longer each time), or that both are over because the model answered.
-pub fn account_after_run(
+pub(crate) fn account_after_run(
     classified: &Classified,
     reached_model: bool,
     note: &AccountNote,
@@ -365,7 +363,6 @@ mod tests {
         classify(&RunFacts {
             result: t.result.as_ref(),
             exit: exit(code),
-            reached_model: t.reached_model,
             failure: t
                 .result
                 .as_ref()
@@ -454,7 +451,6 @@ mod tests {
         let c = classify(&RunFacts {
             result: Some(&r),
             exit: exit(1),
-            reached_model: true,
             ..Default::default()
         });
         assert_eq!(oc(&c), (RunOutcome::Failed, Cause::Job));
@@ -476,7 +472,6 @@ mod tests {
         let c = classify(&RunFacts {
             result: t.result.as_ref(),
             exit: exit(143),
-            reached_model: true,
             signalled_after_result: true,
             ..Default::default()
         });
@@ -505,7 +500,6 @@ mod tests {
                 result: t.result.as_ref(),
                 exit: exit(1),
                 stop: Some(&stop),
-                reached_model: true,
                 ..Default::default()
             })
         };

@@ -18,7 +18,7 @@ const TRANSCRIPT_TAIL: u64 = 4 * 1024 * 1024;
 
 /// One Run found without an outcome and its tick gone.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LostRun {
+pub(crate) struct LostRun {
     pub run_id: i64,
     pub job_id: String,
     pub survivors_killed: usize,
@@ -32,7 +32,7 @@ pub struct LostRun {
 /// `maxRuns`).
 ///
 /// Call only while holding the tick lock: then no live tick can be supervising a Run.
-pub fn recover_lost_runs(
+pub(crate) fn recover_lost_runs(
     store: &mut Store,
     executor: &dyn Executor,
     config: &Config,
@@ -161,7 +161,7 @@ fn read_tail(path: &Path, cap: u64) -> Option<Vec<u8>> {
 }
 
 /// Who supervised a Run, as recorded with it.
-pub fn supervisor_of(run: &RunIdentity) -> Supervisor {
+pub(crate) fn supervisor_of(run: &RunIdentity) -> Supervisor {
     Supervisor {
         pid: run.owl_pid,
         start_time: run.owl_start_time,

@@ -8,11 +8,11 @@ use serde::Serialize;
 use crate::clock::{human, local_hm};
 use crate::config::{Config, TimeWindow};
 use crate::model::{AccountNote, JobState, PlanJob, Snapshot, WindowKind};
-pub use crate::text::fmt_percent;
+pub(crate) use crate::text::fmt_percent;
 
 /// One Window of one Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WindowView {
+pub(crate) struct WindowView {
     pub window: String,
     /// What it limits: the five-hour Window, a weekly one, one model family's week.
     pub kind: WindowKind,
@@ -32,13 +32,13 @@ pub struct WindowView {
 
 impl WindowView {
     /// Its name as people read it: a per-model Window with its model's.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         window_label(&self.window, self.model.as_deref())
     }
 }
 
 /// A Window's name with the model family it limits: `seven_day_overage_included (Fable)`.
-pub fn window_label(window: &str, model: Option<&str>) -> String {
+pub(crate) fn window_label(window: &str, model: Option<&str>) -> String {
     match model {
         // `seven_day_opus` says its model already.
         Some(m) if !window.to_lowercase().contains(&m.to_lowercase()) => {
@@ -50,7 +50,7 @@ pub fn window_label(window: &str, model: Option<&str>) -> String {
 
 /// One Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AccountView {
+pub(crate) struct AccountView {
     pub name: String,
     pub schedulable: bool,
     /// Why it is or is not schedulable, in words (with its name when it is not): rendered
@@ -84,7 +84,7 @@ pub struct AccountView {
 /// Where an Account stands for scheduling, with the facts that decide it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Standing {
+pub(crate) enum Standing {
     /// Something on this machine keeps any Run off the Account, seen without starting the
     /// agent: its CLI not found, bubblewrap missing, an empty credential store.
     Unready {
@@ -135,7 +135,7 @@ pub enum Standing {
 }
 
 impl Standing {
-    pub fn schedulable(&self) -> bool {
+    pub(crate) fn schedulable(&self) -> bool {
         matches!(
             self,
             Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. }
@@ -143,7 +143,7 @@ impl Standing {
     }
 
     /// When the Account becomes schedulable again by itself, if a time says.
-    pub fn until(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn until(&self) -> Option<DateTime<Utc>> {
         match self {
             Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
             Standing::OverCeiling { resets_at, .. } => *resets_at,
@@ -153,7 +153,7 @@ impl Standing {
     }
 
     /// [`Standing::explain`] without how to fix it.
-    pub fn brief(&self, now: DateTime<Utc>) -> String {
+    pub(crate) fn brief(&self, now: DateTime<Utc>) -> String {
         match self {
             Standing::NotLoggedIn { why, .. } => why.clone(),
             other => other.explain(now),
@@ -161,7 +161,7 @@ impl Standing {
     }
 
     /// The standing in words, times relative to `now`: the one place it is rendered.
-    pub fn explain(&self, now: DateTime<Utc>) -> String {
+    pub(crate) fn explain(&self, now: DateTime<Utc>) -> String {
         match self {
             Standing::Unready { why } => why.clone(),
             Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
@@ -245,7 +245,7 @@ impl Standing {
 /// Which Ceiling governs a Window, by its kind: `fiveHourMax` the five-hour Window,
 /// `weeklyMax` the weekly ones, and `modelWeeklyMax` (or, unset, `weeklyMax`) each
 /// per-model weekly Window. A Window owl does not know has none.
-pub fn ceiling_for(
+pub(crate) fn ceiling_for(
     window: &str,
     limits: Option<&crate::config::Limits>,
 ) -> Option<(&'static str, f64)> {
@@ -262,7 +262,7 @@ pub fn ceiling_for(
 }
 
 /// Builds the view of every configured Account from its newest Snapshots and notes.
-pub fn account_views(
+pub(crate) fn account_views(
     config: &Config,
     snapshots: &[Snapshot],
     notes: &BTreeMap<String, AccountNote>,
@@ -408,7 +408,7 @@ pub fn account_views(
 }
 
 /// How long a Window is: a figure over a Ceiling whose reset is unknown expires after it.
-pub fn window_length(window: &str) -> chrono::Duration {
+pub(crate) fn window_length(window: &str) -> chrono::Duration {
     if window.starts_with("seven_day") {
         chrono::Duration::days(7)
     } else {
@@ -428,7 +428,7 @@ fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
 
 /// Why one Job will or will not run now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct QueueEntry {
+pub(crate) struct QueueEntry {
     pub job_id: String,
     pub state: JobState,
     pub not_before: Option<DateTime<Utc>>,
@@ -444,14 +444,14 @@ pub struct QueueEntry {
 
 /// What a tick would do now.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Run { job_id: String, account: String },
     Idle { reason: String },
 }
 
 /// The plan: every unfinished Job in the order a tick takes them, and the decision.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub queue: Vec<QueueEntry>,
     pub decision: Decision,
 }
@@ -459,7 +459,7 @@ pub struct Plan {
 impl Plan {
     /// Why the Job does not run now, in the words of `status`; `None` when it is eligible
     /// (or not in the queue).
-    pub fn waits_because(&self, job_id: &str) -> Option<&str> {
+    pub(crate) fn waits_because(&self, job_id: &str) -> Option<&str> {
         self.queue
             .iter()
             .find(|q| q.job_id == job_id)
@@ -470,7 +470,7 @@ impl Plan {
 
 /// Orders the unfinished Jobs (highest priority first, then oldest) and picks the first
 /// that may run now.
-pub fn plan(
+pub(crate) fn plan(
     jobs: &[PlanJob],
     accounts: &[AccountView],
     window: Option<TimeWindow>,

@@ -13,7 +13,7 @@ use crate::outcome::{self, AfterRun, Classified, RunReport};
 /// What git made of the Job's working copy after the Run (the tick's doing, before the
 /// settlement).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GitAfter {
+pub(crate) struct GitAfter {
     /// Why the clone was left alone whole: what the Run planted in its `.git`.
     pub tampered: Option<String>,
     /// owl's commit of what the Run left uncommitted.
@@ -28,7 +28,7 @@ pub struct GitAfter {
 
 /// What is known of the Run's Job and Account when it ends, besides its report.
 #[derive(Debug)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     pub run_id: i64,
     pub job: &'a Job,
     pub account_name: &'a str,
@@ -47,7 +47,11 @@ pub struct Facts<'a> {
 }
 
 /// Decides how the Run ended and what that does to its Job and Account.
-pub fn settle(report: &RunReport, facts: &Facts, now: DateTime<Utc>) -> (Settlement, Classified) {
+pub(crate) fn settle(
+    report: &RunReport,
+    facts: &Facts,
+    now: DateTime<Utc>,
+) -> (Settlement, Classified) {
     let account = facts.account;
     let driver = driver::for_kind(account.driver);
     let classified = classify(report, account, driver.as_ref());
@@ -137,7 +141,6 @@ fn classify(report: &RunReport, account: &Account, driver: &dyn driver::Driver) 
         exit: report.exit,
         stop: report.stop.as_ref(),
         stderr_tail: &report.stderr_tail,
-        reached_model: report.reached_model,
         failure: report
             .result
             .as_ref()

@@ -7,7 +7,7 @@ use std::process::Command;
 use rustix::process::{Pid, Signal};
 
 /// The signals owl sends.
-pub use rustix::process::Signal as Sig;
+pub(crate) use rustix::process::Signal as Sig;
 
 fn pid(raw: i32) -> io::Result<Pid> {
     Pid::from_raw(raw).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))
@@ -15,7 +15,10 @@ fn pid(raw: i32) -> io::Result<Pid> {
 
 /// The newest modification time of `dir` and what lies in it, `depth` levels down (no
 /// link followed, at most a few thousand entries looked at): when a login was written there.
-pub fn newest_change(dir: &std::path::Path, depth: usize) -> Option<chrono::DateTime<chrono::Utc>> {
+pub(crate) fn newest_change(
+    dir: &std::path::Path,
+    depth: usize,
+) -> Option<chrono::DateTime<chrono::Utc>> {
     let mut newest = std::fs::symlink_metadata(dir).ok()?.modified().ok()?;
     let mut dirs = vec![(dir.to_path_buf(), 0)];
     let mut seen = 0;
@@ -43,7 +46,7 @@ pub fn newest_change(dir: &std::path::Path, depth: usize) -> Option<chrono::Date
 }
 
 /// The peak resident memory of this process's own address space, in KiB (`VmHWM`).
-pub fn peak_rss_kib() -> Option<u64> {
+pub(crate) fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line["VmHWM:".len()..]
@@ -55,13 +58,13 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 /// owl's own pid.
-pub fn own_pid() -> i32 {
+pub(crate) fn own_pid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()
 }
 
 /// Makes `cmd`, once spawned, a child that gets SIGTERM when owl dies, and that never
 /// starts at all when owl died while it was being forked.
-pub fn die_with_parent(cmd: &mut Command) {
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     let parent = rustix::process::getpid();
     // SAFETY: between fork and exec the closure makes only raw syscalls (prctl, getppid),
@@ -82,7 +85,7 @@ pub fn die_with_parent(cmd: &mut Command) {
 }
 
 /// Sends a signal to a whole process group. One already gone is not an error.
-pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
+pub(crate) fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
     match rustix::process::kill_process_group(pid(pgid)?, signal) {
         Err(rustix::io::Errno::SRCH) => Ok(()),
         other => Ok(other?),
@@ -90,7 +93,7 @@ pub fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
 }
 
 /// Sends a signal to one process. One already gone is not an error.
-pub fn signal_pid(target: i32, signal: Signal) -> io::Result<()> {
+pub(crate) fn signal_pid(target: i32, signal: Signal) -> io::Result<()> {
     match rustix::process::kill_process(pid(target)?, signal) {
         Err(rustix::io::Errno::SRCH) => Ok(()),
         other => Ok(other?),
@@ -98,28 +101,28 @@ pub fn signal_pid(target: i32, signal: Signal) -> io::Result<()> {
 }
 
 /// Makes owl a child subreaper: processes orphaned under it are reparented to owl.
-pub fn become_subreaper() -> io::Result<()> {
+pub(crate) fn become_subreaper() -> io::Result<()> {
     Ok(rustix::process::set_child_subreaper(Some(
         rustix::process::getpid(),
     ))?)
 }
 
 /// Reaps every exited child without blocking.
-pub fn reap_children() {
+pub(crate) fn reap_children() {
     while let Ok(Some(_)) = rustix::process::waitpid(None, rustix::process::WaitOptions::NOHANG) {}
 }
 
 /// A process held by a pidfd: once open, it names that process and no other, even if the
 /// pid is reused after it dies. This closes the window between checking a pid's identity
 /// and signalling it.
-pub struct ProcessHandle {
+pub(crate) struct ProcessHandle {
     fd: OwnedFd,
     pid: i32,
 }
 
 impl ProcessHandle {
     /// Opens a handle on `pid`; `None` when it is gone (or pidfds are not supported).
-    pub fn open(target: i32) -> Option<ProcessHandle> {
+    pub(crate) fn open(target: i32) -> Option<ProcessHandle> {
         let fd =
             rustix::process::pidfd_open(pid(target).ok()?, rustix::process::PidfdFlags::empty())
                 .ok()?;
@@ -128,12 +131,12 @@ impl ProcessHandle {
 
     /// The process's stat, read after the handle was opened: if it matches, the handle
     /// holds that very process.
-    pub fn stat(&self) -> Option<ProcStat> {
+    pub(crate) fn stat(&self) -> Option<ProcStat> {
         stat(self.pid)
     }
 
     /// Sends `signal` to the held process (and nobody else, whatever its pid is now).
-    pub fn signal(&self, signal: Signal) -> io::Result<()> {
+    pub(crate) fn signal(&self, signal: Signal) -> io::Result<()> {
         match rustix::process::pidfd_send_signal(&self.fd, signal) {
             Err(rustix::io::Errno::SRCH) => Ok(()),
             other => Ok(other?),
@@ -142,7 +145,7 @@ impl ProcessHandle {
 
     /// Waits up to `timeout` for the held process to exit (its pidfd becomes readable then,
     /// child or not); true when it has.
-    pub fn wait_gone(&self, timeout: std::time::Duration) -> bool {
+    pub(crate) fn wait_gone(&self, timeout: std::time::Duration) -> bool {
         use std::os::fd::AsRawFd;
         let mut poll = libc::pollfd {
             fd: self.fd.as_raw_fd(),
@@ -158,7 +161,7 @@ impl ProcessHandle {
 
 /// The fields of `/proc/<pid>/stat` owl uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
     pub state: char,
     pub ppid: i32,
     pub pgrp: i32,
@@ -168,13 +171,13 @@ pub struct ProcStat {
 
 impl ProcStat {
     /// Alive (a zombie is dead, only not yet reaped).
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         self.state != 'Z'
     }
 }
 
 /// Reads `/proc/<pid>/stat`; `None` when the process is gone.
-pub fn stat(pid: i32) -> Option<ProcStat> {
+pub(crate) fn stat(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)
 }
@@ -192,14 +195,14 @@ fn parse_stat(text: &str) -> Option<ProcStat> {
 }
 
 /// This boot's id, which tells a pid from before a reboot from one after.
-pub fn boot_id() -> Option<String> {
+pub(crate) fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .map(|s| s.trim().to_string())
 }
 
 /// A process's command line, for the log.
-pub fn cmdline(pid: i32) -> String {
+pub(crate) fn cmdline(pid: i32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     String::from_utf8_lossy(&raw)
         .replace('\0', " ")
@@ -208,7 +211,7 @@ pub fn cmdline(pid: i32) -> String {
 }
 
 /// Whether a process's environment holds every one of `vars` (each `NAME=value`).
-pub fn environ_has_all(pid: i32, vars: &[Vec<u8>]) -> bool {
+pub(crate) fn environ_has_all(pid: i32, vars: &[Vec<u8>]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
         vars.iter()
             .all(|n| env.split(|b| *b == 0).any(|var| var == n.as_slice()))
@@ -216,7 +219,7 @@ pub fn environ_has_all(pid: i32, vars: &[Vec<u8>]) -> bool {
 }
 
 /// Every pid on the machine.
-pub fn all_pids() -> Vec<i32> {
+pub(crate) fn all_pids() -> Vec<i32> {
     std::fs::read_dir("/proc")
         .map(|dir| {
             dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -226,7 +229,7 @@ pub fn all_pids() -> Vec<i32> {
 }
 
 /// Every live (non-zombie) process whose chain of parents leads to `root`.
-pub fn descendants_of(root: i32) -> Vec<i32> {
+pub(crate) fn descendants_of(root: i32) -> Vec<i32> {
     // The kernel's own lists of children, when it keeps them, cost a few reads; a scan of
     // every process on the machine costs hundreds.
     children_lists(root).unwrap_or_else(|| scan_descendants(root))

@@ -1,7 +1,7 @@
 //! Small string helpers for what owl prints and stores.
 
 /// Cuts a string to `max` characters, marking the cut with `…`.
-pub fn truncate(s: &str, max: usize) -> String {
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     let mut chars = s.chars();
     let head: String = chars.by_ref().take(max).collect();
     if chars.next().is_some() {
@@ -13,7 +13,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 
 /// `s` as one word of a POSIX shell command: as it is when only safe characters make it,
 /// otherwise in single quotes. Every value owl prints into a command to copy goes through it.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
     if !s.is_empty() && s.chars().all(safe) {
         return s.to_string();
@@ -23,7 +23,7 @@ pub fn shell_quote(s: &str) -> String {
 
 /// Whether `s` is a UUID (`8-4-4-4-12` hex digits): the shape of every agent CLI's session
 /// id, and the only one owl offers to resume.
-pub fn is_uuid(s: &str) -> bool {
+pub(crate) fn is_uuid(s: &str) -> bool {
     let groups: Vec<&str> = s.split('-').collect();
     groups.len() == 5
         && groups
@@ -33,7 +33,7 @@ pub fn is_uuid(s: &str) -> bool {
 }
 
 /// The last `max` bytes of a text, cut at a character boundary, for an error's tail.
-pub fn tail(s: &str, max: usize) -> &str {
+pub(crate) fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -46,7 +46,7 @@ pub fn tail(s: &str, max: usize) -> &str {
 
 /// `1GiB`, `1.5GiB`, `512MiB`, `1000B`: a size in the largest unit it reaches, as
 /// config.yaml accepts it.
-pub fn format_size(bytes: u64) -> String {
+pub(crate) fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [
         ("TiB", 1 << 40),
         ("GiB", 1 << 30),
@@ -61,7 +61,7 @@ pub fn format_size(bytes: u64) -> String {
 }
 
 /// `63`, `55.5`: a percent without float noise.
-pub fn fmt_percent(x: f64) -> String {
+pub(crate) fn fmt_percent(x: f64) -> String {
     let r = (x * 10.0).round() / 10.0;
     if r.fract() == 0.0 {
         format!("{r:.0}")

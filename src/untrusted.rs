@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Why an untrusted file was not read.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("{path} is a symlink; not followed")]
     Symlink { path: String },
     #[error("{path} is {kind}, not a regular file; not read")]
@@ -20,7 +20,7 @@ pub enum Refused {
 
 impl Refused {
     /// The file is simply not there: the usual case for an optional file.
-    pub fn is_missing(&self) -> bool {
+    pub(crate) fn is_missing(&self) -> bool {
         matches!(self, Refused::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
 }
@@ -28,7 +28,7 @@ impl Refused {
 /// Opens `path` for reading as a regular file only: the last component is not followed if
 /// it is a symlink, and a FIFO or device is refused at once instead of blocking in `open`
 /// or reading without end.
-pub fn open(path: &Path) -> Result<File, Refused> {
+pub(crate) fn open(path: &Path) -> Result<File, Refused> {
     let shown = || path.display().to_string();
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -58,7 +58,7 @@ pub fn open(path: &Path) -> Result<File, Refused> {
 }
 
 /// Reads the whole of `path`, refusing a file over `cap` bytes (see [`open`]).
-pub fn read(path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
+pub(crate) fn read(path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
     let file = open(path)?;
     let mut bytes = Vec::new();
     // One byte past the cap tells a file over it from one exactly at it, whatever its size
@@ -79,7 +79,7 @@ pub fn read(path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
 }
 
 /// [`read`], as text (invalid UTF-8 replaced).
-pub fn read_to_string(path: &Path, cap: u64) -> Result<String, Refused> {
+pub(crate) fn read_to_string(path: &Path, cap: u64) -> Result<String, Refused> {
     read(path, cap).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 

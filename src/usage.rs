@@ -10,12 +10,12 @@ use crate::model::{Crossing, OnCredits, Snapshot, SnapshotSource, StopCause, Win
 use crate::schedule::{ceiling_for, fmt_percent, AccountView};
 
 /// How long the preflight probe waits for the agent's answer.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub use crate::model::round_percent;
+pub(crate) use crate::model::round_percent;
 
 /// Snapshots from a usage answer (percent 0–100 already).
-pub fn from_usage(
+pub(crate) fn from_usage(
     windows: &[WindowUsage],
     account: &str,
     source: SnapshotSource,
@@ -42,7 +42,7 @@ pub fn from_usage(
 /// Window is at 100% until `resetsAt`, and a warning state says its `utilization` (a
 /// fraction). The named Window's figure wins over its `unifiedWindows` copy only when it
 /// says more (a rejection).
-pub fn from_rate_limit(
+pub(crate) fn from_rate_limit(
     info: &RateLimitInfo,
     account: &str,
     run_id: Option<i64>,
@@ -88,7 +88,7 @@ pub fn from_rate_limit(
 }
 
 /// The Snapshots an agent event carries, if any.
-pub fn from_event(
+pub(crate) fn from_event(
     event: &AgentEvent,
     account: &str,
     run_id: Option<i64>,
@@ -109,7 +109,7 @@ pub fn from_event(
 /// usage credits (`isUsingOverage` or `overageInUse`, even under `status: allowed`), on
 /// an Account that does not allow extra usage. The Job waits for the reset of the Window
 /// the event names.
-pub fn on_credits(event: &AgentEvent, allow_extra_usage: bool) -> Option<StopCause> {
+pub(crate) fn on_credits(event: &AgentEvent, allow_extra_usage: bool) -> Option<StopCause> {
     let AgentEvent::RateLimit(info) = event else {
         return None;
     };
@@ -125,7 +125,7 @@ pub fn on_credits(event: &AgentEvent, allow_extra_usage: bool) -> Option<StopCau
 /// The Ceiling these Snapshots cross for a Run of `run_model` (a per-model Window counts
 /// unless it is known to limit another model), if any: the crossed Window that resets
 /// last, so the Job waits until every crossed Window has reset.
-pub fn crossing(
+pub(crate) fn crossing(
     snapshots: &[Snapshot],
     limits: Option<&Limits>,
     run_model: Option<&str>,
@@ -154,7 +154,7 @@ pub fn crossing(
 
 /// What the preflight probe learned.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ProbeOutcome {
+pub(crate) enum ProbeOutcome {
     Observed(Vec<WindowUsage>),
     /// The agent answered, but does not know the utilization (never read as 0).
     Unknown,
@@ -170,7 +170,7 @@ impl ProbeOutcome {
     /// What the probe says of the Account's login: `Some(false)` not logged in,
     /// `Some(true)` logged in, `None` when it could not tell. An Account that logs in with
     /// an API key (the Driver tells) is logged in without a plan, and says `NoPlan` too.
-    pub fn logged_in(&self, uses_api_key: bool) -> Option<bool> {
+    pub(crate) fn logged_in(&self, uses_api_key: bool) -> Option<bool> {
         match self {
             ProbeOutcome::Observed(_) | ProbeOutcome::Unknown => Some(true),
             ProbeOutcome::NoPlan => Some(uses_api_key),
@@ -181,7 +181,7 @@ impl ProbeOutcome {
 
 impl ProbeOutcome {
     /// A few words for status.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             ProbeOutcome::Observed(w) if w.is_empty() => "answered with no Window".into(),
             ProbeOutcome::Observed(w) => {
@@ -201,7 +201,7 @@ impl ProbeOutcome {
 
 /// Whether the Account's newest figure is too old to start a Run on (for an Account whose
 /// Driver reports utilization).
-pub fn needs_probe(view: &AccountView, probe_max_age: Duration, now: DateTime<Utc>) -> bool {
+pub(crate) fn needs_probe(view: &AccountView, probe_max_age: Duration, now: DateTime<Utc>) -> bool {
     if !view.has_ceiling {
         return false;
     }
@@ -219,7 +219,7 @@ pub fn needs_probe(view: &AccountView, probe_max_age: Duration, now: DateTime<Ut
 /// The unschedulable Accounts that a probe may free: not logged in, or over a Ceiling on a
 /// figure older than `probeMaxAge`, and not probed within `probeMaxAge` either. Without
 /// this an Account whose figure never resets would stay parked for good.
-pub fn parked_accounts(
+pub(crate) fn parked_accounts(
     views: &[AccountView],
     reports_usage: impl Fn(&str) -> bool,
     max_age: Duration,

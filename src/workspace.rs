@@ -9,11 +9,11 @@ use crate::handoff::{HandoffError, HANDOFF_PATH};
 use crate::model::Job;
 
 mod seal;
-pub use seal::Tampered;
+pub(crate) use seal::Tampered;
 
 /// Checks that `repo` is a git repository and `base` resolves to a commit; returns the
 /// repository's canonical path and the base commit's id.
-pub fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
+pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
     let r = Repository::open(repo).map_err(|e| {
         anyhow!(
             "{} is not a git repository: {}",
@@ -57,7 +57,7 @@ fn worktree_path(worktrees_dir: &Path, job_id: &str) -> PathBuf {
 /// A Job's worktree, opened once for a Run: every look at it during the Run (its head
 /// before and after, the Handoff, the safety-net commit) goes through this one handle
 /// instead of opening the repository again each time.
-pub struct Workspace {
+pub(crate) struct Workspace {
     path: PathBuf,
     branch: String,
     repo: Repository,
@@ -98,7 +98,7 @@ impl Workspace {
     /// (`.git` a directory) is sealed first and opened by its own `.git`, whatever config it
     /// set; a worktree's `.git` file must lead to the user's repository's own record of it.
     /// A `.git` that is a symlink is never followed.
-    pub fn open(path: &Path, job: &Job) -> Result<Workspace> {
+    pub(crate) fn open(path: &Path, job: &Job) -> Result<Workspace> {
         let git = path.join(".git");
         match std::fs::symlink_metadata(&git) {
             Ok(meta) if meta.is_dir() => Workspace::open_clone(path, job),
@@ -157,7 +157,7 @@ impl Workspace {
 
     /// Seals a clone again after a Run, before owl commits or reads there; returns what was
     /// undone this time (nothing for a worktree, whose Run was not confined).
-    pub fn reseal(&mut self, job: &Job) -> Result<Vec<String>> {
+    pub(crate) fn reseal(&mut self, job: &Job) -> Result<Vec<String>> {
         if !self.is_clone() {
             return Ok(Vec::new());
         }
@@ -170,18 +170,18 @@ impl Workspace {
     }
 
     /// What sealing the clone undid since it was opened (`config core.fsmonitor`, …).
-    pub fn sealed(&self) -> &[String] {
+    pub(crate) fn sealed(&self) -> &[String] {
         &self.sealed
     }
 
     /// Where the worktree is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The git directories a commit in the worktree writes: the repository's own (objects,
     /// refs), which the worktree shares.
-    pub fn git_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn git_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = vec![self.repo.commondir().to_path_buf()];
         // The worktree's own git directory (its index, HEAD) lies inside the common one,
         // but a sandbox that protects what a `.git` file points to needs it named.
@@ -193,7 +193,7 @@ impl Workspace {
 
     /// Whether this is a Job's own clone (a sandboxed Run's), not a worktree sharing the
     /// user's repository.
-    pub fn is_clone(&self) -> bool {
+    pub(crate) fn is_clone(&self) -> bool {
         !self.repo.is_worktree()
     }
 
@@ -203,7 +203,7 @@ impl Workspace {
     /// `refs/heads/owl/<id>` moves, as a fast-forward only (or is created), and only from
     /// where it was. A branch that moved there since is left alone and named in the error,
     /// the work staying in the clone. Returns whether the branch moved.
-    pub fn publish(&self, job: &Job) -> Result<bool> {
+    pub(crate) fn publish(&self, job: &Job) -> Result<bool> {
         let user = Repository::open(&job.repo)
             .with_context(|| format!("opening repository {}", job.repo))?;
         let branch = job.branch();
@@ -264,25 +264,25 @@ impl Workspace {
     }
 
     /// The commit the worktree's HEAD (the Job's branch) points at.
-    pub fn head(&self) -> Option<String> {
+    pub(crate) fn head(&self) -> Option<String> {
         let head = self.repo.head().ok()?.peel_to_commit().ok()?;
         Some(head.id().to_string())
     }
 
     /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
-    pub fn handoff(&self) -> Result<Option<String>, HandoffError> {
+    pub(crate) fn handoff(&self) -> Result<Option<String>, HandoffError> {
         handoff_on(&self.repo, &self.job_branch)
     }
 
     /// Whether the working copy has changes git would commit.
-    pub fn is_dirty(&self) -> Result<bool> {
+    pub(crate) fn is_dirty(&self) -> Result<bool> {
         let mut opts = git2::StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true);
         Ok(!self.repo.statuses(Some(&mut opts))?.is_empty())
     }
 
     /// How many commits `to` has that `from` does not.
-    pub fn commits_between(&self, from: &str, to: &str) -> Result<usize> {
+    pub(crate) fn commits_between(&self, from: &str, to: &str) -> Result<usize> {
         count_commits(&self.repo, from, to)
     }
 
@@ -303,7 +303,7 @@ impl Workspace {
     /// [`Workspace::clear_stale_locks`], said when it removed any: call it only with the
     /// tick lock held and no process of the Job's Runs alive (before a Run, or at recovery
     /// once the lost Run's processes are gone), so no git of theirs or of owl's lives.
-    pub fn warn_of_stale_locks(&self) {
+    pub(crate) fn warn_of_stale_locks(&self) {
         let cleared = self.clear_stale_locks();
         if !cleared.is_empty() {
             tracing::warn!(
@@ -318,7 +318,7 @@ impl Workspace {
     /// lost by a later one: ADR-0017's safety net, then, for a clone, its branch brought
     /// into the user's repository (the Run may be its Job's last: no later one would).
     /// Failures are warned of and said, never fatal.
-    pub fn bring_home(&self, job: &Job, author: &str, run_id: i64) -> BroughtHome {
+    pub(crate) fn bring_home(&self, job: &Job, author: &str, run_id: i64) -> BroughtHome {
         // A Run cut short loses nothing it wrote.
         let safety_commit = self.safety_net(author, run_id);
         let not_published = self
@@ -349,7 +349,7 @@ impl Workspace {
 
     /// Commits whatever the Run left uncommitted (ADR-0017's safety net), on the Job's
     /// branch only. Returns the new commit's id, or `None` when the tree was clean.
-    pub fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {
+    pub(crate) fn safety_commit(&self, author: &str, message: &str) -> Result<Option<String>> {
         let repo = &self.repo;
         let head = repo.head()?;
         if !head.is_branch() || head.shorthand() != Some(self.job_branch.as_str()) {
@@ -381,7 +381,7 @@ impl Workspace {
 
 /// What [`Workspace::bring_home`] did.
 #[derive(Debug, Default)]
-pub struct BroughtHome {
+pub(crate) struct BroughtHome {
     /// The safety net's commit, when the Run left anything uncommitted.
     pub safety_commit: Option<String>,
     /// Why a clone's branch did not reach the user's repository, if it did not.
@@ -389,7 +389,7 @@ pub struct BroughtHome {
 }
 
 /// Creates the Job's branch from its base ref and its worktree, or reuses both.
-pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
+pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
@@ -478,7 +478,7 @@ pub fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
 /// sandbox can write the clone, never the user's `.git`. A worktree left there by a local
 /// Run gives way to the clone when it holds no uncommitted work (its commits are on the
 /// branch).
-pub fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
+pub(crate) fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let user =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
@@ -617,7 +617,7 @@ fn worktree_name(job_id: &str) -> String {
 }
 
 /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
-pub fn read_handoff(job: &Job) -> Result<Option<String>, HandoffError> {
+pub(crate) fn read_handoff(job: &Job) -> Result<Option<String>, HandoffError> {
     let repo = Repository::open(&job.repo)
         .map_err(|e| HandoffError::Unreadable(format!("opening {}: {}", job.repo, e.message())))?;
     handoff_on(&repo, &job.branch())
@@ -686,7 +686,7 @@ fn check_connected(repo: &Repository, tip: git2::Oid, known: Option<git2::Oid>) 
 
 /// What the Job's branch holds beyond its base, for `owl show`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct BranchSummary {
+pub(crate) struct BranchSummary {
     pub commits: usize,
     pub files_changed: usize,
     pub insertions: usize,
@@ -694,7 +694,7 @@ pub struct BranchSummary {
 }
 
 /// Counts the commits on the Job's branch that its base does not have, and their diffstat.
-pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
+pub(crate) fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
     let repo = Repository::open(&job.repo)?;
     let Ok(branch) = repo.find_branch(&job.branch(), BranchType::Local) else {
         return Ok(None);
@@ -727,7 +727,7 @@ pub fn branch_summary(job: &Job) -> Result<Option<BranchSummary>> {
 
 /// The commits each Run added, `(head_before, head_after)` per Run, with the repository
 /// opened once (`None` where a Run has no heads or they cannot be walked).
-pub fn commits_of_runs(
+pub(crate) fn commits_of_runs(
     repo_path: &str,
     heads: &[(Option<&str>, Option<&str>)],
 ) -> Vec<Option<usize>> {
@@ -757,7 +757,7 @@ fn parse_author(author: &str) -> (String, String) {
 }
 
 /// Removes a Job's worktree (the branch stays, so the work is never lost).
-pub fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
+pub(crate) fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
     let path = worktree_path(worktrees_dir, &job.id);
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;

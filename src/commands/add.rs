@@ -10,7 +10,7 @@ use crate::cli::AddArgs;
 use crate::config::{did_you_mean, is_safe_name};
 use crate::model::NewJob;
 
-pub fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
     let prompt = read_prompt(&args)?;
     let repo = match &args.repo {
         Some(r) => r.clone(),

@@ -7,7 +7,7 @@ use crate::bad_input;
 use crate::model::{JobReason, JobState};
 
 /// Cancels a Job; a tick supervising its Run sees the state within a second and stops it.
-pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
+pub(super) fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
     let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;
     match job.state {
@@ -46,7 +46,7 @@ pub fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
 }
 
 /// Puts a failed, blocked or cancelled Job back in the queue.
-pub fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u8> {
+pub(super) fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u8> {
     if max_job_budget_usd.is_some_and(|x| !x.is_finite() || x <= 0.0) {
         bad_input!("--max-job-budget-usd must be a finite number greater than 0");
     }

@@ -7,7 +7,7 @@ use crate::bad_input;
 use crate::model::{Job, JobState};
 use crate::store::Store;
 
-pub fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         if let Some(id) = job {
             bad_input!("no job '{id}': no jobs have been added yet");

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::Ctx;
 
-pub fn run(ctx: &Ctx) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx) -> Result<u8> {
     outln!("# owl config: valid, read from {}", ctx.config.source);
     crate::output::write_out(format_args!("{}", serde_yaml::to_string(&ctx.config)?));
     Ok(0)

@@ -18,7 +18,7 @@ struct ConformanceJson {
     checks: Vec<Check>,
 }
 
-pub fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> Result<u8> {
     let names = ctx.accounts_named(only)?;
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
@@ -77,7 +77,7 @@ pub fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> 
 }
 
 /// The CLI's version, in the tested range or not; an error when it cannot be told.
-pub fn tested_or_not(
+pub(super) fn tested_or_not(
     d: &dyn Driver,
     command: &std::path::Path,
     account: &crate::config::Account,
@@ -89,7 +89,7 @@ pub fn tested_or_not(
 }
 
 /// The names of the checks that failed.
-pub fn failed_names(checks: &[Check]) -> Vec<String> {
+pub(super) fn failed_names(checks: &[Check]) -> Vec<String> {
     checks
         .iter()
         .filter(|c| !c.ok)

@@ -34,7 +34,7 @@ impl Findings {
     }
 }
 
-pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     let mut found = Findings::default();
     examine(ctx, &mut found);
     found.passed = found.problems == 0;

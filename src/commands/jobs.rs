@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::{Ctx, JobJson};
 
-pub fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         if json {
             outln!("[]");

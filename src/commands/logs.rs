@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use super::Ctx;
 use crate::driver::{self, AgentEvent, Driver};
 
-pub fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         crate::bad_input!("no run or job '{which}': nothing has run yet");
     };

@@ -31,7 +31,7 @@ use crate::model::Job;
 use crate::store::{ListedJob, Store};
 
 /// Runs one command; the returned code is the process's exit code.
-pub fn dispatch(cli: Cli) -> Result<u8> {
+pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
     // What describes owl itself needs no config.
     let needs_config = !matches!(cli.command, Command::Completions { .. } | Command::Man);
     if !needs_config {
@@ -106,7 +106,7 @@ fn describe_owl(command: &Command) -> Result<u8> {
 }
 
 /// What every command works from.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub config: Config,
 }
 
@@ -225,7 +225,7 @@ fn check_capabilities_with(
 }
 
 /// Creates a directory (and its parents) readable by the user alone.
-pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> Result<()> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -247,7 +247,7 @@ fn create_private_file(path: &Path) -> Result<File> {
 /// A Job as `jobs --json` and `show --json` print it (a stable shape, separate from the
 /// row), borrowing the row's text: ten thousand Jobs are printed without copying them.
 #[derive(Debug, Serialize)]
-pub struct JobJson<'a> {
+pub(crate) struct JobJson<'a> {
     pub id: &'a str,
     pub name: Option<&'a str>,
     pub state: &'static str,
@@ -326,7 +326,7 @@ impl<'a> JobJson<'a> {
 impl JobJson<'_> {
     /// `1/5`, or with Runs that did not count `0/5 counted, 1 not counted`: `maxRuns`
     /// counts only the Job's own Runs, and so does the first figure.
-    pub fn runs_text(&self) -> String {
+    pub(crate) fn runs_text(&self) -> String {
         match self.run_count.saturating_sub(self.counted_runs) {
             0 => format!("{}/{}", self.counted_runs, self.max_runs),
             n => format!(
@@ -339,7 +339,7 @@ impl JobJson<'_> {
 
 /// Three pieces of text printed as one string, built only as it is written.
 #[derive(Debug)]
-pub struct Joined<'a>(&'a str, &'a str, &'a str);
+pub(crate) struct Joined<'a>(&'a str, &'a str, &'a str);
 
 impl std::fmt::Display for Joined<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

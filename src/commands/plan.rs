@@ -12,7 +12,11 @@ use crate::schedule::{self, fmt_percent, AccountView, Decision, Plan};
 use crate::store::Store;
 
 /// Reads the state and decides what a tick would do now.
-pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<AccountView>, Plan)> {
+pub(super) fn make_plan(
+    ctx: &Ctx,
+    store: &Store,
+    now: DateTime<Utc>,
+) -> Result<(Vec<AccountView>, Plan)> {
     let jobs = store.plan_jobs()?;
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
@@ -47,7 +51,7 @@ pub fn make_plan(ctx: &Ctx, store: &Store, now: DateTime<Utc>) -> Result<(Vec<Ac
 /// since the finding (its newest file is not the one it was then). The finding is dropped,
 /// so the login is checked anew (the CLI's own `auth status` before a Run, or the probe)
 /// instead of waiting out `probeMaxAge`.
-pub fn notice_logins(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+pub(super) fn notice_logins(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
     for (name, account) in &ctx.config.accounts {
         if login_written_since(&store.account_note(name)?, account) {
             tracing::info!("{name}: its credential store changed since it was found not logged in");
@@ -72,7 +76,7 @@ fn login_written_since(note: &crate::model::AccountNote, account: &crate::config
 }
 
 /// Each Account's view, with what this machine shows of it without starting the agent.
-pub fn account_views(
+pub(super) fn account_views(
     ctx: &Ctx,
     snapshots: &[crate::model::Snapshot],
     mut notes: BTreeMap<String, crate::model::AccountNote>,
@@ -107,7 +111,7 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
 /// "Not logged in" as the credential store shows it, without starting the agent (the
 /// Driver knows which files a login leaves), when the Account's `env` names no key or token
 /// that logs in without it.
-pub fn empty_store(account: &crate::config::Account) -> Option<String> {
+pub(super) fn empty_store(account: &crate::config::Account) -> Option<String> {
     let store = account.credential_store.as_ref()?;
     let driver = driver::for_kind(account.driver);
     let api_key = driver.uses_api_key(account)
@@ -121,7 +125,7 @@ pub fn empty_store(account: &crate::config::Account) -> Option<String> {
 }
 
 /// Prints one Account and its Windows, for status and `tick --dry-run`.
-pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
+pub(super) fn print_account(a: &AccountView, now: DateTime<Utc>) {
     let state = if a.schedulable {
         "schedulable"
     } else {
@@ -166,7 +170,7 @@ pub fn print_account(a: &AccountView, now: DateTime<Utc>) {
 
 /// One sentence for the decision a tick would make now. A Run on an Account whose login
 /// was never seen to work is not promised: the sentence says so, and what checks it.
-pub fn describe_decision(d: &Decision, views: &[AccountView]) -> String {
+pub(super) fn describe_decision(d: &Decision, views: &[AccountView]) -> String {
     match d {
         Decision::Run { job_id, account } => {
             let seen = views.iter().any(|a| &a.name == account && a.login_seen);

@@ -28,7 +28,7 @@ struct WindowJson {
     resets_at: Option<String>,
 }
 
-pub fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
     let names = ctx.accounts_named(account)?;
     super::ensure_private_dir(&ctx.config.state_dir)?;
     let mut store = ctx.open_store()?;

@@ -14,7 +14,7 @@ use super::{print_json, Ctx};
 use crate::model::{JobState, PermissionDenial, Run, StopKind};
 
 /// What `owl report` was asked.
-pub struct ReportArgs {
+pub(super) struct ReportArgs {
     pub since: Option<Duration>,
     pub night: bool,
     pub json: bool,
@@ -23,7 +23,7 @@ pub struct ReportArgs {
 
 /// Everything a report shows: the JSON, and what the text and the page are drawn from.
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(super) struct Report {
     #[serde(serialize_with = "crate::clock::ser")]
     pub since: DateTime<Utc>,
     #[serde(serialize_with = "crate::clock::ser")]
@@ -35,7 +35,7 @@ pub struct Report {
 }
 
 #[derive(Debug, Serialize)]
-pub struct JobReport {
+pub(super) struct JobReport {
     pub id: String,
     pub name: Option<String>,
     pub state: String,
@@ -57,7 +57,7 @@ pub struct JobReport {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
+pub(super) struct RunReport {
     pub id: i64,
     pub job_id: String,
     pub account: String,
@@ -77,7 +77,7 @@ pub struct RunReport {
 }
 
 #[derive(Debug, Serialize)]
-pub struct AccountReport {
+pub(super) struct AccountReport {
     pub name: String,
     pub windows: Vec<WindowSeries>,
     pub runs: Vec<RunReport>,
@@ -85,7 +85,7 @@ pub struct AccountReport {
 
 /// One Window's utilization over the period: the Snapshots, in order, and its ceiling.
 #[derive(Debug, Serialize)]
-pub struct WindowSeries {
+pub(super) struct WindowSeries {
     pub window: String,
     pub ceiling: Option<f64>,
     pub snapshots: Vec<Point>,
@@ -95,7 +95,7 @@ pub struct WindowSeries {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Point {
+pub(super) struct Point {
     #[serde(serialize_with = "crate::clock::ser")]
     pub observed_at: DateTime<Utc>,
     pub percent: f64,
@@ -103,7 +103,7 @@ pub struct Point {
     pub run_id: Option<i64>,
 }
 
-pub fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
     if args.night && ctx.config.schedule.window.is_none() {
         return Err(crate::error::Error::bad_input(format!(
             "--night needs schedule.window in {} (the night is the window); use --since",

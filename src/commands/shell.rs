@@ -6,7 +6,7 @@ use clap::CommandFactory;
 use crate::cli::Cli;
 
 /// Prints the completion script for `shell`.
-pub fn completions(shell: clap_complete::Shell) -> Result<u8> {
+pub(super) fn completions(shell: clap_complete::Shell) -> Result<u8> {
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "owl", &mut script);
     crate::output::write_raw(&script)?;
@@ -16,7 +16,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<u8> {
 /// Prints the man page: owl(1), one page with a section per command. It names no other
 /// page (clap_mangen's own SUBCOMMANDS section points at `owl-tick(1)` and the like, which
 /// are not installed), and its synopses show each option's value (`--config <PATH>`).
-pub fn man() -> Result<u8> {
+pub(super) fn man() -> Result<u8> {
     let command = Cli::command();
     let man = clap_mangen::Man::new(command.clone());
     let mut page = Vec::new();

@@ -76,7 +76,7 @@ struct RunJson {
     log: String,
 }
 
-pub fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         crate::bad_input!("no job '{id}': no jobs have been added yet");
     };

@@ -101,7 +101,7 @@ struct NextJson {
     account: String,
 }
 
-pub fn run(ctx: &Ctx, json: bool) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     let now = crate::clock::now()?;
     let Some(store) = ctx.read_store()? else {
         let views = super::plan::account_views(ctx, &[], Default::default(), now);

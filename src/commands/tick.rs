@@ -60,7 +60,7 @@ struct TickJson {
 }
 
 /// What `owl tick` was asked.
-pub struct TickArgs {
+pub(super) struct TickArgs {
     pub dry_run: bool,
     pub json: bool,
     /// Only this Job, now.
@@ -69,7 +69,7 @@ pub struct TickArgs {
     pub ignore_ceiling: bool,
 }
 
-pub fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
+pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let (dry_run, json) = (args.dry_run, args.json);
     if let Some(id) = &args.job {
         // Refused before anything is made: on a fresh install no Job exists.

@@ -12,14 +12,14 @@ const MAX_EVENTS: usize = 200_000;
 /// The line (1-based) of every key and every value, by its dotted path
 /// (`accounts.work.limits.weeklyMax`, `defaults.allowedTools[2]`).
 #[derive(Debug, Default)]
-pub struct Positions {
+pub(super) struct Positions {
     keys: BTreeMap<String, usize>,
     values: BTreeMap<String, (usize, Option<String>)>,
 }
 
 /// Why a config's structure is refused before its values are read.
 #[derive(Debug, PartialEq)]
-pub struct StructureError {
+pub(super) struct StructureError {
     pub line: Option<usize>,
     pub message: String,
 }
@@ -39,7 +39,7 @@ enum Frame {
 
 impl Positions {
     /// Reads `text` once with the YAML parser, recording positions.
-    pub fn read(text: &str) -> Result<Positions, StructureError> {
+    pub(super) fn read(text: &str) -> Result<Positions, StructureError> {
         let mut parser = Parser::new_from_str(text);
         let mut out = Positions::default();
         let mut stack: Vec<Frame> = Vec::new();
@@ -112,18 +112,18 @@ impl Positions {
     }
 
     /// The line of the key at `path`.
-    pub fn key_line(&self, path: &str) -> Option<usize> {
+    pub(super) fn key_line(&self, path: &str) -> Option<usize> {
         self.keys.get(path).copied()
     }
 
     /// The line of the value at `path`.
-    pub fn value_line(&self, path: &str) -> Option<usize> {
+    pub(super) fn value_line(&self, path: &str) -> Option<usize> {
         self.values.get(path).map(|(line, _)| *line)
     }
 
     /// The line of a scalar equal to `value` at `path` or below it: how an error that
     /// names only the enclosing mapping (as serde_yaml's do) finds its value's own line.
-    pub fn find_value(&self, path: &str, value: &str) -> Option<usize> {
+    pub(super) fn find_value(&self, path: &str, value: &str) -> Option<usize> {
         self.values
             .iter()
             .filter(|(p, _)| path.is_empty() || *p == path || p.starts_with(&format!("{path}.")))

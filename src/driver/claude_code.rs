@@ -25,7 +25,7 @@ pub(super) const INHERITED_CREDENTIALS: [&str; 3] = [
 ];
 
 /// The environment variable the CLI honours to leave its self-updater off, and its value.
-pub const AUTOUPDATER_SWITCH: (&str, &str) = ("DISABLE_AUTOUPDATER", "1");
+pub(super) const AUTOUPDATER_SWITCH: (&str, &str) = ("DISABLE_AUTOUPDATER", "1");
 
 /// The versions owl is tested against: 2.1.x (recorded on 2.1.197).
 const TESTED_MAJOR_MINOR: (u64, u64) = (2, 1);

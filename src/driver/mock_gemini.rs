@@ -82,6 +82,7 @@ impl MockGemini {
     }
 
     /// How many `streamGenerateContent` calls were made.
+    #[cfg(any(test, feature = "test-doubles"))]
     pub fn calls(&self) -> usize {
         self.script.calls()
     }

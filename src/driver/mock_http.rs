@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::thread;
 
 /// One request, as the mocks need it.
-pub struct Request {
+pub(super) struct Request {
     /// The path without its query.
     pub path: String,
     pub body: Vec<u8>,
@@ -16,7 +16,7 @@ pub struct Request {
 
 /// Serves `answer` on 127.0.0.1 until the process ends; returns the port. With
 /// `keep_alive`, a connection may carry many requests; without, one.
-pub fn serve(
+pub(super) fn serve(
     keep_alive: bool,
     answer: impl Fn(&Request) -> Vec<u8> + Send + Sync + 'static,
 ) -> std::io::Result<u16> {
@@ -82,7 +82,7 @@ fn read_request(reader: &mut impl BufRead) -> Option<Request> {
 }
 
 /// A response with these headers and body.
-pub fn response(
+pub(super) fn response(
     status: u16,
     headers: &[(String, String)],
     content_type: &str,
@@ -109,7 +109,7 @@ pub fn response(
 }
 
 /// A mock's script of answers and the bodies it was sent, shared by its serving threads.
-pub struct Script<S> {
+pub(super) struct Script<S> {
     steps: Arc<Mutex<Vec<S>>>,
     /// Every scripted request's body, in order.
     pub requests: Arc<Mutex<Vec<Value>>>,
@@ -125,7 +125,7 @@ impl<S> Clone for Script<S> {
 }
 
 impl<S: Clone> Script<S> {
-    pub fn new() -> Script<S> {
+    pub(super) fn new() -> Script<S> {
         Script {
             steps: Arc::new(Mutex::new(Vec::new())),
             requests: Arc::new(Mutex::new(Vec::new())),
@@ -133,12 +133,12 @@ impl<S: Clone> Script<S> {
     }
 
     /// The answers to the next requests, in order.
-    pub fn set(&self, steps: Vec<S>) {
+    pub(super) fn set(&self, steps: Vec<S>) {
         *self.steps.lock().unwrap_or_else(|p| p.into_inner()) = steps;
     }
 
     /// How many scripted requests came.
-    pub fn calls(&self) -> usize {
+    pub(super) fn calls(&self) -> usize {
         self.requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -147,7 +147,7 @@ impl<S: Clone> Script<S> {
 
     /// Records a request's body and gives its answer: the next step; after the last one,
     /// the last again (`repeat_last`, so one error step is a lasting error) or `fallback`.
-    pub fn answer(&self, body: &[u8], repeat_last: bool, fallback: S) -> S {
+    pub(super) fn answer(&self, body: &[u8], repeat_last: bool, fallback: S) -> S {
         self.requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -19,10 +19,12 @@ pub enum Step {
     },
     /// The same 429 with the reset only in its `x-codex-*` headers: the CLI's words name no
     /// time ("… or try again later."), its rollout does.
+    #[cfg(any(test, feature = "test-doubles"))]
     UsageLimitUnnamed {
         secs: i64,
     },
     /// No answer: the response is held open, as by a model that thinks for a long time.
+    #[cfg(any(test, feature = "test-doubles"))]
     Hold,
     /// The step, its response carrying the plan's utilization in the `x-codex-*` headers
     /// (percent of the five-hour and weekly windows); `/wham/usage` tells these figures
@@ -60,6 +62,7 @@ pub struct MockOpenAi {
     pub port: u16,
     script: mock_http::Script<Step>,
     pub requests: Arc<Mutex<Vec<Value>>>,
+    #[cfg(any(test, feature = "test-doubles"))]
     plan: Arc<Mutex<Plan>>,
 }
 
@@ -80,6 +83,7 @@ impl MockOpenAi {
             port,
             requests: script.requests.clone(),
             script,
+            #[cfg(any(test, feature = "test-doubles"))]
             plan,
         })
     }
@@ -90,6 +94,7 @@ impl MockOpenAi {
     }
 
     /// When the five-hour window resets, in epoch seconds.
+    #[cfg(any(test, feature = "test-doubles"))]
     pub fn primary_reset(&self) -> i64 {
         self.plan
             .lock()
@@ -247,29 +252,16 @@ fn answer(
         step = *inner;
     }
     let item = match step {
+        #[cfg(any(test, feature = "test-doubles"))]
         Step::Hold => {
             // Long past any test: the CLI is stopped before.
             std::thread::sleep(std::time::Duration::from_secs(3600));
             return Vec::new();
         }
         Step::AtUsage { .. } => return Vec::new(),
-        Step::UsageLimit { secs } | Step::UsageLimitUnnamed { secs } => {
-            let named = matches!(step, Step::UsageLimit { .. });
-            let mut body = json!({"error": {"type": "usage_limit_reached", "plan_type": "plus"}});
-            if named {
-                body["error"]["resets_at"] = json!(now + secs);
-            }
-            let mut headers = close.to_vec();
-            headers.push(("x-codex-primary-used-percent".into(), "100".into()));
-            headers.push(("x-codex-primary-window-minutes".into(), "300".into()));
-            headers.push(("x-codex-primary-reset-at".into(), (now + secs).to_string()));
-            return mock_http::response(
-                429,
-                &headers,
-                "application/json",
-                body.to_string().as_bytes(),
-            );
-        }
+        Step::UsageLimit { secs } => return usage_limit(now, secs, true, &close),
+        #[cfg(any(test, feature = "test-doubles"))]
+        Step::UsageLimitUnnamed { secs } => return usage_limit(now, secs, false, &close),
         Step::Text(text) => {
             json!({"type": "message", "id": "msg_mock", "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}]})
@@ -291,6 +283,25 @@ fn answer(
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap_or("")))
         .collect();
     mock_http::response(200, &headers, "text/event-stream", sse.as_bytes())
+}
+
+/// A 429 `usage_limit_reached` that resets `secs` from `now`, its reset in the body when
+/// `named`, always in the `x-codex-*` headers.
+fn usage_limit(now: i64, secs: i64, named: bool, close: &[(String, String)]) -> Vec<u8> {
+    let mut body = json!({"error": {"type": "usage_limit_reached", "plan_type": "plus"}});
+    if named {
+        body["error"]["resets_at"] = json!(now + secs);
+    }
+    let mut headers = close.to_vec();
+    headers.push(("x-codex-primary-used-percent".into(), "100".into()));
+    headers.push(("x-codex-primary-window-minutes".into(), "300".into()));
+    headers.push(("x-codex-primary-reset-at".into(), (now + secs).to_string()));
+    mock_http::response(
+        429,
+        &headers,
+        "application/json",
+        body.to_string().as_bytes(),
+    )
 }
 
 #[cfg(test)]

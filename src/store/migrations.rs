@@ -208,10 +208,10 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Brings the database up to [`SCHEMA_VERSION`], refusing one written by a newer owl.
-pub fn migrate(conn: &mut Connection) -> Result<()> {
+pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
     migrate_to(conn, SCHEMA_VERSION)
 }
 

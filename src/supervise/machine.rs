@@ -9,23 +9,23 @@ use crate::sys::Sig;
 use super::RunReport;
 
 /// How long an interrupted agent gets to write its `result` line.
-pub use crate::driver::INTERRUPT_WAIT;
+pub(crate) use crate::driver::INTERRUPT_WAIT;
 /// How long an agent whose stdin was closed by a stop gets to exit by itself before SIGTERM.
-pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// How long an agent gets, after a normal `result` line and stdin closed, to finish its
 /// teardown and exit by itself before SIGTERM. Claude Code takes about 5 s to stop a
 /// background task and exit; a SIGTERM sooner makes 2.1.197 turn the task's notification
 /// into extra, unsupervised API turns. Not `graceWindow`, which stays the SIGTERM→SIGKILL gap.
-pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
+pub(crate) const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 /// How long the readers get to reach EOF once the agent has exited and its leftovers are killed.
-pub const READER_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const READER_WAIT: Duration = Duration::from_secs(2);
 /// How often the observer is asked to look around (a cancel, a figure from elsewhere).
-pub const HEARTBEAT: Duration = Duration::from_millis(500);
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
 
 /// How a Run is asked to stop and for its utilization, from what the Driver declares and
 /// offers for the Account, and whether the agent's stdin is open: an interrupt on stdin
 /// needs stdin, a SIGINT does not; the probe beside the agent needs a zero-token probe.
-pub fn negotiate(
+pub(crate) fn negotiate(
     caps: Capabilities,
     offered_interrupt: Option<Interrupt>,
     offered_poll: UsagePoll,
@@ -44,7 +44,7 @@ pub fn negotiate(
 
 /// The limits and abilities a Run is supervised under.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_run_time: Duration,
     pub stall_timeout: Duration,
     /// The gap between SIGTERM and SIGKILL, and how long owl waits after SIGKILL.
@@ -60,7 +60,7 @@ pub struct Limits {
 
 /// How an interrupt reaches the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InterruptBy {
+pub(crate) enum InterruptBy {
     /// A request on its stdin, while stdin is open.
     Stdin,
     /// SIGINT to its group.
@@ -69,7 +69,7 @@ pub enum InterruptBy {
 
 /// The signals that tell owl itself to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwlSignal {
+pub(crate) enum OwlSignal {
     Term,
     Int,
     Hup,
@@ -88,7 +88,7 @@ impl OwlSignal {
 /// What happened to the agent's process, its pipes and logs, or to owl: told by the
 /// threads of a Run, taken by the machine as it is.
 #[derive(Debug)]
-pub enum Happened {
+pub(crate) enum Happened {
     /// owl closed the agent's stdin before the Run began (its prompt is in argv).
     StdinClosed,
     StdoutClosed,
@@ -107,7 +107,7 @@ pub enum Happened {
 
 /// What the machine is told.
 #[derive(Debug)]
-pub enum Input<'a> {
+pub(crate) enum Input<'a> {
     /// A stdout line the Driver understood.
     Line(&'a AgentEvent),
     /// A stdout line logged but not understood.
@@ -122,7 +122,7 @@ pub enum Input<'a> {
 
 /// What the machine asks the plumbing around it to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Ask the agent to abort its turn, the Driver's way (stdin or SIGINT).
     Interrupt,
     /// Write the Driver's usage request number `n` to the agent's stdin.
@@ -157,7 +157,7 @@ enum Stage {
 }
 
 /// One Run's supervision.
-pub struct Machine {
+pub(crate) struct Machine {
     limits: Limits,
     stage: Stage,
     report: RunReport,
@@ -177,7 +177,7 @@ pub struct Machine {
 
 impl Machine {
     /// A Run whose agent was started at `now`, its prompt written.
-    pub fn new(limits: Limits, agent: super::HandleId, now: Instant) -> Machine {
+    pub(crate) fn new(limits: Limits, agent: super::HandleId, now: Instant) -> Machine {
         Machine {
             limits,
             stage: Stage::Running,
@@ -200,18 +200,18 @@ impl Machine {
     }
 
     /// What happened so far.
-    pub fn report(&self) -> &RunReport {
+    pub(crate) fn report(&self) -> &RunReport {
         &self.report
     }
 
     /// What happened.
-    pub fn into_report(self) -> RunReport {
+    pub(crate) fn into_report(self) -> RunReport {
         self.report
     }
 
     /// Whether supervision is over: the agent exited and its pipes closed (or a descendant
     /// owl could not kill holds them past the readers' deadline), or it could not be killed.
-    pub fn is_done(&self, now: Instant) -> bool {
+    pub(crate) fn is_done(&self, now: Instant) -> bool {
         let exited = self.stage == Stage::Exited;
         (exited && !self.stdout_open && !self.stderr_open)
             || self.readers_deadline.is_some_and(|d| now >= d)
@@ -219,7 +219,7 @@ impl Machine {
     }
 
     /// The latest time the plumbing may wait before calling [`Machine::on_deadline`].
-    pub fn next_deadline(&self, now: Instant) -> Instant {
+    pub(crate) fn next_deadline(&self, now: Instant) -> Instant {
         let mut wake = now.max(self.last_heartbeat + HEARTBEAT);
         if self.stage == Stage::Running {
             wake = wake
@@ -234,7 +234,7 @@ impl Machine {
     }
 
     /// Takes one input; returns what to do about it.
-    pub fn on_event(&mut self, input: Input, now: Instant) -> Vec<Action> {
+    pub(crate) fn on_event(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
         match input {
             Input::Line(ev) => {
@@ -319,7 +319,7 @@ impl Machine {
     }
 
     /// Moves on whatever is due at `now`: limits, polls, heartbeats, the stop sequence.
-    pub fn on_deadline(&mut self, now: Instant) -> Vec<Action> {
+    pub(crate) fn on_deadline(&mut self, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
         if self.stage == Stage::Running {
             if now >= self.started + self.limits.max_run_time {
@@ -348,12 +348,12 @@ impl Machine {
     }
 
     /// The agent exited and `n` processes it left were killed.
-    pub fn leftovers_killed(&mut self, n: usize) {
+    pub(crate) fn leftovers_killed(&mut self, n: usize) {
         self.report.survivors_killed = n;
     }
 
     /// owl gives up on an agent that outlived SIGKILL; `state` is its scheduler state.
-    pub fn gave_up(&mut self, state: Option<char>) {
+    pub(crate) fn gave_up(&mut self, state: Option<char>) {
         // Only an uninterruptible sleep (state D: a hung filesystem, a device) outlives
         // SIGKILL this long.
         self.report.unkillable = Some(format!(

@@ -1,10 +1,10 @@
 //! One Run from spawn to reaped: reader threads, a waiter and a stdin writer feed one event loop, which owns every decision and the stop sequence.
 
-pub mod machine;
-pub mod probe;
-pub mod process;
+pub(crate) mod machine;
+pub(crate) mod probe;
+pub(crate) mod process;
 mod reader;
-pub mod sandbox;
+pub(crate) mod sandbox;
 mod side;
 
 use std::fs::File;
@@ -22,16 +22,13 @@ use crate::sys::Sig;
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
 use crate::model::StopCause;
-pub use crate::outcome::RunReport;
+pub(crate) use crate::outcome::RunReport;
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
-pub use process::{Executor, HandleId, LocalExecutor, RunHandle, RunPlace};
-pub use reader::LINE_CAP;
-
-pub use machine::{INTERRUPT_WAIT, TEARDOWN_WAIT};
+pub(crate) use process::{Executor, HandleId, LocalExecutor, RunHandle, RunPlace};
 
 /// What the threads of a Run tell the event loop. They only report; the loop decides.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// A stdout line the Driver understood.
     Line(Box<AgentEvent>),
     /// A stdout line logged but not understood (garbage, too long, unknown shape).
@@ -45,7 +42,7 @@ pub enum Event {
 }
 
 /// Everything needed to supervise one Run.
-pub struct RunSpec<'a> {
+pub(crate) struct RunSpec<'a> {
     pub driver: Arc<dyn Driver>,
     /// The agent CLI and the Account, for what the Run learns beside it (its usage log, a
     /// probe).
@@ -73,11 +70,11 @@ pub struct RunSpec<'a> {
 /// from the pick on, so that a signal at any moment before the agent is supervised is kept
 /// (not owl's death, which would leave the Run without an outcome) and ends the Run at once.
 #[derive(Debug, Clone, Default)]
-pub struct StopLatch(Arc<std::sync::atomic::AtomicUsize>);
+pub(crate) struct StopLatch(Arc<std::sync::atomic::AtomicUsize>);
 
 impl StopLatch {
     /// Catches the stop signals from now on; each only sets the latch.
-    pub fn install() -> io::Result<StopLatch> {
+    pub(crate) fn install() -> io::Result<StopLatch> {
         let latch = StopLatch::default();
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             signal_hook::flag::register_usize(sig, latch.0.clone(), sig as usize)?;
@@ -86,7 +83,7 @@ impl StopLatch {
     }
 
     /// The signal received, if one was.
-    pub fn fired(&self) -> Option<&'static str> {
+    pub(crate) fn fired(&self) -> Option<&'static str> {
         match self.0.load(std::sync::atomic::Ordering::SeqCst) as i32 {
             0 => None,
             libc::SIGINT => Some("SIGINT"),
@@ -97,7 +94,7 @@ impl StopLatch {
 }
 
 /// The step that started the Run, told what happens as it happens.
-pub trait Observer {
+pub(crate) trait Observer {
     /// The agent is running, as its Executor names it.
     fn spawned(&mut self, agent: &HandleId);
     /// A line was understood; returning a cause stops the Run (e.g. a ceiling crossed).
@@ -107,7 +104,7 @@ pub trait Observer {
 }
 
 /// The Executor of an Account's Runs: the one place that knows which there are.
-pub fn executor_of(
+pub(crate) fn executor_of(
     account: &Account,
     sandbox: &crate::config::SandboxSettings,
     local: LocalExecutor,
@@ -129,7 +126,7 @@ pub fn executor_of(
 }
 
 /// Runs the agent to its end and returns what happened. An error means it never started.
-pub fn supervise(
+pub(crate) fn supervise(
     spec: RunSpec,
     executor: &dyn Executor,
     observer: &mut dyn Observer,

@@ -16,12 +16,17 @@ const REACH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Starts the agent with the Account's environment, asks only for its utilization, and
 /// stops it. No prompt is written, so no tokens are spent.
-pub fn probe(driver: &dyn Driver, command: &Path, account: &Account, cwd: &Path) -> ProbeOutcome {
+pub(crate) fn probe(
+    driver: &dyn Driver,
+    command: &Path,
+    account: &Account,
+    cwd: &Path,
+) -> ProbeOutcome {
     probe_reporting(driver, command, account, cwd, &|_| {})
 }
 
 /// [`probe`], telling `spawned` the probe's pid (the leader of its own group) once it runs.
-pub fn probe_reporting(
+pub(crate) fn probe_reporting(
     driver: &dyn Driver,
     command: &Path,
     account: &Account,

@@ -11,14 +11,14 @@ use crate::sys::{self, Sig};
 
 /// The environment marker every descendant of a Run inherits, so that survivors can be
 /// found by identity even in another session.
-pub const RUN_ID_VAR: &str = "OWL_RUN_ID";
+pub(crate) const RUN_ID_VAR: &str = "OWL_RUN_ID";
 /// Run ids are per database: the state dir beside the id makes the marker unique on a
 /// machine where several owls (users, state dirs) run.
-pub const STATE_DIR_VAR: &str = "OWL_STATE_DIR";
+pub(crate) const STATE_DIR_VAR: &str = "OWL_STATE_DIR";
 
 /// What marks every process of one Run: `OWL_RUN_ID` and `OWL_STATE_DIR`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunMarker {
+pub(crate) struct RunMarker {
     pub run_id: String,
     pub state_dir: std::path::PathBuf,
 }
@@ -40,7 +40,7 @@ impl RunMarker {
 /// Who supervises a Run, recorded with it: a later tick (or `status`) tells from it whether
 /// that supervisor still lives — the same pid, started at the same time, in the same boot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     pub pid: Option<i64>,
     pub start_time: Option<i64>,
     pub boot_id: Option<String>,
@@ -48,7 +48,7 @@ pub struct Supervisor {
 
 /// A Run whose supervisor died, as recorded: what a later tick needs to kill what is left.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostProcesses {
+pub(crate) struct LostProcesses {
     pub run_id: i64,
     /// The agent's pid and start time, when they were recorded.
     pub agent: Option<(i32, i64)>,
@@ -61,7 +61,7 @@ pub struct LostProcesses {
 /// Executor, to stop the agent or tell that it lives. A local process's id and the time it
 /// started, so that a reused pid is never taken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HandleId {
+pub(crate) struct HandleId {
     pub pid: i32,
     pub start_time: Option<i64>,
 }
@@ -75,7 +75,7 @@ impl std::fmt::Display for HandleId {
 /// An agent as its Executor started it, all the supervision loop holds of it: its three
 /// streams, its end, and its id, by which the Executor stops it. Nothing here is a
 /// process: a test's scripted agent, a container or a remote machine is one as well.
-pub struct RunHandle {
+pub(crate) struct RunHandle {
     pub id: HandleId,
     pub stdin: Box<dyn Write + Send>,
     pub stdout: Box<dyn Read + Send>,
@@ -86,7 +86,7 @@ pub struct RunHandle {
 
 impl RunHandle {
     /// The handle of a local child with piped stdio.
-    pub fn of_child(mut child: Child) -> RunHandle {
+    pub(crate) fn of_child(mut child: Child) -> RunHandle {
         let pid = child.id() as i32;
         let piped = "the agent's stdio is piped";
         RunHandle {
@@ -114,7 +114,7 @@ impl RunHandle {
 /// Where a Run works: its working copy (the agent's cwd) and the Run's own files (what its
 /// Driver writes for it, what its Executor keeps of it).
 #[derive(Debug, Clone, Copy)]
-pub struct RunPlace<'a> {
+pub(crate) struct RunPlace<'a> {
     pub workspace: &'a Path,
     pub files: &'a Path,
 }
@@ -122,7 +122,7 @@ pub struct RunPlace<'a> {
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
 /// apart, signalling them and cleaning up after them, now or after a crash. A local child
 /// process today; a sandbox implements this one trait and touches nothing else.
-pub trait Executor {
+pub(crate) trait Executor {
     /// Readies this process to supervise Runs (the local one becomes a child subreaper,
     /// so a Run's orphans are reparented to owl instead of init).
     fn prepare(&self) -> io::Result<()>;
@@ -161,7 +161,7 @@ pub trait Executor {
 const LOST_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Runs the agent as a direct child of owl.
-pub struct LocalExecutor {
+pub(crate) struct LocalExecutor {
     pub state_dir: std::path::PathBuf,
 }
 
@@ -277,7 +277,7 @@ fn signal_group(pgid: i32, signal: Sig) {
 
 /// Starts a command as owl's direct child, in its own process group, with piped stdio
 /// and the Run's marker in its environment.
-pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Child> {
+pub(crate) fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Child> {
     inv.write_files()?;
     // The Run's marker goes on after the Invocation's environment: no `env:` hides it.
     let mut cmd = inv.command();
@@ -299,7 +299,7 @@ pub fn spawn(inv: &Invocation, cwd: &Path, marker: &RunMarker) -> io::Result<Chi
 /// As a subreaper owl inherits every orphan of a Run, so after the agent is gone each
 /// remaining descendant is a leftover: a tool process, a forked server, a grandchild
 /// holding a pipe.
-pub fn kill_descendants() -> usize {
+pub(crate) fn kill_descendants() -> usize {
     let me = sys::own_pid();
     // A process already dying — a zombie, or one whose memory is gone (its command line
     // reads empty) — is reaped, not counted as something the Run left alive: a sandbox's
@@ -316,7 +316,7 @@ pub fn kill_descendants() -> usize {
 /// Kills every process `find` names, again and again until it names none (killing a
 /// process reparents its children, and one just sent SIGKILL may not be dead yet on the
 /// next pass: each is counted once), reaping what was ours; returns how many there were.
-pub fn kill_until_none(find: impl Fn() -> Vec<i32>) -> usize {
+pub(crate) fn kill_until_none(find: impl Fn() -> Vec<i32>) -> usize {
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..32 {
         let found = find();
@@ -341,7 +341,7 @@ pub fn kill_until_none(find: impl Fn() -> Vec<i32>) -> usize {
 
 /// Every live process whose environment carries the Run's marker: the agent and
 /// everything it started, even in another session, even reparented to init.
-pub fn processes_with_marker(marker: &RunMarker) -> Vec<i32> {
+pub(crate) fn processes_with_marker(marker: &RunMarker) -> Vec<i32> {
     let needles = marker.needles();
     let me = sys::own_pid();
     sys::all_pids()

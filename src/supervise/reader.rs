@@ -11,10 +11,10 @@ use crate::driver::Driver;
 
 /// A stdout line longer than this is still logged whole, but not parsed: owl's memory
 /// stays bounded whatever the agent prints.
-pub const LINE_CAP: usize = 16 * 1024 * 1024;
+pub(super) const LINE_CAP: usize = 16 * 1024 * 1024;
 
 /// How much of stderr is kept for the reason of a Run that ended without a result.
-pub const STDERR_TAIL: usize = 2048;
+pub(super) const STDERR_TAIL: usize = 2048;
 
 fn log_failed(e: &std::io::Error) -> Event {
     Event::Happened(Happened::LogFailed {
@@ -44,7 +44,7 @@ fn scrub<'a>(bytes: &'a [u8], secrets: &[String]) -> std::borrow::Cow<'a, [u8]> 
 }
 
 /// Reads the agent's stdout to EOF: every byte to `log`, every complete line to the Driver.
-pub fn read_stdout(
+pub(super) fn read_stdout(
     mut pipe: impl Read,
     mut log: File,
     driver: Arc<dyn Driver>,
@@ -129,7 +129,12 @@ fn emit(line: &[u8], overlong: bool, driver: &dyn Driver, batch: &mut Vec<Event>
 }
 
 /// Reads the agent's stderr to EOF into `log`, keeping the tail.
-pub fn read_stderr(mut pipe: impl Read, mut log: File, secrets: &[String], tx: SyncSender<Event>) {
+pub(super) fn read_stderr(
+    mut pipe: impl Read,
+    mut log: File,
+    secrets: &[String],
+    tx: SyncSender<Event>,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut tail: Vec<u8> = Vec::new();
     let mut line: Vec<u8> = Vec::new();

@@ -14,7 +14,7 @@ use crate::sys::{self, Sig};
 const REPORT_CAP: u64 = 64;
 
 /// The hidden subcommand that runs inside the sandbox as the agent's parent.
-pub const INIT_COMMAND: &str = "__sandbox-init";
+pub(crate) const INIT_COMMAND: &str = "__sandbox-init";
 
 /// Directories of the user's home a tool never needs and must not read: keys and tokens.
 /// They are hidden (an empty tmpfs over each); the rest of the home is read-only.
@@ -30,14 +30,14 @@ const HIDDEN_IN_HOME: &[&str] = &[
 /// Why the sandbox cannot be used, with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}; {fix}")]
-pub struct Unusable {
+pub(crate) struct Unusable {
     pub what: String,
     pub fix: &'static str,
 }
 
 /// Checks that bubblewrap runs here as owl will run it: a read-only root and a pid
 /// namespace. Without it owl never runs a sandboxed Run unconfined.
-pub fn check(bwrap: &Path) -> Result<(), Unusable> {
+pub(crate) fn check(bwrap: &Path) -> Result<(), Unusable> {
     const INSTALL: &str = "install bubblewrap (Debian/Ubuntu: `apt install bubblewrap`) or set \
                            sandbox.command to its path";
     const USERNS: &str = "enable unprivileged user namespaces (`sysctl -w \
@@ -79,7 +79,7 @@ pub fn check(bwrap: &Path) -> Result<(), Unusable> {
 const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs a Run's agent under bubblewrap; everything else is the local Executor's.
-pub struct SandboxExecutor {
+pub(crate) struct SandboxExecutor {
     pub local: LocalExecutor,
     /// bubblewrap, as `sandbox.command` names it.
     pub bwrap: PathBuf,
@@ -92,7 +92,11 @@ pub struct SandboxExecutor {
 }
 
 impl SandboxExecutor {
-    pub fn new(local: LocalExecutor, bwrap: PathBuf, writable: Vec<PathBuf>) -> SandboxExecutor {
+    pub(crate) fn new(
+        local: LocalExecutor,
+        bwrap: PathBuf,
+        writable: Vec<PathBuf>,
+    ) -> SandboxExecutor {
         SandboxExecutor {
             local,
             bwrap,
@@ -300,7 +304,7 @@ fn is_init(pid: i32) -> bool {
 /// in its own group, hands it the stop signals owl sends, and once it exits kills every
 /// process left in the namespace, in any session, writing how many to `report`. Returns
 /// the agent's exit code (128 + its signal when killed).
-pub fn init(report: &Path, argv: &[OsString]) -> i32 {
+pub(crate) fn init(report: &Path, argv: &[OsString]) -> i32 {
     use std::os::unix::process::{CommandExt, ExitStatusExt};
     let Some((program, args)) = argv.split_first() else {
         eprintln!("owl {INIT_COMMAND}: no command");

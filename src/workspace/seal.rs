@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 /// The config owl writes into a clone it makes, and puts back after every sandboxed Run.
-pub const CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+pub(super) const CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
 
 /// Keys of the agent's own config kept through a seal: they name who commits, nothing runs.
 const KEPT: &[&str] = &["user.name", "user.email"];
@@ -33,7 +33,7 @@ const CONFIG_CAP: u64 = 1 << 20;
 /// Why a clone's `.git` cannot be opened by owl at all.
 #[derive(Debug, thiserror::Error)]
 #[error("the clone {clone} was tampered with: {what}; owl neither commits there nor brings its branch home")]
-pub struct Tampered {
+pub(crate) struct Tampered {
     pub clone: String,
     pub what: String,
 }
@@ -41,7 +41,7 @@ pub struct Tampered {
 /// Checks the clone at `clone` and puts back what owl owns of its `.git`: its config, its
 /// hooks, its alternates (which must name `user_objects` alone). Returns what was undone,
 /// each in a few words (`core.fsmonitor`, `hooks/pre-commit`), for the Run's note.
-pub fn seal(clone: &Path, user_objects: &Path) -> Result<Vec<String>, Tampered> {
+pub(super) fn seal(clone: &Path, user_objects: &Path) -> Result<Vec<String>, Tampered> {
     let tampered = |what: String| Tampered {
         clone: clone.display().to_string(),
         what,
@@ -83,7 +83,7 @@ pub fn seal(clone: &Path, user_objects: &Path) -> Result<Vec<String>, Tampered> 
 /// made there (or a gitfile or link to one) has a config of its own, which git in the clone
 /// runs when it looks into its submodules. owl never makes one; the submodule's commit
 /// stays recorded in the tree. Returns `<path>/.git` for each.
-pub fn remove_nested(repo: &git2::Repository, clone: &Path) -> std::io::Result<Vec<String>> {
+pub(super) fn remove_nested(repo: &git2::Repository, clone: &Path) -> std::io::Result<Vec<String>> {
     let Ok(index) = repo.index() else {
         return Ok(Vec::new());
     };

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use super::{AccountReport, RunReport, WindowSeries};
 
 /// Columns across the period.
-pub const WIDTH: usize = 48;
+pub(super) const WIDTH: usize = 48;
 
 const BLOCKS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -18,7 +18,7 @@ fn column(t: DateTime<Utc>, since: DateTime<Utc>, until: DateTime<Utc>) -> usize
 
 /// Each column's utilization: the highest figure observed in it, and between figures the
 /// last one (utilization persists until the next figure); `None` before the first figure.
-pub fn columns(
+pub(super) fn columns(
     series: &WindowSeries,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
@@ -43,7 +43,7 @@ fn block(percent: f64) -> char {
 }
 
 /// The rows of one Account: a row per Window, then its Runs.
-pub fn account_rows(
+pub(super) fn account_rows(
     account: &AccountReport,
     since: DateTime<Utc>,
     until: DateTime<Utc>,

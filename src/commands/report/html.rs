@@ -51,7 +51,7 @@ impl Scale {
 }
 
 /// The whole page.
-pub fn page(report: &Report, offset: &FixedOffset) -> String {
+pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
     let local = |t: &DateTime<Utc>| t.with_timezone(offset).format("%a %H:%M").to_string();
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\

@@ -22,7 +22,7 @@ const TURN: Duration = Duration::from_secs(40);
 
 /// Every check, the scenarios run side by side (each its own CLI, mock and config dir).
 /// With `record`, what the CLI wrote in each scenario is kept there.
-pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
+pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
     run_scenarios(
         command,
         record,

@@ -20,7 +20,7 @@ const TURN: Duration = Duration::from_secs(30);
 const SIGINT_EXIT: Duration = Duration::from_secs(2);
 
 /// Every check, the scenarios run side by side.
-pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
+pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
     run_scenarios(
         command,
         record,

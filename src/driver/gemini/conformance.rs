@@ -18,7 +18,7 @@ const MARKER: &str = "owl-conformance-marker: find me in the prompt";
 const TURN: Duration = Duration::from_secs(25);
 
 /// Every check, the scenarios run side by side.
-pub fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
+pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
     run_scenarios(command, record, &[version, turn, denied, quota])
 }
 
