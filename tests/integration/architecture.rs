@@ -218,32 +218,18 @@ fn source_files() -> BTreeMap<String, String> {
     out
 }
 
-/// `src/**/*.rs` by module, each module's files joined.
+/// `src/**/*.rs` by module, each module's files' code joined (the test modules in files of
+/// their own, `tests.rs`, left out).
 fn sources() -> BTreeMap<String, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut out: BTreeMap<String, String> = BTreeMap::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs")
-                && path.file_name().is_some_and(|n| n != "tests.rs")
-            {
-                let relative = path.strip_prefix(&root).unwrap();
-                let module = module_of(relative);
-                if module == "lib" || module == "main" {
-                    continue;
-                }
-                // Each file's own code: a module's files are joined, and the test module
-                // that ends one file must not hide the files joined after it.
-                let text = code(&std::fs::read_to_string(&path).unwrap());
-                let joined = out.entry(module).or_default();
-                joined.push_str(&text);
-                joined.push('\n');
-            }
+    for (relative, code) in source_files() {
+        let module = module_of(Path::new(&relative));
+        if module == "lib" || module == "main" || relative.ends_with("tests.rs") {
+            continue;
         }
+        let joined = out.entry(module).or_default();
+        joined.push_str(&code);
+        joined.push('\n');
     }
     out
 }
