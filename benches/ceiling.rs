@@ -18,7 +18,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use owl::driver::mock_api::{MockApi, Reply};
+use owl::conformance::mock::api::{MockApi, Reply};
 use serde_json::{json, Value};
 use support::TestEnv;
 

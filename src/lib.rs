@@ -10,6 +10,7 @@ mod cli;
 mod clock;
 mod commands;
 pub mod config;
+pub mod conformance;
 mod disk;
 pub mod driver;
 mod error;

@@ -6,7 +6,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::{print_json, Ctx};
-use crate::driver::{self, conformance::Check, AgentCliError, Driver};
+use crate::conformance::Check;
+use crate::driver::{self, AgentCliError, Driver};
 use crate::store::Verdict;
 
 #[derive(Debug, Serialize)]
@@ -29,7 +30,7 @@ pub(super) fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Pat
         let command = &ctx.config.drivers.get(account.driver).command;
         let version = tested_or_not(d.as_ref(), command, account);
         let checks = match &version {
-            Ok(_) => d.conformance(command, record),
+            Ok(_) => crate::conformance::check(account.driver, command, record),
             Err(why) => vec![Check::failed("the agent CLI runs", why.to_string())],
         };
         let passed = checks.iter().all(|c| c.ok);

@@ -12,8 +12,6 @@ use crate::model::PermissionDenial;
 use crate::text::truncate;
 
 /// The Claude Code CLI.
-mod conformance;
-
 pub struct ClaudeCode;
 
 /// Inherited credentials that would silently replace the Account's plan login: with an API
@@ -197,14 +195,6 @@ impl Driver for ClaudeCode {
         } else {
             None
         }
-    }
-
-    fn conformance(
-        &self,
-        command: &std::path::Path,
-        record: Option<&std::path::Path>,
-    ) -> Vec<super::conformance::Check> {
-        conformance::run(command, record)
     }
 
     fn store_shows_no_login(&self, store: &std::path::Path) -> Option<String> {

@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-mod conformance;
-
 use super::codex_protocol;
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
@@ -179,14 +177,6 @@ impl Driver for Codex {
             inv.files.push((tmp.join(".owl"), String::new()));
         }
         inv
-    }
-
-    fn conformance(
-        &self,
-        command: &std::path::Path,
-        record: Option<&std::path::Path>,
-    ) -> Vec<super::conformance::Check> {
-        conformance::run(command, record)
     }
 
     fn failure(

@@ -9,8 +9,6 @@ use super::{
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
-mod conformance;
-
 pub struct GeminiCli;
 
 /// The versions owl is tested against: 0.61.x (recorded on 0.61.0).
@@ -91,14 +89,6 @@ impl Driver for GeminiCli {
         let mut inv = account_invocation(req.command, req.account, args);
         inv.files.push((policy, policy_toml(req.allowed_tools)));
         inv
-    }
-
-    fn conformance(
-        &self,
-        command: &std::path::Path,
-        record: Option<&std::path::Path>,
-    ) -> Vec<super::conformance::Check> {
-        conformance::run(command, record)
     }
 
     fn failure(

@@ -3,12 +3,7 @@
 mod claude_code;
 pub mod codex;
 pub mod codex_protocol;
-pub mod conformance;
 pub mod gemini;
-pub mod mock_api;
-pub mod mock_gemini;
-mod mock_http;
-pub mod mock_openai;
 
 use std::path::PathBuf;
 
@@ -554,16 +549,6 @@ pub trait Driver: Send + Sync {
 
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;
-
-    /// Runs the conformance check: every protocol fact owl relies on in this agent, against
-    /// a loopback mock under a throwaway login (no real credential, no token). A Driver
-    /// declares its own checks. With `record`, what the CLI wrote in each scenario is kept
-    /// there as a fixture (`conformance-<scenario>.jsonl`).
-    fn conformance(
-        &self,
-        command: &std::path::Path,
-        record: Option<&std::path::Path>,
-    ) -> Vec<conformance::Check>;
 
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use owl::driver::mock_openai::{MockOpenAi, Step};
+use owl::conformance::mock::openai::{MockOpenAi, Step};
 
 use crate::support::{git, TestEnv};
 

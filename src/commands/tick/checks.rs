@@ -20,7 +20,7 @@ pub(super) fn agent_version(
         Err(driver::AgentCliError::Untested { agent, version, .. }) => verified(
             ctx,
             store,
-            driver,
+            account_cfg.driver,
             command,
             identity.as_deref(),
             agent,
@@ -42,7 +42,7 @@ pub(super) fn agent_version(
 pub(super) fn verified(
     ctx: &Ctx,
     store: &mut Store,
-    driver: &dyn Driver,
+    kind: crate::config::DriverKind,
     command: &std::path::Path,
     identity: Option<&str>,
     agent: &'static str,
@@ -63,7 +63,7 @@ pub(super) fn verified(
             tracing::info!(
                 "{agent} {version} is outside the tested range: checking its conformance"
             );
-            let checks = driver.conformance(command, None);
+            let checks = crate::conformance::check(kind, command, None);
             let verdict = crate::store::Verdict {
                 version: version.clone(),
                 passed: checks.iter().all(|c| c.ok),

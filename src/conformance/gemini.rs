@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::GeminiCli;
 use crate::config::{Account, Env};
-use crate::driver::conformance::{is, run_scenarios, Check, Scratch, Session};
-use crate::driver::mock_gemini::{MockGemini, Step};
+use crate::conformance::mock::gemini::{MockGemini, Step};
+use crate::conformance::{is, run_scenarios, Check, Scratch, Session};
+use crate::driver::gemini::GeminiCli;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest};
 
 /// What owl puts before the prompt here, to find it in the request.
@@ -23,7 +23,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    vec![crate::driver::conformance::version_check(
+    vec![crate::conformance::version_check(
         &GeminiCli,
         command,
         &[("GEMINI_CLI_NO_RELAUNCH", "true")],
@@ -76,7 +76,7 @@ fn one_turn(
     let _ = session.wait_for(TURN, |l| is(l, "result", None));
     let lines = session.finish(Duration::from_secs(10));
     if let Some(dir) = record {
-        if let Err(e) = crate::driver::conformance::record(dir, label, &scratch.0, &lines) {
+        if let Err(e) = crate::conformance::record(dir, label, &scratch.0, &lines) {
             tracing::warn!("recording the {label} scenario: {e}");
         }
     }
@@ -139,7 +139,7 @@ fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Ok((lines, _)) => lines,
         Err(why) => return vec![Check::failed(NAME, why)],
     };
-    let denied = lines.iter().find_map(super::denial);
+    let denied = lines.iter().find_map(crate::driver::gemini::denial);
     vec![match denied {
         Some(d) => Check::new(NAME, true, format!("{} denied", d.tool_name)),
         None => Check::failed(NAME, "no tool_result with a policy_violation"),

@@ -1,4 +1,9 @@
-//! The conformance check: an agent CLI run against owl's own loopback mock of its API, each protocol fact owl relies on a named check with what was seen.
+//! The conformance check (ADR-0018): an agent CLI run against owl's own loopback mock of its API, each protocol fact owl relies on a named check with what was seen; each Driver's scenarios in a file of their own, the mocks beside them.
+
+mod claude_code;
+mod codex;
+mod gemini;
+pub mod mock;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -9,11 +14,24 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Invocation;
+use crate::config::DriverKind;
+use crate::driver::Invocation;
+
+/// Every protocol fact owl relies on in the agent CLI at `command` (of the Driver `kind`),
+/// checked against a loopback mock under a throwaway login (no real credential, no token).
+/// With `record`, what the CLI wrote in each scenario is kept there as a fixture
+/// (`conformance-<scenario>.jsonl`).
+pub(crate) fn check(kind: DriverKind, command: &Path, record: Option<&Path>) -> Vec<Check> {
+    match kind {
+        DriverKind::ClaudeCode => claude_code::run(command, record),
+        DriverKind::Gemini => gemini::run(command, record),
+        DriverKind::Codex => codex::run(command, record),
+    }
+}
 
 /// One protocol fact, checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     pub name: &'static str,
     pub ok: bool,
     /// What was seen: the evidence for `ok`, or what was there instead.
@@ -21,7 +39,7 @@ pub struct Check {
 }
 
 impl Check {
-    pub fn new(name: &'static str, ok: bool, seen: impl Into<String>) -> Check {
+    pub(crate) fn new(name: &'static str, ok: bool, seen: impl Into<String>) -> Check {
         Check {
             name,
             ok,
@@ -30,14 +48,14 @@ impl Check {
     }
 
     /// A check that could not be made because `why`.
-    pub fn failed(name: &'static str, why: impl Into<String>) -> Check {
+    pub(crate) fn failed(name: &'static str, why: impl Into<String>) -> Check {
         Check::new(name, false, why)
     }
 }
 
 /// An agent CLI process in stream-json mode: stdin written line by line, stdout read on a
 /// thread, every line kept.
-pub struct Session {
+pub(crate) struct Session {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Vec<u8>>,
@@ -48,7 +66,7 @@ pub struct Session {
 
 impl Session {
     /// Starts `inv` in `cwd`, in its own process group, with stderr discarded.
-    pub fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
+    pub(crate) fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
         use std::os::unix::process::CommandExt;
         inv.write_files()?;
         let mut cmd = inv.command();
@@ -82,23 +100,23 @@ impl Session {
     }
 
     /// Writes bytes to the agent's stdin (a line the Driver built).
-    pub fn send(&mut self, bytes: &[u8]) {
+    pub(crate) fn send(&mut self, bytes: &[u8]) {
         if let Some(stdin) = self.stdin.as_mut() {
             let _ = stdin.write_all(bytes).and_then(|()| stdin.flush());
         }
     }
 
-    pub fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         self.stdin = None;
     }
 
     /// Sends `signal` to the agent's process group.
-    pub fn signal(&self, signal: crate::sys::Sig) {
+    pub(crate) fn signal(&self, signal: crate::sys::Sig) {
         let _ = crate::sys::signal_group(self.pid, signal);
     }
 
     /// The agent's exit, waited for up to `limit`; `None` when it is still running.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + limit;
         loop {
             match self.child.try_wait() {
@@ -115,7 +133,11 @@ impl Session {
     /// one read within `limit`; `None` when the time ran out or stdout closed first. Lines
     /// read while waiting for something else are kept, so no answer is lost to the order
     /// in which a scenario asks.
-    pub fn wait_for(&mut self, limit: Duration, wanted: impl Fn(&Value) -> bool) -> Option<Value> {
+    pub(crate) fn wait_for(
+        &mut self,
+        limit: Duration,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
         if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
             return Some(line.clone());
         }
@@ -138,7 +160,7 @@ impl Session {
 
     /// Closes stdin and waits (bounded) for the agent to exit, killing its group after
     /// that; returns every stdout line it wrote.
-    pub fn finish(mut self, limit: Duration) -> Vec<Value> {
+    pub(crate) fn finish(mut self, limit: Duration) -> Vec<Value> {
         self.close_stdin();
         let deadline = Instant::now() + limit;
         let mut exited = false;
@@ -165,7 +187,12 @@ impl Session {
 /// Writes a scenario's stdout lines to `dir/conformance-<label>.jsonl`, the scratch dir's
 /// path in them replaced by `<cwd>`: a fixture recorded from the CLI, for comparing the
 /// shapes of two versions' lines.
-pub fn record(dir: &Path, label: &str, scratch: &Path, lines: &[Value]) -> std::io::Result<()> {
+pub(crate) fn record(
+    dir: &Path,
+    label: &str,
+    scratch: &Path,
+    lines: &[Value],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let scratch = scratch.display().to_string();
     let text: String = lines
@@ -176,18 +203,22 @@ pub fn record(dir: &Path, label: &str, scratch: &Path, lines: &[Value]) -> std::
 }
 
 /// A line's `type` (and `subtype`) is `kind` (and `sub`).
-pub fn is(line: &Value, kind: &str, sub: Option<&str>) -> bool {
+pub(crate) fn is(line: &Value, kind: &str, sub: Option<&str>) -> bool {
     line["type"] == kind && sub.is_none_or(|s| line["subtype"] == s)
 }
 
 /// The control response to `request_id`.
-pub fn control_response_to(line: &Value, request_id: &str) -> bool {
+pub(crate) fn control_response_to(line: &Value, request_id: &str) -> bool {
     line["type"] == "control_response" && line["response"]["request_id"] == request_id
 }
 
 /// The check every Driver makes first: `--version` runs (with `env` set) and its answer
 /// parses, in the tested range or outside it.
-pub fn version_check(driver: &dyn super::Driver, command: &Path, env: &[(&str, &str)]) -> Check {
+pub(crate) fn version_check(
+    driver: &dyn crate::driver::Driver,
+    command: &Path,
+    env: &[(&str, &str)],
+) -> Check {
     const NAME: &str = "--version parses";
     let out = std::process::Command::new(command)
         .arg("--version")
@@ -198,7 +229,7 @@ pub fn version_check(driver: &dyn super::Driver, command: &Path, env: &[(&str, &
     match out {
         Ok(out) => match driver.check_version(String::from_utf8_lossy(&out.stdout).trim()) {
             Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
-            Err(super::AgentCliError::Untested { version, .. }) => {
+            Err(crate::driver::AgentCliError::Untested { version, .. }) => {
                 Check::new(NAME, true, format!("{version}, outside the tested range"))
             }
             Err(e) => Check::failed(NAME, e.to_string()),
@@ -208,7 +239,7 @@ pub fn version_check(driver: &dyn super::Driver, command: &Path, env: &[(&str, &
 }
 
 /// A scenario of a Driver's conformance check: the CLI, and where to record what it wrote.
-pub type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
+pub(crate) type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;
 
 /// How many scenarios run at once: each starts a CLI (a node process for Claude Code),
 /// and more than a few per core only slows every one of them past its time limits.
@@ -219,7 +250,11 @@ fn scenarios_at_once() -> usize {
 
 /// Runs `scenarios` side by side, a few at a time (each its own CLI, mock and directory),
 /// and gathers their checks in order.
-pub fn run_scenarios(command: &Path, record: Option<&Path>, scenarios: &[Scenario]) -> Vec<Check> {
+pub(crate) fn run_scenarios(
+    command: &Path,
+    record: Option<&Path>,
+    scenarios: &[Scenario],
+) -> Vec<Check> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Vec<Check>>>> = scenarios
         .iter()
@@ -252,10 +287,10 @@ pub fn run_scenarios(command: &Path, record: Option<&Path>, scenarios: &[Scenari
 }
 
 /// A throwaway directory for one check run, removed when dropped.
-pub struct Scratch(pub PathBuf);
+pub(crate) struct Scratch(pub PathBuf);
 
 impl Scratch {
-    pub fn new(label: &str) -> std::io::Result<Scratch> {
+    pub(crate) fn new(label: &str) -> std::io::Result<Scratch> {
         Self::under(&std::env::temp_dir(), label)
     }
 

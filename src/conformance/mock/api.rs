@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::mock_http;
+use super::http as mock_http;
 
 /// One content block of a scripted reply.
 #[derive(Debug, Clone)]

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Codex;
 use crate::config::{Account, DriverKind, Env};
-use crate::driver::conformance::{run_scenarios, Check, Scratch, Session};
-use crate::driver::mock_openai::{MockOpenAi, Step};
+use crate::conformance::mock::openai::{MockOpenAi, Step};
+use crate::conformance::{run_scenarios, Check, Scratch, Session};
+use crate::driver::codex::Codex;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
 
 /// What owl puts before the prompt here, to find it in the request.
@@ -29,11 +29,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    vec![crate::driver::conformance::version_check(
-        &Codex,
-        command,
-        &[],
-    )]
+    vec![crate::conformance::version_check(&Codex, command, &[])]
 }
 
 /// A scratch git repository with one commit, a mock, and an Account at it.
@@ -116,8 +112,7 @@ impl Bench {
         });
         let lines = session.finish(Duration::from_secs(10));
         if let Some(dir) = record {
-            if let Err(e) = crate::driver::conformance::record(dir, label, &self.scratch.0, &lines)
-            {
+            if let Err(e) = crate::conformance::record(dir, label, &self.scratch.0, &lines) {
                 tracing::warn!("recording the {label} scenario: {e}");
             }
         }

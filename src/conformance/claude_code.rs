@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::ClaudeCode;
 use crate::config::{Account, Env};
-use crate::driver::conformance::{control_response_to, is, run_scenarios, Check, Scratch, Session};
-use crate::driver::mock_api::{MockApi, Reply};
+use crate::conformance::mock::api::{MockApi, Reply};
+use crate::conformance::{control_response_to, is, run_scenarios, Check, Scratch, Session};
+use crate::driver::ClaudeCode;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RateLimitStatus, RunRequest, Usage};
 
 /// What owl appends to the system prompt here, to find it in the request.
@@ -84,9 +84,7 @@ impl Scene {
     fn end(self, record: Option<&Path>) {
         let lines = self.session.finish(Duration::from_secs(10));
         if let Some(dir) = record {
-            if let Err(e) =
-                crate::driver::conformance::record(dir, self.label, &self.scratch.0, &lines)
-            {
+            if let Err(e) = crate::conformance::record(dir, self.label, &self.scratch.0, &lines) {
                 tracing::warn!("recording the {} scenario: {e}", self.label);
             }
         }
@@ -156,11 +154,7 @@ fn short(line: &Value) -> String {
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
-    vec![crate::driver::conformance::version_check(
-        &ClaudeCode,
-        command,
-        &[],
-    )]
+    vec![crate::conformance::version_check(&ClaudeCode, command, &[])]
 }
 
 /// A turn with a tool: get_usage before the prompt and mid-turn, a rate-limit warning, the

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::mock_http;
+use super::http as mock_http;
 
 /// One scripted answer to one `streamGenerateContent`.
 #[derive(Debug, Clone)]
