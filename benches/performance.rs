@@ -244,6 +244,7 @@ impl World {
                         started_at: started,
                         head_before: None,
                         budget_usd: Some(5.0),
+                        executor: owl::config::ExecutorKind::Local,
                     })
                     .unwrap()
                     .unwrap();

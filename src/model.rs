@@ -456,6 +456,15 @@ impl WindowKind {
         }
     }
 
+    /// How long a Window of this kind is: a figure over a Ceiling whose reset is unknown
+    /// expires after it. A Window owl does not know gets the shortest it could be.
+    pub fn length(self) -> chrono::Duration {
+        match self {
+            WindowKind::Weekly | WindowKind::ModelWeekly => chrono::Duration::days(7),
+            WindowKind::FiveHour | WindowKind::Other => chrono::Duration::hours(5),
+        }
+    }
+
     /// The model family a Window limits: the name the agent gave it, or the one its own
     /// name says (`seven_day_opus`).
     pub fn model_of(window: &str, named: Option<&str>) -> Option<String> {
@@ -851,9 +860,10 @@ pub struct AccountNote {
     pub backoff_until: Option<DateTime<Utc>>,
     /// Runs or probes in a row that could not reach the API (an outage).
     pub outages: u32,
-    /// The agent CLI file that last passed the version check (its identity, a tab, its
-    /// version), and when.
+    /// The agent CLI file that last passed the version check (its identity: path, size,
+    /// mtime), the version it answered, and when.
     pub agent_checked: Option<String>,
+    pub agent_checked_version: Option<String>,
     pub agent_checked_at: Option<DateTime<Utc>>,
     /// A reactive Account (its Driver reports no utilization) waits after a rate limit
     /// until this time.

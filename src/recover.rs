@@ -11,7 +11,6 @@ use crate::driver::{AgentEvent, AgentResult};
 use crate::model::{JobReason, JobState, RunFinish, RunOutcome};
 use crate::store::{RunIdentity, Store};
 use crate::supervise::process::{LostProcesses, Supervisor};
-use crate::supervise::Executor;
 
 /// How much of a lost Run's transcript is read for its result: the result is its last line.
 const TRANSCRIPT_TAIL: u64 = 4 * 1024 * 1024;
@@ -34,12 +33,13 @@ pub(crate) struct LostRun {
 /// Call only while holding the tick lock: then no live tick can be supervising a Run.
 pub(crate) fn recover_lost_runs(
     store: &mut Store,
-    executor: &dyn Executor,
     config: &Config,
     now: DateTime<Utc>,
 ) -> Result<Vec<LostRun>> {
     let mut lost = Vec::new();
     for run in store.running_identities()? {
+        // Asked of the Executor that ran it, whichever Accounts use now.
+        let executor = crate::supervise::executor_of_run(run.executor, config);
         if executor.supervisor_alive(&supervisor_of(&run)) {
             // Alive yet not holding the lock: not ours to judge. Leave it for a later tick.
             tracing::warn!(

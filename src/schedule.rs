@@ -200,10 +200,9 @@ impl Standing {
                          figure, or until {} (in {}), a {} after it was observed",
                         local_hm(*expires_at),
                         human(*expires_at - now),
-                        if window.starts_with("seven_day") {
-                            "week"
-                        } else {
-                            "five hours"
+                        match WindowKind::of(window).length().num_days() {
+                            7 => "week",
+                            _ => "five hours",
                         }
                     ),
                 };
@@ -409,12 +408,7 @@ pub(crate) fn account_views(
 
 /// How long a Window is: a figure over a Ceiling whose reset is unknown expires after it.
 pub(crate) fn window_length(window: &str) -> chrono::Duration {
-    if window.starts_with("seven_day") {
-        chrono::Duration::days(7)
-    } else {
-        // five_hour, and any Window owl does not know: the shortest it could be.
-        chrono::Duration::hours(5)
-    }
+    WindowKind::of(window).length()
 }
 
 /// The Window that keeps the Account from being scheduled: the one over its Ceiling that

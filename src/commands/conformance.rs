@@ -28,7 +28,12 @@ pub(super) fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Pat
         let account = &ctx.config.accounts[&name];
         let d = driver::for_kind(account.driver);
         let command = &ctx.config.drivers.get(account.driver).command;
-        let version = tested_or_not(d.as_ref(), command, account);
+        let version = tested_or_not(
+            ctx.executor_of(account).as_ref(),
+            d.as_ref(),
+            command,
+            account,
+        );
         let checks = match &version {
             Ok(_) => crate::conformance::check(account.driver, command, record),
             Err(why) => vec![Check::failed("the agent CLI runs", why.to_string())],
@@ -79,11 +84,12 @@ pub(super) fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Pat
 
 /// The CLI's version, in the tested range or not; an error when it cannot be told.
 pub(super) fn tested_or_not(
+    executor: &dyn crate::supervise::Executor,
     d: &dyn Driver,
     command: &std::path::Path,
     account: &crate::config::Account,
 ) -> Result<String, AgentCliError> {
-    match driver::check_agent(d, command, account) {
+    match crate::supervise::check_agent(executor, d, command, account) {
         Ok(version) | Err(AgentCliError::Untested { version, .. }) => Ok(version),
         Err(e) => Err(e),
     }

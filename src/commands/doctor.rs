@@ -74,50 +74,52 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
     for (name, account) in &ctx.config.accounts {
         let d = driver::for_kind(account.driver);
         let command = &ctx.config.drivers.get(account.driver).command;
-        let cli_ok = match driver::check_agent(d.as_ref(), command, account) {
-            Ok(v) => {
-                let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
-                found.check(true, format!("account {name}: {what}"));
-                let (has, lacks): (Vec<_>, Vec<_>) = d
-                    .account_capabilities(account)
-                    .named()
-                    .into_iter()
-                    .partition(|(_, on)| *on);
-                let names = |caps: Vec<(&str, bool)>| -> String {
-                    let names: Vec<&str> = caps.into_iter().map(|(n, _)| n).collect();
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                };
-                found.note(format!(
-                    "capabilities: {}; lacks: {}",
-                    names(has),
-                    names(lacks)
-                ));
-                let caps = d.account_capabilities(account);
-                if !caps.tool_policy {
+        let executor = ctx.executor_of(account);
+        let cli_ok =
+            match crate::supervise::check_agent(executor.as_ref(), d.as_ref(), command, account) {
+                Ok(v) => {
+                    let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
+                    found.check(true, format!("account {name}: {what}"));
+                    let (has, lacks): (Vec<_>, Vec<_>) = d
+                        .account_capabilities(account)
+                        .named()
+                        .into_iter()
+                        .partition(|(_, on)| *on);
+                    let names = |caps: Vec<(&str, bool)>| -> String {
+                        let names: Vec<&str> = caps.into_iter().map(|(n, _)| n).collect();
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    };
                     found.note(format!(
-                        "allowedTools and disallowedTools do not reach the {} CLI: its own \
+                        "capabilities: {}; lacks: {}",
+                        names(has),
+                        names(lacks)
+                    ));
+                    let caps = d.account_capabilities(account);
+                    if !caps.tool_policy {
+                        found.note(format!(
+                            "allowedTools and disallowedTools do not reach the {} CLI: its own \
                          sandbox is the posture (see README, Drivers)",
-                        account.driver.name()
-                    ));
-                }
-                if !caps.budget_cap {
-                    found.note(format!(
-                        "maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
+                            account.driver.name()
+                        ));
+                    }
+                    if !caps.budget_cap {
+                        found.note(format!(
+                            "maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
                          charged",
-                        account.driver.name()
-                    ));
+                            account.driver.name()
+                        ));
+                    }
+                    true
                 }
-                true
-            }
-            Err(why) => {
-                found.check(false, format!("account {name}: {why}"));
-                false
-            }
-        };
+                Err(why) => {
+                    found.check(false, format!("account {name}: {why}"));
+                    false
+                }
+            };
         // A store that shows no login is told once, and the CLI is not started in it (it
         // would make the store, and two more lines would say the same).
         let no_login = super::plan::empty_store(account);
@@ -138,7 +140,7 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
         let cli_ok = cli_ok && no_login.is_none();
         // The CLI's own answer on its login, local and without a turn, where it has one.
         if let Some(login) = cli_ok
-            .then(|| driver::check_login(d.as_ref(), command, account))
+            .then(|| crate::supervise::check_login(executor.as_ref(), d.as_ref(), command, account))
             .flatten()
         {
             match login.refusal(account.has_ceiling()) {
@@ -173,7 +175,13 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
             ));
         } else if no_login.is_none() {
             let probe = if cli_ok {
-                crate::supervise::probe::probe(d.as_ref(), command, account, &cwd)
+                crate::supervise::probe::probe(
+                    executor.as_ref(),
+                    d.as_ref(),
+                    command,
+                    account,
+                    &cwd,
+                )
             } else {
                 crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
             };

@@ -123,11 +123,9 @@ impl Ctx {
         self.config.state().worktrees()
     }
 
-    /// What runs the agent and cleans up after it.
-    fn executor(&self) -> crate::supervise::LocalExecutor {
-        crate::supervise::LocalExecutor {
-            state_dir: self.config.state_dir.clone(),
-        }
+    /// What runs `account`'s agent: its Runs, and the CLI's checks and probes.
+    fn executor_of(&self, account: &crate::config::Account) -> Box<dyn crate::supervise::Executor> {
+        crate::supervise::executor_of(account, &self.config)
     }
 
     /// [`Ctx::worktrees_dir`] as printed.

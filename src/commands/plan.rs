@@ -105,7 +105,7 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     if let Err(why) = driver::locate(command, &account.driver.command_key()) {
         return Some(format!("the agent CLI cannot be run: {why}"));
     }
-    crate::supervise::executor_of(account, &ctx.config.sandbox, ctx.executor()).missing()
+    ctx.executor_of(account).missing()
 }
 
 /// "Not logged in" as the credential store shows it, without starting the agent (the

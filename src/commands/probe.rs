@@ -97,7 +97,14 @@ pub(super) fn probe_and_record(
     let cfg = &ctx.config.accounts[account];
     let d = driver::for_kind(cfg.driver);
     let command = &ctx.config.drivers.get(cfg.driver).command;
-    let outcome = crate::supervise::probe::probe(d.as_ref(), command, cfg, &ctx.config.state_dir);
+    let executor = ctx.executor_of(cfg);
+    let outcome = crate::supervise::probe::probe(
+        executor.as_ref(),
+        d.as_ref(),
+        command,
+        cfg,
+        &ctx.config.state_dir,
+    );
     if let usage::ProbeOutcome::Observed(windows) = &outcome {
         for s in usage::from_usage(
             windows,

@@ -8,7 +8,6 @@ use super::{opt_time, print_json, Ctx};
 use crate::clock::{human, rfc3339};
 use crate::model::JobState;
 use crate::schedule::{AccountView, Decision, Plan, QueueEntry};
-use crate::supervise::Executor;
 
 #[derive(Debug, Serialize)]
 struct StatusJson {
@@ -111,13 +110,15 @@ pub(super) fn run(ctx: &Ctx, json: bool) -> Result<u8> {
     };
     let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::plan::make_plan(ctx, &store, now)?;
-    let executor = ctx.executor();
     let identities = store.running_identities()?;
     let running = running.map(|r| RunningJson {
         supervisor_alive: identities
             .iter()
             .find(|i| i.run_id == r.id)
-            .is_some_and(|i| executor.supervisor_alive(&crate::recover::supervisor_of(i))),
+            .is_some_and(|i| {
+                crate::supervise::executor_of_run(i.executor, &ctx.config)
+                    .supervisor_alive(&crate::recover::supervisor_of(i))
+            }),
         job_id: r.job_id,
         run_id: r.id,
         account: r.account,

@@ -168,15 +168,23 @@ fn run_job(
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
-    let executor = supervise::executor_of(account_cfg, &ctx.config.sandbox, ctx.executor());
-    let checked = agent_version(ctx, store, &account, driver.as_ref(), &command, now)?
-        .map_err(crate::error::Error::from)
-        .and_then(|version| {
-            executor
-                .ready()
-                .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
-            Ok(version)
-        });
+    let executor = ctx.executor_of(account_cfg);
+    let checked = agent_version(
+        ctx,
+        store,
+        executor.as_ref(),
+        &account,
+        driver.as_ref(),
+        &command,
+        now,
+    )?
+    .map_err(crate::error::Error::from)
+    .and_then(|version| {
+        executor
+            .ready()
+            .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
+        Ok(version)
+    });
     let version = match checked {
         Ok(v) => {
             if store.account_note(&account)?.agent_problem.is_some() {
@@ -195,7 +203,7 @@ fn run_job(
 
     // The CLI's own word on its login (local, no token): no Run on an Account it says has
     // none, or only an API key where the ceilings need a plan.
-    let refused = driver::check_login(driver.as_ref(), &command, account_cfg)
+    let refused = supervise::check_login(executor.as_ref(), driver.as_ref(), &command, account_cfg)
         .and_then(|login| login.refusal(account_cfg.has_ceiling()));
     if let Some(why) = refused {
         let dir = account_cfg.credential_store.as_deref();
@@ -281,6 +289,7 @@ fn run_job(
         started_at: now,
         head_before: workspace.head(),
         budget_usd,
+        executor: executor.kind(),
     })?;
     let Some(run_id) = started else {
         // A cancel (or another hand) moved the Job since the pick: no agent starts.

@@ -141,6 +141,23 @@ pub enum ExecutorKind {
     Sandbox,
 }
 
+impl ExecutorKind {
+    /// The name used in config.yaml, and on a Run's row.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutorKind::Local => "local",
+            ExecutorKind::Sandbox => "sandbox",
+        }
+    }
+
+    /// The Executor `name` names; `None` for a name no owl wrote.
+    pub fn from_name(name: &str) -> Option<ExecutorKind> {
+        [ExecutorKind::Local, ExecutorKind::Sandbox]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
+
 /// How the `sandbox` executor confines a Run.
 #[derive(Debug, Clone, Serialize)]
 pub struct SandboxSettings {

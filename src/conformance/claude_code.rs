@@ -825,8 +825,11 @@ fn auth_status(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         Ok(m) => m,
         Err(e) => return vec![Check::failed(NAME, format!("starting the mock API: {e}"))],
     };
+    let local = crate::supervise::LocalExecutor {
+        state_dir: scratch.0.clone(),
+    };
     let login_of = |account: &Account| {
-        crate::driver::check_login(&ClaudeCode, command, account).map(|l| l.method)
+        crate::supervise::check_login(&local, &ClaudeCode, command, account).map(|l| l.method)
     };
     for dir in ["none", "plan", "key"] {
         if let Err(e) = std::fs::create_dir_all(scratch.0.join(dir)) {

@@ -391,10 +391,10 @@ fn sigint(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     let _ = session.finish(Duration::from_secs(2));
     vec![Check::new(
         NAME,
-        exit.is_some_and(|s| s.code() == Some(1)),
+        exit.is_some_and(|s| s.code == Some(1)),
         format!(
             "exit {:?} after {} ms; the tool {}",
-            exit.and_then(|s| s.code()),
+            exit.and_then(|s| s.code),
             took.as_millis(),
             if left.is_empty() {
                 "was killed with it".to_string()

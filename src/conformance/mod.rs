@@ -5,9 +5,8 @@ mod codex;
 mod gemini;
 pub mod mock;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,8 @@ use serde_json::Value;
 
 use crate::config::DriverKind;
 use crate::driver::Invocation;
+use crate::model::ExitInfo;
+use crate::supervise::{Executor, HandleId, LocalExecutor, Oneshot, RunHandle};
 
 /// Every protocol fact owl relies on in the agent CLI at `command` (of the Driver `kind`),
 /// checked against a loopback mock under a throwaway login (no real credential, no token).
@@ -53,49 +54,49 @@ impl Check {
     }
 }
 
-/// An agent CLI process in stream-json mode: stdin written line by line, stdout read on a
-/// thread, every line kept.
+/// An agent CLI in stream-json mode, started through the local Executor as owl starts it:
+/// stdin written line by line, stdout read on a thread with a Run's line cap, every line kept.
 pub(crate) struct Session {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    executor: LocalExecutor,
+    id: HandleId,
+    stdin: Option<Box<dyn Write + Send>>,
     lines: Receiver<Vec<u8>>,
+    exit: Receiver<ExitInfo>,
+    exited: Option<ExitInfo>,
     /// Every stdout line so far, parsed (a line that is not JSON is kept as a string).
     pub seen: Vec<Value>,
-    pid: i32,
 }
 
 impl Session {
-    /// Starts `inv` in `cwd`, in its own process group, with stderr discarded.
+    /// Starts `inv` in `cwd`, in its own process group, with stderr read and dropped.
     pub(crate) fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
-        use std::os::unix::process::CommandExt;
-        inv.write_files()?;
-        let mut cmd = inv.command();
-        cmd.current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0);
-        let mut child = cmd.spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let executor = LocalExecutor {
+            state_dir: cwd.to_path_buf(),
+        };
+        let RunHandle {
+            id,
+            stdin,
+            stdout,
+            stderr,
+            exit,
+        } = executor.start(inv, cwd)?;
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
+            crate::supervise::reader::each_line(stdout, |line| tx.send(line.to_vec()).is_ok());
         });
-        let pid = child.id() as i32;
+        std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
+        let (done, exit_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(exit());
+        });
         Ok(Session {
-            stdin: child.stdin.take(),
-            child,
+            executor,
+            id,
+            stdin: Some(stdin),
             lines,
+            exit: exit_rx,
+            exited: None,
             seen: Vec::new(),
-            pid,
         })
     }
 
@@ -112,21 +113,16 @@ impl Session {
 
     /// Sends `signal` to the agent's process group.
     pub(crate) fn signal(&self, signal: crate::sys::Sig) {
-        let _ = crate::sys::signal_group(self.pid, signal);
+        self.executor.signal(&self.id, signal);
     }
 
-    /// The agent's exit, waited for up to `limit`; `None` when it is still running.
-    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                _ => return None,
-            }
+    /// The agent's exit, waited for (not polled) up to `limit`; `None` when it is still
+    /// running.
+    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<ExitInfo> {
+        if self.exited.is_none() {
+            self.exited = self.exit.recv_timeout(limit).ok();
         }
+        self.exited
     }
 
     /// The first line of the whole stream for which `wanted` holds: one already read, or
@@ -146,8 +142,7 @@ impl Session {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(bytes) => {
-                    let value = serde_json::from_slice(&bytes)
-                        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
+                    let value = parsed(&bytes);
                     self.seen.push(value.clone());
                     if wanted(&value) {
                         return Some(value);
@@ -162,26 +157,21 @@ impl Session {
     /// that; returns every stdout line it wrote.
     pub(crate) fn finish(mut self, limit: Duration) -> Vec<Value> {
         self.close_stdin();
-        let deadline = Instant::now() + limit;
-        let mut exited = false;
-        while !exited && Instant::now() < deadline {
-            exited = matches!(self.child.try_wait(), Ok(Some(_)));
-            if !exited {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        if !exited {
-            let _ = crate::sys::signal_group(self.pid, crate::sys::Sig::KILL);
-            let _ = self.child.wait();
+        if self.wait_exit(limit).is_none() {
+            self.signal(crate::sys::Sig::KILL);
+            let _ = self.wait_exit(limit);
         }
         while let Ok(bytes) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            self.seen.push(
-                serde_json::from_slice(&bytes)
-                    .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into())),
-            );
+            self.seen.push(parsed(&bytes));
         }
         self.seen
     }
+}
+
+/// A stdout line as JSON, or as a string when it is not JSON.
+fn parsed(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
 }
 
 /// Writes a scenario's stdout lines to `dir/conformance-<label>.jsonl`, the scratch dir's
@@ -212,21 +202,35 @@ pub(crate) fn control_response_to(line: &Value, request_id: &str) -> bool {
     line["type"] == "control_response" && line["response"]["request_id"] == request_id
 }
 
-/// The check every Driver makes first: `--version` runs (with `env` set) and its answer
-/// parses, in the tested range or outside it.
+/// The check every Driver makes first: `--version` runs (with `env` set) through the local
+/// Executor, as before a Run, and its answer parses, in the tested range or outside it.
 pub(crate) fn version_check(
     driver: &dyn crate::driver::Driver,
     command: &Path,
     env: &[(&str, &str)],
 ) -> Check {
     const NAME: &str = "--version parses";
-    let out = std::process::Command::new(command)
-        .arg("--version")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output();
-    match out {
+    let invocation = Invocation {
+        program: command.to_path_buf(),
+        args: vec!["--version".into()],
+        env_set: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        env_remove: Vec::new(),
+        files: Vec::new(),
+    };
+    let local = LocalExecutor {
+        state_dir: std::env::temp_dir(),
+    };
+    let call = Oneshot {
+        invocation: &invocation,
+        cwd: None,
+        input: None,
+        timeout: VERSION_TIMEOUT,
+        cap: 64 * 1024,
+    };
+    match local.oneshot(call) {
         Ok(out) => match driver.check_version(String::from_utf8_lossy(&out.stdout).trim()) {
             Ok(v) => Check::new(NAME, true, format!("{v}, in the tested range")),
             Err(crate::driver::AgentCliError::Untested { version, .. }) => {
@@ -237,6 +241,9 @@ pub(crate) fn version_check(
         Err(e) => Check::failed(NAME, format!("running it: {e}")),
     }
 }
+
+/// How long `--version` may take in the check.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A scenario of a Driver's conformance check: the CLI, and where to record what it wrote.
 pub(crate) type Scenario = fn(&Path, Option<&Path>) -> Vec<Check>;

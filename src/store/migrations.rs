@@ -205,6 +205,19 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE account_notes ADD COLUMN not_logged_in_at TEXT;
     "#,
+    // 16: the Executor that ran each Run, so that recovery and `status` ask that one
+    // whether its supervisor lives and what survives of it. Older Runs had the local one's
+    // processes (a sandbox's are local processes with the Run's marker): NULL reads local.
+    // The checked agent CLI's identity and version, in two columns (they were one, split
+    // on a tab).
+    r#"
+    ALTER TABLE runs ADD COLUMN executor TEXT;
+    ALTER TABLE account_notes ADD COLUMN agent_checked_version TEXT;
+    UPDATE account_notes
+        SET agent_checked_version = substr(agent_checked, instr(agent_checked, char(9)) + 1),
+            agent_checked = substr(agent_checked, 1, instr(agent_checked, char(9)) - 1)
+        WHERE instr(agent_checked, char(9)) > 0;
+    "#,
 ];
 
 /// The schema version this binary writes.
@@ -324,6 +337,35 @@ mod tests {
             )
             .unwrap();
         assert!(newest.starts_with("2026-10-"), "{newest}");
+    }
+
+    #[test]
+    fn the_checked_agent_splits_into_its_identity_and_its_version() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 15).unwrap();
+        conn.execute_batch(
+            "INSERT INTO account_notes (account, agent_checked, updated_at) VALUES \
+             ('work', '/usr/bin/claude:123:456' || char(9) || '2.1.332', '2026-01-01T00:00:00Z'), \
+             ('home', NULL, '2026-01-01T00:00:00Z');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let checked = |account: &str| -> (Option<String>, Option<String>) {
+            conn.query_row(
+                "SELECT agent_checked, agent_checked_version FROM account_notes WHERE account = ?1",
+                [account],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            checked("work"),
+            (
+                Some("/usr/bin/claude:123:456".into()),
+                Some("2.1.332".into())
+            )
+        );
+        assert_eq!(checked("home"), (None, None));
     }
 
     #[test]

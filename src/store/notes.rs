@@ -26,7 +26,8 @@ impl Store {
             .query_row(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
                  backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until, \
-                 on_credits_until, on_credits_window, not_logged_in_at FROM account_notes \
+                 on_credits_until, on_credits_window, not_logged_in_at, agent_checked_version \
+                 FROM account_notes \
                  WHERE account = ?1",
                 [account],
                 |r| {
@@ -44,6 +45,7 @@ impl Store {
                         on_credits_until: time_col(r.get(10)?),
                         on_credits_window: r.get(11)?,
                         not_logged_in_at: time_col(r.get(12)?),
+                        agent_checked_version: r.get(13)?,
                         ..Default::default()
                     })
                 },
@@ -140,12 +142,8 @@ impl Store {
         version: &str,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        self.upsert_note(
-            account,
-            "agent_checked",
-            Some(&format!("{identity}\t{version}")),
-            now,
-        )?;
+        self.upsert_note(account, "agent_checked", Some(identity), now)?;
+        self.upsert_note(account, "agent_checked_version", Some(version), now)?;
         self.upsert_note(account, "agent_checked_at", Some(&rfc3339(now)), now)
     }
 

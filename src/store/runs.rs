@@ -6,6 +6,7 @@ use rusqlite::{params, OptionalExtension, Row};
 
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
+use crate::config::ExecutorKind;
 use crate::model::{Cause, JobReason, JobState, Run, RunFinish, RunOutcome, StopKind};
 
 /// What is known about a Run when it starts.
@@ -24,6 +25,8 @@ pub struct RunStart {
     pub head_before: Option<String>,
     /// The Run's `--max-budget-usd`.
     pub budget_usd: Option<f64>,
+    /// The Executor that runs it.
+    pub executor: ExecutorKind,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
@@ -37,6 +40,8 @@ pub struct RunIdentity {
     pub boot_id: Option<String>,
     pub pid: Option<i64>,
     pub child_start_time: Option<i64>,
+    /// The Executor that ran it: the one to ask about it.
+    pub executor: ExecutorKind,
 }
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
@@ -93,8 +98,8 @@ impl Store {
             }
             tx.execute(
                 "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
-                 boot_id, started_at, head_before, budget_usd) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 boot_id, started_at, head_before, budget_usd, executor) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 params![
                     start.job_id,
                     start.account,
@@ -105,6 +110,7 @@ impl Store {
                     rfc3339(start.started_at),
                     start.head_before,
                     start.budget_usd,
+                    start.executor.name(),
                 ],
             )
             .with_context(|| format!("recording a run of job {}", start.job_id))?;
@@ -211,8 +217,8 @@ impl Store {
     /// The identities of every Run still marked running.
     pub fn running_identities(&self) -> Result<Vec<RunIdentity>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time \
-             FROM runs WHERE outcome IS NULL ORDER BY id",
+            "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
+             executor FROM runs WHERE outcome IS NULL ORDER BY id",
         )?;
         let rows = stmt
             .query_map([], |r| {
@@ -224,6 +230,11 @@ impl Store {
                     boot_id: r.get(4)?,
                     pid: r.get(5)?,
                     child_start_time: r.get(6)?,
+                    executor: r
+                        .get::<_, Option<String>>(7)?
+                        .as_deref()
+                        .and_then(ExecutorKind::from_name)
+                        .unwrap_or_default(),
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;
@@ -335,6 +346,69 @@ mod tests {
     use crate::model::NewJob;
 
     #[test]
+    fn a_runs_row_names_its_executor_and_an_older_one_reads_local() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
+        let now = crate::clock::parse("2026-11-30T03:00:00Z").unwrap();
+        for id in ["a", "b"] {
+            store.insert_job(&job(id), now).unwrap();
+        }
+        let start = |job: &str, executor| RunStart {
+            job_id: job.into(),
+            account: "work".into(),
+            agent_version: None,
+            owl_pid: 1,
+            owl_start_time: None,
+            boot_id: None,
+            started_at: now,
+            head_before: None,
+            budget_usd: None,
+            executor,
+        };
+        store.start_run(&start("a", ExecutorKind::Sandbox)).unwrap();
+        let older = store.start_run(&start("b", ExecutorKind::Sandbox)).unwrap();
+        // A Run from before schema 16 has no executor on its row.
+        store
+            .conn
+            .execute("UPDATE runs SET executor = NULL WHERE id = ?1", [older])
+            .unwrap();
+        let kinds: Vec<_> = store
+            .running_identities()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.job_id, r.executor))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("a".to_string(), ExecutorKind::Sandbox),
+                ("b".to_string(), ExecutorKind::Local)
+            ]
+        );
+    }
+
+    fn job(id: &str) -> NewJob {
+        NewJob {
+            id: id.into(),
+            name: None,
+            prompt: "p".into(),
+            repo: "/r".into(),
+            base: "HEAD".into(),
+            base_commit: "0".repeat(40),
+            account: None,
+            priority: 0,
+            max_runs: 10,
+            max_run_time_secs: 60,
+            max_budget_usd: Some(0.5),
+            max_job_budget_usd: None,
+            permission_mode: "dontAsk".into(),
+            allowed_tools: vec![],
+            disallowed_tools: vec![],
+            model: None,
+        }
+    }
+
+    #[test]
     fn the_sql_sums_agree_with_the_model() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
@@ -379,6 +453,7 @@ mod tests {
             started_at: now,
             head_before: None,
             budget_usd: cap,
+            executor: ExecutorKind::Local,
         };
         for (cost, cap, cause) in runs {
             let id = store.start_run(&start(cap)).unwrap().unwrap();

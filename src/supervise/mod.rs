@@ -1,9 +1,10 @@
 //! One Run from spawn to reaped: reader threads, a waiter and a stdin writer feed one event loop, which owns every decision and the stop sequence.
 
+mod checks;
 pub(crate) mod machine;
 pub(crate) mod probe;
 pub(crate) mod process;
-mod reader;
+pub(crate) mod reader;
 pub(crate) mod sandbox;
 mod side;
 
@@ -19,12 +20,13 @@ use signal_hook::iterator::Signals;
 
 use crate::sys::Sig;
 
-use crate::config::Account;
+use crate::config::{Account, Config, ExecutorKind};
 use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
 use crate::model::StopCause;
 pub(crate) use crate::outcome::RunReport;
+pub(crate) use checks::{check_agent, check_login};
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
-pub(crate) use process::{Executor, HandleId, LocalExecutor, RunHandle, RunPlace};
+pub(crate) use process::{Executor, HandleId, LocalExecutor, Oneshot, RunHandle, RunPlace};
 
 /// What the threads of a Run tell the event loop. They only report; the loop decides.
 #[derive(Debug)]
@@ -104,23 +106,37 @@ pub(crate) trait Observer {
 }
 
 /// The Executor of an Account's Runs: the one place that knows which there are.
-pub(crate) fn executor_of(
-    account: &Account,
-    sandbox: &crate::config::SandboxSettings,
-    local: LocalExecutor,
+pub(crate) fn executor_of(account: &Account, config: &Config) -> Box<dyn Executor> {
+    // Besides the Run's own place: the CLI's own files, and what the user opened.
+    let writable = account
+        .credential_store
+        .iter()
+        .chain(&config.sandbox.writable)
+        .cloned()
+        .collect();
+    executor(account.executor, writable, config)
+}
+
+/// The Executor a Run's row names, to ask whether its supervisor lives and to kill what
+/// survives of it (which needs nothing of its Account).
+pub(crate) fn executor_of_run(kind: ExecutorKind, config: &Config) -> Box<dyn Executor> {
+    executor(kind, config.sandbox.writable.clone(), config)
+}
+
+fn executor(
+    kind: ExecutorKind,
+    writable: Vec<std::path::PathBuf>,
+    config: &Config,
 ) -> Box<dyn Executor> {
-    match account.executor {
-        crate::config::ExecutorKind::Local => Box::new(local),
-        crate::config::ExecutorKind::Sandbox => Box::new(sandbox::SandboxExecutor::new(
+    let local = LocalExecutor {
+        state_dir: config.state_dir.clone(),
+    };
+    match kind {
+        ExecutorKind::Local => Box::new(local),
+        ExecutorKind::Sandbox => Box::new(sandbox::SandboxExecutor::new(
             local,
-            sandbox.command.clone(),
-            // Besides the Run's own place: the CLI's own files, and what the user opened.
-            account
-                .credential_store
-                .iter()
-                .chain(&sandbox.writable)
-                .cloned()
-                .collect(),
+            config.sandbox.command.clone(),
+            writable,
         )),
     }
 }
@@ -304,7 +320,7 @@ pub(crate) fn supervise(
     }
     signal_handle.close();
     if let Some(probe) = plumbing.probe.as_mut() {
-        probe.cancel();
+        probe.cancel(executor);
     }
     // The session log's last lines, read after the agent exited, still count.
     follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -350,7 +366,7 @@ impl Plumbing<'_> {
                     None => {}
                 },
                 Action::AskUsage(n) => match self.probe.as_mut() {
-                    Some(probe) => probe.ask(&self.tx),
+                    Some(probe) => probe.ask(self.executor, &self.tx),
                     None => {
                         let id = format!("owl-usage-{n}");
                         if let Some(bytes) = self.driver.usage_request_input(&id) {
@@ -362,7 +378,7 @@ impl Plumbing<'_> {
                 Action::Signal(sig) => self.executor.signal(&self.agent, sig),
                 Action::KillLeftovers => {
                     if let Some(probe) = self.probe.as_mut() {
-                        probe.cancel();
+                        probe.cancel(self.executor);
                     }
                     machine.leftovers_killed(self.executor.kill_leftovers(&self.agent));
                 }

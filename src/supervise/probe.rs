@@ -1,12 +1,11 @@
 //! The zero-token probe: starts the agent with an Account's environment only to ask for its utilization.
 
-use std::io::BufRead;
-use std::io::BufReader;
+use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::process;
+use super::process::{Executor, HandleId, RunHandle};
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, Invocation, Usage};
 use crate::usage::{ProbeOutcome, PROBE_TIMEOUT};
@@ -14,63 +13,88 @@ use crate::usage::{ProbeOutcome, PROBE_TIMEOUT};
 /// How long owl waits for a connection to the API (or its proxy) to be taken.
 const REACH_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Starts the agent with the Account's environment, asks only for its utilization, and
-/// stops it. No prompt is written, so no tokens are spent.
+/// Starts the agent with the Account's environment through its Executor, asks only for
+/// its utilization, and stops it. No prompt is written, so no tokens are spent.
 pub(crate) fn probe(
+    executor: &dyn Executor,
     driver: &dyn Driver,
     command: &Path,
     account: &Account,
     cwd: &Path,
 ) -> ProbeOutcome {
-    probe_reporting(driver, command, account, cwd, &|_| {})
+    match start(executor, driver, command, account, cwd) {
+        Ok(started) => {
+            let id = started.id;
+            let outcome = answer(driver, started);
+            // Whatever the probe started in its group goes with it.
+            executor.signal(&id, crate::sys::Sig::KILL);
+            outcome
+        }
+        Err(failed) => failed,
+    }
 }
 
-/// [`probe`], telling `spawned` the probe's pid (the leader of its own group) once it runs.
-pub(crate) fn probe_reporting(
+/// A probe asked: the CLI running, its request written.
+pub(crate) struct Started {
+    pub id: HandleId,
+    handle: RunHandle,
+    invocation: Invocation,
+}
+
+/// Starts the probe and writes its request; what went wrong, as the probe's outcome.
+pub(crate) fn start(
+    executor: &dyn Executor,
     driver: &dyn Driver,
     command: &Path,
     account: &Account,
     cwd: &Path,
-    spawned: &dyn Fn(i32),
-) -> ProbeOutcome {
+) -> Result<Started, ProbeOutcome> {
     let Some(request) = driver.usage_request_input("owl-probe") else {
-        return ProbeOutcome::Failed("the driver cannot report utilization".into());
+        return Err(ProbeOutcome::Failed(
+            "the driver cannot report utilization".into(),
+        ));
     };
     let invocation = driver.probe_invocation(command, account);
-    let marker = process::RunMarker {
-        run_id: "probe".into(),
-        state_dir: cwd.to_path_buf(),
-    };
-    let mut child = match process::spawn(&invocation, cwd, &marker) {
-        Ok(c) => c,
-        Err(e) => return ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())),
-    };
-    let pid = child.id() as i32;
-    spawned(pid);
-    let mut stdin = child.stdin.take();
-    if let Some(s) = stdin.as_mut() {
-        use std::io::Write;
-        if let Err(e) = s.write_all(&request).and_then(|()| s.flush()) {
-            stop_probe(child, pid, stdin);
-            return ProbeOutcome::Failed(format!("writing the usage request: {e}"));
-        }
+    let mut handle = executor
+        .start(&invocation, cwd)
+        .map_err(|e| ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())))?;
+    let written = handle
+        .stdin
+        .write_all(&request)
+        .and_then(|()| handle.stdin.flush());
+    let id = handle.id;
+    if let Err(e) = written {
+        executor.signal(&id, crate::sys::Sig::KILL);
+        return Err(ProbeOutcome::Failed(format!(
+            "writing the usage request: {e}"
+        )));
     }
+    Ok(Started {
+        id,
+        handle,
+        invocation,
+    })
+}
+
+/// Reads the probe's answer (within [`PROBE_TIMEOUT`]), then closes its stdin (the CLI exits
+/// on EOF) and waits a moment for its exit. Blocks: the side probe runs it on a thread. The
+/// caller kills the probe's group after, by its id.
+pub(crate) fn answer(driver: &dyn Driver, started: Started) -> ProbeOutcome {
+    let Started {
+        handle, invocation, ..
+    } = started;
+    let RunHandle {
+        stdin,
+        stdout,
+        stderr,
+        exit,
+        ..
+    } = handle;
     let (tx, rx) = mpsc::channel();
-    if let Some(stdout) = child.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).split(b'\n') {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
-    if let Some(stderr) = child.stderr.take() {
-        std::thread::spawn(move || {
-            std::io::copy(&mut BufReader::new(stderr), &mut std::io::sink())
-        });
-    }
+    std::thread::spawn(move || {
+        super::reader::each_line(stdout, |line| tx.send(line.to_vec()).is_ok());
+    });
+    std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let outcome = loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -99,7 +123,13 @@ pub(crate) fn probe_reporting(
             }
         }
     };
-    stop_probe(child, pid, stdin);
+    // Closed stdin ends the CLI; its exit is waited for (not polled), a moment at most.
+    drop(stdin);
+    let (done, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(exit());
+    });
+    let _ = exited.recv_timeout(EXIT_WAIT);
     match outcome {
         // The CLI answers "unknown" the same way whether the API is there or not (it asks
         // the API nothing before a prompt): owl asks the network itself.
@@ -113,6 +143,9 @@ pub(crate) fn probe_reporting(
         other => other,
     }
 }
+
+/// How long a probe that answered gets to exit on its closed stdin before its group is killed.
+const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// Whether the first hop the CLI would take to `endpoint` takes a TCP connection: its
 /// proxy when its environment names one for that host, else the endpoint itself. Nothing
@@ -198,23 +231,6 @@ fn no_proxy_matches(list: &str, host: &str) -> bool {
                         .to_ascii_lowercase()
                         .ends_with(&format!(".{}", entry.to_ascii_lowercase()))))
     })
-}
-
-/// Closes stdin (the CLI exits on EOF), waits for the exit (not polling it), and makes
-/// sure the probe and its group are gone.
-fn stop_probe(child: std::process::Child, pid: i32, stdin: Option<std::process::ChildStdin>) {
-    drop(stdin);
-    let (tx, rx) = mpsc::channel();
-    let mut child = child;
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    if rx.recv_timeout(Duration::from_secs(2)).is_err() {
-        let _ = crate::sys::signal_group(pid, crate::sys::Sig::KILL);
-        let _ = rx.recv();
-    }
-    // Whatever the probe started in its group goes with it.
-    let _ = crate::sys::signal_group(pid, crate::sys::Sig::KILL);
 }
 
 #[cfg(test)]

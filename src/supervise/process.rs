@@ -5,6 +5,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Stdio};
 
+use crate::config::ExecutorKind;
 use crate::driver::Invocation;
 use crate::model::ExitInfo;
 use crate::sys::{self, Sig};
@@ -111,6 +112,21 @@ impl RunHandle {
     }
 }
 
+/// A short command an Executor runs to its end or its deadline: the agent CLI's version or
+/// login answer, asked outside a Run.
+#[derive(Debug)]
+pub(crate) struct Oneshot<'a> {
+    pub invocation: &'a Invocation,
+    /// Its cwd (owl's own when `None`).
+    pub cwd: Option<&'a Path>,
+    /// Written whole to its stdin, on a thread; `None`: stdin is `/dev/null`.
+    pub input: Option<Vec<u8>>,
+    /// When it is killed, with what it started in its group.
+    pub timeout: std::time::Duration,
+    /// The most of each output stream kept.
+    pub cap: usize,
+}
+
 /// Where a Run works: its working copy (the agent's cwd) and the Run's own files (what its
 /// Driver writes for it, what its Executor keeps of it).
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +138,10 @@ pub(crate) struct RunPlace<'a> {
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
 /// apart, signalling them and cleaning up after them, now or after a crash. A local child
 /// process today; a sandbox implements this one trait and touches nothing else.
-pub(crate) trait Executor {
+pub(crate) trait Executor: Send + Sync {
+    /// Which Executor this is, as a Run's row records it: recovery and `status` ask the
+    /// same one again.
+    fn kind(&self) -> ExecutorKind;
     /// Readies this process to supervise Runs (the local one becomes a child subreaper,
     /// so a Run's orphans are reparented to owl instead of init).
     fn prepare(&self) -> io::Result<()>;
@@ -147,6 +166,12 @@ pub(crate) trait Executor {
     /// Starts the agent in its place with its stdio piped to owl, leader of its own
     /// process group.
     fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle>;
+    /// Starts the agent CLI for a talk that is not a Run (the zero-token probe), in `cwd`,
+    /// stdio piped, leader of its own group; it is stopped with [`Executor::signal`].
+    fn start(&self, inv: &Invocation, cwd: &Path) -> io::Result<RunHandle>;
+    /// Runs a short command of the agent CLI (its version, its login) to its end or its
+    /// deadline, where this Executor runs the CLI's checks.
+    fn oneshot(&self, call: Oneshot<'_>) -> Result<crate::oneshot::Ended, crate::oneshot::Failed>;
     /// The agent's scheduler state (`D`: uninterruptible), for the record.
     fn state(&self, agent: &HandleId) -> Option<char>;
     /// Sends a signal to the agent and what it started in its group.
@@ -156,6 +181,10 @@ pub(crate) trait Executor {
     /// Kills what survives of a Run whose supervisor died; how many there were.
     fn kill_lost(&self, lost: &LostProcesses) -> usize;
 }
+
+/// The marker of a CLI started for a talk that is not a Run: no Run's id, so that no
+/// recovery takes it for a Run's survivor.
+const PROBE_MARK: &str = "probe";
 
 /// How long the recovery waits for a lost Run's processes to die of SIGKILL.
 const LOST_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -175,6 +204,10 @@ impl LocalExecutor {
 }
 
 impl Executor for LocalExecutor {
+    fn kind(&self) -> ExecutorKind {
+        ExecutorKind::Local
+    }
+
     fn prepare(&self) -> io::Result<()> {
         sys::become_subreaper()
     }
@@ -203,6 +236,22 @@ impl Executor for LocalExecutor {
 
     fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle> {
         spawn(inv, place.workspace, &self.marker(run_id)).map(RunHandle::of_child)
+    }
+
+    fn start(&self, inv: &Invocation, cwd: &Path) -> io::Result<RunHandle> {
+        let marker = RunMarker {
+            run_id: PROBE_MARK.into(),
+            state_dir: self.state_dir.clone(),
+        };
+        spawn(inv, cwd, &marker).map(RunHandle::of_child)
+    }
+
+    fn oneshot(&self, call: Oneshot<'_>) -> Result<crate::oneshot::Ended, crate::oneshot::Failed> {
+        let mut command = call.invocation.command();
+        if let Some(cwd) = call.cwd {
+            command.current_dir(cwd);
+        }
+        crate::oneshot::run(command, call.input, call.timeout, call.cap)
     }
 
     fn state(&self, agent: &HandleId) -> Option<char> {

@@ -101,6 +101,37 @@ pub(super) fn read_stdout(
     let _ = tx.send(Event::Happened(Happened::StdoutClosed));
 }
 
+/// Reads `pipe` to EOF and hands `each` every complete line (without its newline) of at
+/// most [`LINE_CAP`] bytes, as a Run's reader does: a longer one is read and dropped, never
+/// held. Stops when `each` returns false.
+pub(crate) fn each_line(mut pipe: impl Read, mut each: impl FnMut(&[u8]) -> bool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let mut overlong = false;
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let mut rest = &buf[..n];
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            append_capped(&mut line, &rest[..i], &mut overlong);
+            let whole = !std::mem::take(&mut overlong);
+            if whole && !each(&line) {
+                return;
+            }
+            line.clear();
+            rest = &rest[i + 1..];
+        }
+        append_capped(&mut line, rest, &mut overlong);
+    }
+    if !line.is_empty() && !overlong {
+        each(&line);
+    }
+}
+
 fn append_capped(line: &mut Vec<u8>, bytes: &[u8], overlong: &mut bool) {
     if *overlong {
         return;
@@ -331,6 +362,45 @@ mod tests {
     }
 
     /// What stderr's reader logged and kept, its secrets hidden.
+    /// The lines `each_line` hands out, by their lengths, for the reads `chunks`.
+    fn each_line_lengths(chunks: &[&[u8]]) -> Vec<usize> {
+        let mut seen = Vec::new();
+        each_line(Chunks::new(chunks), |line| {
+            seen.push(line.len());
+            true
+        });
+        seen
+    }
+
+    #[test]
+    fn each_line_cuts_at_newlines_wherever_the_reads_cut_and_drops_what_passes_the_cap() {
+        let whole = lines(&[INIT, RESULT]);
+        for cut in 0..=whole.len() {
+            assert_eq!(
+                each_line_lengths(&[&whole[..cut], &whole[cut..]]),
+                [INIT.len(), RESULT.len()],
+                "cut at {cut}"
+            );
+        }
+        // At the cap it is handed out; one byte past it is read and dropped, in pieces or
+        // whole, and the line after it is still found.
+        let at_cap = vec![b'x'; LINE_CAP];
+        let past = vec![b'y'; LINE_CAP + 1];
+        let stream = [&at_cap[..], b"\n", &past[..], b"\n", INIT].concat();
+        assert_eq!(each_line_lengths(&[&stream]), [LINE_CAP, INIT.len()]);
+        let (a, b) = stream.split_at(LINE_CAP + 10);
+        assert_eq!(each_line_lengths(&[a, b]), [LINE_CAP, INIT.len()]);
+        // A last line past the cap and without its newline is dropped too.
+        assert_eq!(each_line_lengths(&[INIT, b"\n", &past]), [INIT.len()]);
+        // Asked to stop, it reads no further.
+        let mut seen = 0;
+        each_line(Chunks::new(&[&lines(&[INIT, INIT, INIT])]), |_| {
+            seen += 1;
+            seen < 2
+        });
+        assert_eq!(seen, 2);
+    }
+
     fn stderr_of(chunks: &[&[u8]], secrets: &[String]) -> (String, String) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");

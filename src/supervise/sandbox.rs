@@ -178,6 +178,10 @@ impl SandboxExecutor {
 }
 
 impl Executor for SandboxExecutor {
+    fn kind(&self) -> crate::config::ExecutorKind {
+        crate::config::ExecutorKind::Sandbox
+    }
+
     fn prepare(&self) -> io::Result<()> {
         self.local.prepare()
     }
@@ -215,6 +219,20 @@ impl Executor for SandboxExecutor {
         *self.run.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((wrapped.program.clone(), report));
         self.local.spawn(&wrapped, place, run_id)
+    }
+
+    // The CLI's own checks (its version, its login, the zero-token probe) run as the local
+    // Executor runs them: they are owl asking the user's CLI about itself, given nothing of
+    // a Job's to read or write, and the sandbox hides nothing they could reach.
+    fn start(&self, inv: &Invocation, cwd: &Path) -> io::Result<RunHandle> {
+        self.local.start(inv, cwd)
+    }
+
+    fn oneshot(
+        &self,
+        call: super::process::Oneshot<'_>,
+    ) -> Result<crate::oneshot::Ended, crate::oneshot::Failed> {
+        self.local.oneshot(call)
     }
 
     fn state(&self, agent: &HandleId) -> Option<char> {

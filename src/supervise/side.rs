@@ -3,13 +3,14 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::Event;
+use super::process::{Executor, HandleId};
+use super::{probe, Event};
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, SessionLog};
 use crate::usage::ProbeOutcome;
@@ -113,14 +114,15 @@ impl Lines {
     }
 }
 
-/// The zero-token probe, run beside the agent when a poll is due: one at a time, its
-/// answer sent to the loop as a side event.
+/// The zero-token probe, run beside the agent when a poll is due: one at a time, started
+/// through the Run's Executor, its answer read on a thread and sent to the loop as a side
+/// event.
 pub(super) struct SideProbe {
     driver: Arc<dyn Driver>,
     command: PathBuf,
     account: Account,
     cwd: PathBuf,
-    in_flight: Option<(JoinHandle<()>, Arc<AtomicI32>)>,
+    in_flight: Option<(JoinHandle<()>, HandleId)>,
 }
 
 impl SideProbe {
@@ -140,7 +142,7 @@ impl SideProbe {
     }
 
     /// Starts a probe unless one is still out (a slow answer is not asked twice).
-    pub(super) fn ask(&mut self, tx: &SyncSender<Event>) {
+    pub(super) fn ask(&mut self, executor: &dyn Executor, tx: &SyncSender<Event>) {
         if self
             .in_flight
             .as_ref()
@@ -148,25 +150,25 @@ impl SideProbe {
         {
             return;
         }
-        let pid = Arc::new(AtomicI32::new(0));
-        let (driver, command, account, cwd) = (
-            self.driver.clone(),
-            self.command.clone(),
-            self.account.clone(),
-            self.cwd.clone(),
-        );
-        let (tx, spawned) = (tx.clone(), pid.clone());
+        let started = match probe::start(
+            executor,
+            self.driver.as_ref(),
+            &self.command,
+            &self.account,
+            &self.cwd,
+        ) {
+            Ok(started) => started,
+            Err(failed) => {
+                tracing::debug!("a probe during the Run: {}", failed.describe());
+                return;
+            }
+        };
+        let id = started.id;
+        let (driver, tx) = (self.driver.clone(), tx.clone());
         let handle = std::thread::Builder::new()
             .name("owl-usage-probe".into())
             .spawn(move || {
-                let outcome = super::probe::probe_reporting(
-                    driver.as_ref(),
-                    &command,
-                    &account,
-                    &cwd,
-                    &|pid| spawned.store(pid, Ordering::Relaxed),
-                );
-                let event = match outcome {
+                let event = match probe::answer(driver.as_ref(), started) {
                     ProbeOutcome::Observed(windows) => AgentEvent::Usage {
                         source: crate::model::SnapshotSource::Probe,
                         windows,
@@ -179,18 +181,20 @@ impl SideProbe {
                 let _ = tx.send(Event::Side(Box::new(event)));
             });
         match handle {
-            Ok(handle) => self.in_flight = Some((handle, pid)),
-            Err(e) => tracing::warn!("starting a usage probe: {e}"),
+            Ok(handle) => self.in_flight = Some((handle, id)),
+            Err(e) => {
+                tracing::warn!("reading a usage probe's answer: {e}");
+                executor.signal(&id, crate::sys::Sig::KILL);
+            }
         }
     }
 
     /// Ends a probe still out, before owl counts what the agent left behind: the probe is
     /// owl's, not a leftover of the Run.
-    pub(super) fn cancel(&mut self) {
-        if let Some((handle, pid)) = self.in_flight.take() {
-            let pid = pid.load(Ordering::Relaxed);
-            if pid > 0 && !handle.is_finished() {
-                let _ = crate::sys::signal_group(pid, crate::sys::Sig::KILL);
+    pub(super) fn cancel(&mut self, executor: &dyn Executor) {
+        if let Some((handle, id)) = self.in_flight.take() {
+            if !handle.is_finished() {
+                executor.signal(&id, crate::sys::Sig::KILL);
             }
             let _ = handle.join();
         }

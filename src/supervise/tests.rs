@@ -74,6 +74,9 @@ fn lines(lines: &[String], chunk: usize) -> Step {
 }
 
 impl Executor for ScriptedExecutor {
+    fn kind(&self) -> crate::config::ExecutorKind {
+        crate::config::ExecutorKind::Local
+    }
     fn prepare(&self) -> io::Result<()> {
         Ok(())
     }
@@ -136,6 +139,18 @@ impl Executor for ScriptedExecutor {
             stdout: Box::new(stdout_rx),
             stderr: Box::new(stderr_rx),
             exit: Box::new(move || exit_rx.recv().unwrap_or_default()),
+        })
+    }
+    fn start(&self, _: &Invocation, _: &Path) -> io::Result<RunHandle> {
+        Err(io::Error::other("this script starts no probe"))
+    }
+    fn oneshot(
+        &self,
+        call: process::Oneshot<'_>,
+    ) -> Result<crate::oneshot::Ended, crate::oneshot::Failed> {
+        Err(crate::oneshot::Failed::Spawn {
+            program: call.invocation.program.display().to_string(),
+            source: io::Error::other("this script runs no short command"),
         })
     }
     fn state(&self, _: &HandleId) -> Option<char> {

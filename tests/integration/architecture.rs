@@ -392,6 +392,42 @@ fn no_code_outside_a_driver_compares_a_states_words() {
     );
 }
 
+/// The places `code` decides by a Window's name rather than its kind (`model::WindowKind`).
+fn window_name_tests(code: &str) -> Vec<String> {
+    code.lines()
+        .filter(|line| {
+            ["five_hour", "seven_day"].iter().any(|w| {
+                line.contains(&format!("starts_with(\"{w}"))
+                    || line.contains(&format!("== \"{w}"))
+                    || line.trim_start().starts_with(&format!("\"{w}\" =>"))
+            })
+        })
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+/// A Window is read once, into its kind (`WindowKind::of`, in `model`), from the name the
+/// Driver passed on: nothing else tells a weekly Window from a five-hour one by its name.
+#[test]
+fn only_the_window_kind_reads_a_windows_name() {
+    let found: Vec<String> = sources()
+        .into_iter()
+        // The conformance check holds the CLI to the very names it writes.
+        .filter(|(module, _)| !["driver", "model", "conformance"].contains(&top(module)))
+        .flat_map(|(module, text)| {
+            window_name_tests(&code(&text))
+                .into_iter()
+                .map(move |l| format!("{module}: {l}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{found:#?}");
+    // It would have caught this morning's schedule, which read a Window's length off its name.
+    assert_eq!(
+        window_name_tests("    if window.starts_with(\"seven_day\") {\n"),
+        ["if window.starts_with(\"seven_day\") {"]
+    );
+}
+
 /// Where code names a particular Executor (`ExecutorKind`, `SandboxExecutor`) or runs one's
 /// own check outside the Executor seam itself (`supervise`), the config that reads the
 /// choice, and `doctor`, whose words to the user are about each Executor.
@@ -399,7 +435,8 @@ fn executor_knowledge(files: &BTreeMap<String, String>) -> Vec<String> {
     files
         .iter()
         .filter(|(module, _)| {
-            !["supervise", "config", "commands::doctor"]
+            // The store records which one ran a Run, by its kind, and knows nothing of it.
+            !["supervise", "config", "store", "commands::doctor"]
                 .iter()
                 .any(|seam| module.starts_with(seam))
         })

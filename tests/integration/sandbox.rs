@@ -320,6 +320,12 @@ fn a_lost_sandboxed_run_brings_its_work_home_even_when_its_job_ends_there() {
     let id = env.add_with(&["--max-runs", "1"], "Killed under, for the last time");
     let mut tick = env.spawn_tick();
     env.wait_running();
+    // The Run's row names the Executor that runs it: the one recovery asks.
+    let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    let executor: Option<String> = db
+        .query_row("SELECT executor FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(executor.as_deref(), Some("sandbox"));
     let clone = env.state.join("worktrees").join(&id);
     crate::support::wait_until("the agent never wrote", || clone.join("left.txt").exists());
     tick.kill().unwrap();

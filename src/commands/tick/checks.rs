@@ -9,6 +9,7 @@ use super::*;
 pub(super) fn agent_version(
     ctx: &Ctx,
     store: &mut Store,
+    executor: &dyn crate::supervise::Executor,
     account: &str,
     driver: &dyn Driver,
     command: &std::path::Path,
@@ -16,7 +17,7 @@ pub(super) fn agent_version(
 ) -> Result<Result<String, driver::AgentCliError>> {
     let account_cfg = &ctx.config.accounts[account];
     let identity = driver::identity(command);
-    let checked = match driver::check_agent(driver, command, account_cfg) {
+    let checked = match crate::supervise::check_agent(executor, driver, command, account_cfg) {
         Err(driver::AgentCliError::Untested { agent, version, .. }) => verified(
             ctx,
             store,

@@ -4,7 +4,7 @@ use super::*;
 
 /// Finds Runs a dead tick left marked running, and settles them (see `recover`).
 pub(super) fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
-    let lost = crate::recover::recover_lost_runs(store, &ctx.executor(), &ctx.config, now)?;
+    let lost = crate::recover::recover_lost_runs(store, &ctx.config, now)?;
     for l in lost {
         if let Some(kept) = &l.recorded_from {
             errln!(

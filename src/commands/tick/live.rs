@@ -65,7 +65,10 @@ impl LiveLine {
             } => windows,
             _ => return,
         };
-        if let Some(w) = windows.iter().find(|w| w.window == "five_hour") {
+        if let Some(w) = windows
+            .iter()
+            .find(|w| crate::model::WindowKind::of(&w.window) == crate::model::WindowKind::FiveHour)
+        {
             self.utilization = Some((w.window.clone(), w.percent));
         }
     }
