@@ -6,7 +6,6 @@
 pub mod output;
 
 mod budget;
-mod cli;
 mod clock;
 mod commands;
 pub mod config;
@@ -64,7 +63,7 @@ pub fn run() -> ExitCode {
             }
         };
     }
-    let cli = match cli::Cli::try_parse() {
+    let cli = match commands::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

@@ -6,9 +6,42 @@ use anyhow::{Context, Result};
 
 use super::Ctx;
 use crate::bad_input;
-use crate::cli::AddArgs;
 use crate::config::{did_you_mean, is_safe_name};
 use crate::model::NewJob;
+
+/// What `owl add` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AddArgs {
+    /// The git repository to work in (default: the current directory).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<std::path::PathBuf>,
+    /// The ref the Job's branch starts from, resolved to its commit now.
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub base: String,
+    /// The Account to run on (default: defaults.account, else the one with the most headroom).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// Higher runs first.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub priority: Option<i64>,
+    /// Fail the Job after this many Runs without `done`.
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u32>,
+    /// The spending cap of each Run, in USD.
+    #[arg(long, value_name = "X")]
+    pub max_budget_usd: Option<f64>,
+    /// The spending cap of all the Job's Runs together, in USD.
+    #[arg(long, value_name = "X")]
+    pub max_job_budget_usd: Option<f64>,
+    /// A name for the Job, used as its id (letters, digits, '.', '_', '-').
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Read the prompt from a file.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
+    pub prompt_file: Option<std::path::PathBuf>,
+    /// The prompt; `-` reads it from stdin.
+    pub prompt: Option<String>,
+}
 
 pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
     let prompt = read_prompt(&args)?;

@@ -7,7 +7,25 @@ use crate::bad_input;
 use crate::model::{JobReason, JobState};
 
 /// Cancels a Job; a tick supervising its Run sees the state within a second and stops it.
-pub(super) fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
+/// What `owl cancel` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CancelArgs {
+    /// The Job's id.
+    job: String,
+}
+
+/// What `owl requeue` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RequeueArgs {
+    /// The Job's id.
+    job: String,
+    /// A new budget for all the Job's Runs together (what was spent still counts).
+    #[arg(long, value_name = "X")]
+    max_job_budget_usd: Option<f64>,
+}
+
+pub(super) fn cancel(ctx: &Ctx, args: &CancelArgs) -> Result<u8> {
+    let id = args.job.as_str();
     let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;
     match job.state {
@@ -46,7 +64,8 @@ pub(super) fn cancel(ctx: &Ctx, id: &str) -> Result<u8> {
 }
 
 /// Puts a failed, blocked or cancelled Job back in the queue.
-pub(super) fn requeue(ctx: &Ctx, id: &str, max_job_budget_usd: Option<f64>) -> Result<u8> {
+pub(super) fn requeue(ctx: &Ctx, args: &RequeueArgs) -> Result<u8> {
+    let (id, max_job_budget_usd) = (args.job.as_str(), args.max_job_budget_usd);
     if max_job_budget_usd.is_some_and(|x| !x.is_finite() || x <= 0.0) {
         bad_input!("--max-job-budget-usd must be a finite number greater than 0");
     }

@@ -7,7 +7,19 @@ use crate::bad_input;
 use crate::model::{Job, JobState};
 use crate::store::Store;
 
-pub(super) fn run(ctx: &Ctx, job: Option<&str>, finished: bool) -> Result<u8> {
+/// What `owl clean` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CleanArgs {
+    /// The Job whose worktree to remove.
+    #[arg(required_unless_present = "finished", conflicts_with = "finished")]
+    job: Option<String>,
+    /// Every done, failed, blocked or cancelled Job.
+    #[arg(long)]
+    finished: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &CleanArgs) -> Result<u8> {
+    let (job, finished) = (args.job.as_deref(), args.finished);
     let Some(store) = ctx.read_store()? else {
         if let Some(id) = job {
             bad_input!("no job '{id}': no jobs have been added yet");

@@ -4,7 +4,19 @@ use anyhow::Result;
 
 use super::{Ctx, JobJson};
 
-pub(super) fn run(ctx: &Ctx, all: bool, json: bool) -> Result<u8> {
+/// What `owl jobs` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JobsArgs {
+    /// Include finished Jobs.
+    #[arg(long)]
+    all: bool,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
+    let (all, json) = (args.all, args.json);
     let Some(store) = ctx.read_store()? else {
         if json {
             outln!("[]");

@@ -8,7 +8,24 @@ use anyhow::{Context, Result};
 use super::Ctx;
 use crate::driver::{self, AgentEvent, Driver};
 
-pub(super) fn run(ctx: &Ctx, which: &str, raw: bool, follow: bool) -> Result<u8> {
+/// What `owl logs` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LogsArgs {
+    /// A Run's id, or a Job's id or name for its newest Run.
+    #[arg(value_name = "RUN|JOB")]
+    run: String,
+    /// Print the stream exactly as recorded, byte for byte: control characters the
+    /// agent wrote reach your terminal as they are (the readable form shows them
+    /// escaped, like \x1b).
+    #[arg(long)]
+    raw: bool,
+    /// Keep printing as the Run writes more, until it ends.
+    #[arg(long)]
+    follow: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<u8> {
+    let (which, raw, follow) = (args.run.as_str(), args.raw, args.follow);
     let Some(store) = ctx.read_store()? else {
         crate::bad_input!("no run or job '{which}': nothing has run yet");
     };

@@ -28,7 +28,17 @@ struct WindowJson {
     resets_at: Option<String>,
 }
 
-pub(super) fn run(ctx: &Ctx, account: Option<&str>, json: bool) -> Result<u8> {
+/// What `owl probe` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ProbeArgs {
+    /// Only this Account.
+    account: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &ProbeArgs) -> Result<u8> {
+    let (account, json) = (args.account.as_deref(), args.json);
     let names = ctx.accounts_named(account)?;
     super::ensure_private_dir(&ctx.config.state_dir)?;
     let mut store = ctx.open_store()?;

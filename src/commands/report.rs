@@ -14,11 +14,25 @@ use super::{print_json, Ctx};
 use crate::model::{JobState, PermissionDenial, Run, StopKind};
 
 /// What `owl report` was asked.
-pub(super) struct ReportArgs {
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// The period: this long before now (`8h`, `2d`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "night")]
     pub since: Option<Duration>,
+    /// The period: since the latest `schedule.window` began (the default with one).
+    #[arg(long)]
     pub night: bool,
+    /// The same data as JSON (the chart as its series of Snapshots).
+    #[arg(long)]
     pub json: bool,
+    /// Write one self-contained HTML page (inline SVG and CSS) to FILE.
+    #[arg(long, value_name = "FILE")]
     pub html: Option<std::path::PathBuf>,
+}
+
+/// A duration as config.yaml writes them (`90s`, `8h`, `2d`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::config::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// Everything a report shows: the JSON, and what the text and the page are drawn from.

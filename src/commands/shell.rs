@@ -3,7 +3,14 @@
 use anyhow::Result;
 use clap::CommandFactory;
 
-use crate::cli::Cli;
+use super::cli::Cli;
+
+/// What `owl completions` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
+}
 
 /// Prints the completion script for `shell`.
 pub(super) fn completions(shell: clap_complete::Shell) -> Result<u8> {

@@ -76,7 +76,18 @@ struct RunJson {
     log: String,
 }
 
-pub(super) fn run(ctx: &Ctx, id: &str, json: bool) -> Result<u8> {
+/// What `owl show` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShowArgs {
+    /// The Job's id.
+    job: String,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
+    let (id, json) = (args.job.as_str(), args.json);
     let Some(store) = ctx.read_store()? else {
         crate::bad_input!("no job '{id}': no jobs have been added yet");
     };

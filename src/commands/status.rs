@@ -100,7 +100,16 @@ struct NextJson {
     account: String,
 }
 
-pub(super) fn run(ctx: &Ctx, json: bool) -> Result<u8> {
+/// What `owl status` was asked.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
+    let json = args.json;
     let now = crate::clock::now()?;
     let Some(store) = ctx.read_store()? else {
         let views = super::plan::account_views(ctx, &[], Default::default(), now);

@@ -60,12 +60,20 @@ struct TickJson {
 }
 
 /// What `owl tick` was asked.
-pub(super) struct TickArgs {
+#[derive(Debug, clap::Args)]
+pub(crate) struct TickArgs {
+    /// Print the decision and change nothing.
+    #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
     pub json: bool,
-    /// Only this Job, now.
+    /// Run this Job now, if it is eligible, instead of the queue's next.
+    #[arg(long, value_name = "ID")]
     pub job: Option<String>,
-    /// With `job`: over the ceiling, and without a ceiling stop.
+    /// With --job: run it even over its Account's ceiling, and do not stop it at one
+    /// (said loudly on stderr). Logins, backoffs and the Job's own state still hold.
+    #[arg(long, requires = "job")]
     pub ignore_ceiling: bool,
 }
 

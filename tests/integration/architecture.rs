@@ -538,3 +538,56 @@ fn a_new_driver_is_its_file_and_a_line_in_each_registry() {
         ]
     );
 }
+
+/// What `commands/mod.rs` holds besides `mod` and `use` lines and `dispatch`, and which
+/// command's arguments are not declared in the command's own file.
+fn commands_misplaced(files: &BTreeMap<String, String>) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(code) = files.get("commands/mod.rs") {
+        for line in code.lines() {
+            let item = line.starts_with("fn ")
+                || line.starts_with("pub(crate) fn ")
+                || line.starts_with("struct ")
+                || line.starts_with("pub(crate) struct ")
+                || line.starts_with("impl");
+            if item && !line.contains("fn dispatch(") {
+                found.push(format!("commands/mod.rs: {line}"));
+            }
+        }
+    }
+    if let Some(cli) = files.get("commands/cli.rs") {
+        // A variant with fields of its own (`Tick {`) declares a command's arguments
+        // outside its file.
+        for line in cli.lines().map(str::trim) {
+            if line.ends_with(" {") && line.chars().next().is_some_and(char::is_uppercase) {
+                found.push(format!("commands/cli.rs: {line}"));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 24: each command owns its arguments (`#[derive(clap::Args)]` in its own file), and
+/// `commands/mod.rs` holds dispatch only.
+#[test]
+fn each_command_owns_its_arguments_and_the_commands_module_only_dispatches() {
+    let found = commands_misplaced(&source_files());
+    assert!(found.is_empty(), "{found:#?}");
+    // It would have caught this morning's layout.
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "commands/mod.rs".to_string(),
+        "pub(crate) fn dispatch(cli: Cli) -> Result<u8> {\n}\nfn print_json(value: &impl Serialize) -> Result<()> {\n".to_string(),
+    );
+    broken.insert(
+        "commands/cli.rs".to_string(),
+        "pub(crate) enum Command {\n    Tick {\n        dry_run: bool,\n    },\n".to_string(),
+    );
+    assert_eq!(
+        commands_misplaced(&broken),
+        [
+            "commands/mod.rs: fn print_json(value: &impl Serialize) -> Result<()> {",
+            "commands/cli.rs: Tick {"
+        ]
+    );
+}

@@ -1,0 +1,81 @@
+//! The command line (clap derive): owl's commands, each with the arguments its own file declares; doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use super::{
+    add::AddArgs,
+    cancel::{CancelArgs, RequeueArgs},
+    clean::CleanArgs,
+    doctor::DoctorArgs,
+    jobs::JobsArgs,
+    logs::LogsArgs,
+    probe::ProbeArgs,
+    report::ReportArgs,
+    shell::CompletionsArgs,
+    show::ShowArgs,
+    status::StatusArgs,
+    tick::TickArgs,
+};
+
+/// owl runs coding agents unattended overnight, and stops before the Account is spent.
+#[derive(Debug, Parser)]
+#[command(name = "owl", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// The config file (default: $OWL_CONFIG, else $XDG_CONFIG_HOME/owl/config.yaml).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What owl can be asked to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// One scheduling step: run the next eligible Job once, then exit.
+    Tick(TickArgs),
+    /// Accounts and their windows, the current Run, the queue, and why nothing runs.
+    Status(StatusArgs),
+    /// Queue a Job; prints its id alone on stdout.
+    Add(AddArgs),
+    /// The Jobs (default: those not finished).
+    Jobs(JobsArgs),
+    /// One Job, its Runs and its Handoff.
+    Show(ShowArgs),
+    /// A Run's transcript, readable.
+    Logs(LogsArgs),
+    /// Stop a Job (a running Run is terminated) and never run it again.
+    Cancel(CancelArgs),
+    /// Put a failed, blocked or cancelled Job back in the queue, with a fresh allowance of Runs.
+    Requeue(RequeueArgs),
+    /// Remove the worktrees of finished Jobs (their branches stay, so no work is lost).
+    ///
+    /// Run logs are never pruned, by this or anything else: a Job's transcripts stay in
+    /// `<stateDir>/logs/<job-id>/` until you remove that folder by hand.
+    Clean(CleanArgs),
+    /// Work with the config.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check the agent CLI and its version, each Account's login, git, the database.
+    Doctor(DoctorArgs),
+    /// Ask each Account's agent for its utilization and login now (no prompt, no tokens),
+    /// record the figures and print them. Exits 1 when an Account is not logged in.
+    Probe(ProbeArgs),
+    /// The night at a glance: each Job a Run touched, each Account's utilization against
+    /// its ceiling, with the Runs and their stops. Default period: since the latest
+    /// `schedule.window` began, else the last 12 hours.
+    Report(ReportArgs),
+    /// Print the completion script for a shell (needs no config).
+    Completions(CompletionsArgs),
+    /// Print owl's man page, in roff (needs no config): `owl man > owl.1`.
+    Man,
+}
+
+/// `owl config ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Validate the config and print it resolved.
+    Check,
+}

@@ -1,0 +1,132 @@
+//! A Job as `jobs --json` and `show --json` print it, and as `jobs` and `show` draw it.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use crate::model::Job;
+use crate::store::ListedJob;
+
+/// A Job as `jobs --json` and `show --json` print it (a stable shape, separate from the
+/// row), borrowing the row's text: ten thousand Jobs are printed without copying them.
+#[derive(Debug, Serialize)]
+pub(crate) struct JobJson<'a> {
+    pub id: &'a str,
+    pub name: Option<&'a str>,
+    pub state: &'static str,
+    pub reason: Option<Cow<'a, str>>,
+    pub repo: &'a str,
+    pub base: &'a str,
+    /// The commit `base` named when the Job was queued; the branch starts there.
+    pub base_commit: Option<&'a str>,
+    pub branch: Joined<'a>,
+    pub worktree: Joined<'a>,
+    pub account: Option<&'a str>,
+    pub priority: i64,
+    pub not_before: Option<Cow<'a, str>>,
+    /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
+    pub run_count: usize,
+    /// How many of them count toward `max_runs`: a Run that was not the Job's doing (a
+    /// ceiling, a missing login, an outage) does not.
+    pub counted_runs: usize,
+    pub max_runs: u32,
+    pub created_at: Cow<'a, str>,
+    pub updated_at: Cow<'a, str>,
+    pub prompt: &'a str,
+}
+
+impl<'a> JobJson<'a> {
+    /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
+    pub(super) fn new(worktrees: &'a str, job: &'a Job, runs: &[crate::model::Run]) -> JobJson<'a> {
+        JobJson {
+            id: &job.id,
+            name: job.name.as_deref(),
+            state: job.state.as_str(),
+            reason: job.reason.as_ref().map(|r| r.to_string().into()),
+            repo: &job.repo,
+            base: &job.base,
+            base_commit: job.base_commit.as_deref(),
+            branch: Joined(crate::model::BRANCH_PREFIX, "", &job.id),
+            worktree: Joined(worktrees, "/", &job.id),
+            account: job.account.as_deref(),
+            priority: job.priority,
+            not_before: job.not_before.map(|t| crate::clock::rfc3339(t).into()),
+            run_count: runs.len(),
+            counted_runs: runs.iter().filter(|r| r.counts()).count(),
+            max_runs: job.max_runs,
+            created_at: crate::clock::rfc3339(job.created_at).into(),
+            updated_at: crate::clock::rfc3339(job.updated_at).into(),
+            prompt: &job.prompt,
+        }
+    }
+
+    /// A Job as listed, times printed as stored.
+    pub(super) fn listed(worktrees: &'a str, job: &ListedJob<'a>) -> JobJson<'a> {
+        use crate::clock::printable;
+        JobJson {
+            id: job.id,
+            name: job.name,
+            state: job.state.as_str(),
+            reason: job.reason.map(Cow::Borrowed),
+            repo: job.repo,
+            base: job.base,
+            base_commit: job.base_commit,
+            branch: Joined(crate::model::BRANCH_PREFIX, "", job.id),
+            worktree: Joined(worktrees, "/", job.id),
+            account: job.account,
+            priority: job.priority,
+            not_before: job.not_before.map(printable),
+            run_count: job.run_count,
+            counted_runs: job.counted_runs,
+            max_runs: job.max_runs,
+            created_at: printable(job.created_at),
+            updated_at: printable(job.updated_at),
+            prompt: job.prompt,
+        }
+    }
+}
+
+impl JobJson<'_> {
+    /// `1/5`, or with Runs that did not count `0/5 counted, 1 not counted`: `maxRuns`
+    /// counts only the Job's own Runs, and so does the first figure.
+    pub(crate) fn runs_text(&self) -> String {
+        match self.run_count.saturating_sub(self.counted_runs) {
+            0 => format!("{}/{}", self.counted_runs, self.max_runs),
+            n => format!(
+                "{}/{} counted, {n} not counted",
+                self.counted_runs, self.max_runs
+            ),
+        }
+    }
+}
+
+/// Three pieces of text printed as one string, built only as it is written.
+#[derive(Debug)]
+pub(crate) struct Joined<'a>(&'a str, &'a str, &'a str);
+
+impl std::fmt::Display for Joined<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str(self.1)?;
+        f.write_str(self.2)
+    }
+}
+
+impl Serialize for Joined<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Put together on the stack: formatting machinery costs more than the copy.
+        let mut buf = [0u8; 512];
+        let parts = [self.0, self.1, self.2];
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > buf.len() {
+            return s.collect_str(self);
+        }
+        let mut at = 0;
+        for part in parts {
+            buf[at..at + part.len()].copy_from_slice(part.as_bytes());
+            at += part.len();
+        }
+        // Whole UTF-8 strings one after another are UTF-8.
+        s.serialize_str(std::str::from_utf8(&buf[..len]).unwrap_or_default())
+    }
+}
