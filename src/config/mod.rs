@@ -21,6 +21,9 @@ use raw::{de_percent, describe_yaml_error, RawConfig};
 pub use units::{format_duration, parse_duration, parse_size, ValueError, DEFAULT_MIN_FREE_SPACE};
 use units::{ser_duration, ser_size};
 
+mod drivers;
+pub use drivers::*;
+
 /// The largest config file owl reads: far more than any config, and a bound on the work.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -405,103 +408,6 @@ impl Account {
     pub fn has_ceiling(&self) -> bool {
         self.limits.as_ref().is_some_and(Limits::any_ceiling)
     }
-}
-
-/// The agent CLIs owl has a Driver for. The first is the default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DriverKind {
-    #[default]
-    ClaudeCode,
-    Gemini,
-    Codex,
-}
-
-/// Every Driver, one row each: its kind, its name in config.yaml, and the command it runs
-/// when `drivers.<name>.command` is not set. A new Driver is a row here and a line in
-/// `driver::for_kind`; nothing in config reads a Driver by its own name.
-const DRIVERS: [(DriverKind, &str, &str); 3] = [
-    (DriverKind::ClaudeCode, "claude-code", "claude"),
-    (DriverKind::Gemini, "gemini", "gemini"),
-    (DriverKind::Codex, "codex", "codex"),
-];
-
-/// The Drivers' names, in the table's order (for errors that list them).
-const DRIVER_NAMES: [&str; DRIVERS.len()] = {
-    let mut names = [""; DRIVERS.len()];
-    let mut i = 0;
-    while i < DRIVERS.len() {
-        names[i] = DRIVERS[i].1;
-        i += 1;
-    }
-    names
-};
-
-impl DriverKind {
-    /// Every Driver, in the table's order.
-    pub fn all() -> impl Iterator<Item = DriverKind> {
-        DRIVERS.iter().map(|(kind, _, _)| *kind)
-    }
-
-    /// The Driver config.yaml names `name`.
-    pub fn from_name(name: &str) -> Option<DriverKind> {
-        DRIVERS
-            .iter()
-            .find(|(_, n, _)| *n == name)
-            .map(|(kind, _, _)| *kind)
-    }
-
-    fn row(self) -> &'static (DriverKind, &'static str, &'static str) {
-        DRIVERS
-            .iter()
-            .find(|(kind, _, _)| *kind == self)
-            .expect("every DriverKind has its row")
-    }
-
-    /// The name used in config.yaml.
-    pub fn name(self) -> &'static str {
-        self.row().1
-    }
-
-    /// The command run when `drivers.<name>.command` is not set.
-    pub fn default_command(self) -> &'static str {
-        self.row().2
-    }
-
-    /// The config key that names this Driver's command.
-    pub fn command_key(self) -> String {
-        format!("drivers.{}.command", self.name())
-    }
-}
-
-impl Serialize for DriverKind {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
-    }
-}
-
-impl<'de> Deserialize<'de> for DriverKind {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
-        DriverKind::from_name(&name)
-            .ok_or_else(|| serde::de::Error::unknown_variant(&name, &DRIVER_NAMES))
-    }
-}
-
-/// Per-Driver settings, one entry for every Driver.
-#[derive(Debug, Clone, Serialize)]
-pub struct Drivers(pub(crate) BTreeMap<DriverKind, DriverSettings>);
-
-impl Drivers {
-    /// The settings of one Driver.
-    pub fn get(&self, kind: DriverKind) -> &DriverSettings {
-        &self.0[&kind]
-    }
-}
-
-/// How to start one agent CLI.
-#[derive(Debug, Clone, Serialize)]
-pub struct DriverSettings {
-    pub command: PathBuf,
 }
 
 /// Local times of day between which a tick may start a Run; may wrap midnight.

@@ -1,0 +1,209 @@
+//! Utilization as owl holds it: a Window's figure (Snapshot) and where it came from, what a Window limits, and the crossings, rejections and extra usage a Run meets.
+
+use super::*;
+
+/// A provider's rejection, as a Run's end changes it.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectionHold {
+    /// Rejected until then: no Job starts on the Account before.
+    Until(DateTime<Utc>),
+    /// The Run got past a rejection recorded before: lifted.
+    Lifted,
+}
+
+/// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
+/// `55.00000000000001`.
+pub fn round_percent(x: f64) -> f64 {
+    ((x * 10_000.0).round() / 10_000.0).clamp(0.0, 100.0)
+}
+
+/// The observed utilization of one Window of one Account.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Snapshot {
+    pub account: String,
+    pub window: String,
+    pub percent: f64,
+    pub resets_at: Option<DateTime<Utc>>,
+    pub observed_at: DateTime<Utc>,
+    pub source: SnapshotSource,
+    pub run_id: Option<i64>,
+    /// The model family a per-model Window limits, when the agent named it.
+    pub model: Option<String>,
+}
+
+/// Where a figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotSource {
+    /// The agent's answer to owl's usage request on its stdin.
+    GetUsage,
+    /// A `rate_limit_event` in the agent's stream.
+    RateLimitEvent,
+    /// The zero-token probe, before a Run or beside it.
+    Probe,
+    /// A line of Codex's rollout file.
+    Rollout,
+}
+
+impl SnapshotSource {
+    pub(super) const ALL: [SnapshotSource; 4] = [
+        SnapshotSource::GetUsage,
+        SnapshotSource::RateLimitEvent,
+        SnapshotSource::Probe,
+        SnapshotSource::Rollout,
+    ];
+
+    /// The name stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotSource::GetUsage => "get_usage",
+            SnapshotSource::RateLimitEvent => "rate_limit_event",
+            SnapshotSource::Probe => "probe",
+            SnapshotSource::Rollout => "rollout",
+        }
+    }
+}
+
+impl fmt::Display for SnapshotSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SnapshotSource {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        UnknownName::find(
+            &SnapshotSource::ALL,
+            SnapshotSource::as_str,
+            "figure source",
+            s,
+        )
+    }
+}
+
+/// What a Window limits, read once from its name, so that the ceilings, `status` and the
+/// report agree on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowKind {
+    /// `five_hour`: the plan's session Window.
+    FiveHour,
+    /// `seven_day` (and any other account-wide `seven_day*`).
+    Weekly,
+    /// A weekly Window of one model family: `seven_day_overage_included` (Claude Code
+    /// 2.1.332's "Fable limit", `model_scoped` in `get_usage`), `seven_day_opus`,
+    /// `seven_day_sonnet`.
+    ModelWeekly,
+    /// A Window owl has no ceiling for.
+    Other,
+}
+
+impl WindowKind {
+    /// The kind of the Window of this name.
+    pub fn of(window: &str) -> WindowKind {
+        match window {
+            "five_hour" => WindowKind::FiveHour,
+            "seven_day_opus" | "seven_day_sonnet" => WindowKind::ModelWeekly,
+            w if w.starts_with("seven_day_overage_included") => WindowKind::ModelWeekly,
+            w if w.starts_with("seven_day") => WindowKind::Weekly,
+            _ => WindowKind::Other,
+        }
+    }
+
+    /// How long a Window of this kind is: a figure over a Ceiling whose reset is unknown
+    /// expires after it. A Window owl does not know gets the shortest it could be.
+    pub fn length(self) -> chrono::Duration {
+        match self {
+            WindowKind::Weekly | WindowKind::ModelWeekly => chrono::Duration::days(7),
+            WindowKind::FiveHour | WindowKind::Other => chrono::Duration::hours(5),
+        }
+    }
+
+    /// The model family a Window limits: the name the agent gave it, or the one its own
+    /// name says (`seven_day_opus`).
+    pub fn model_of(window: &str, named: Option<&str>) -> Option<String> {
+        match window {
+            "seven_day_opus" => Some("Opus".into()),
+            "seven_day_sonnet" => Some("Sonnet".into()),
+            _ if WindowKind::of(window) == WindowKind::ModelWeekly => named.map(String::from),
+            _ => None,
+        }
+    }
+
+    /// Whether a per-model Window limits a Run of `run_model` (a model id such as
+    /// `claude-fable-5`). Conservative (ADR-0020): it does unless both are known and the
+    /// id does not name the family.
+    pub fn limits_model(window_model: Option<&str>, run_model: Option<&str>) -> bool {
+        let (Some(family), Some(run)) = (window_model, run_model) else {
+            return true;
+        };
+        let family = family.split_whitespace().next().unwrap_or(family);
+        run.to_lowercase().contains(&family.to_lowercase())
+    }
+}
+
+/// A Run billed to extra usage (paid credits), and the Window whose reset ends it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct OnCredits {
+    /// The Window that is used up (the event's `rateLimitType`), when it said.
+    pub window: Option<String>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for OnCredits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.window.as_deref().unwrap_or("a window");
+        write!(
+            f,
+            "extra usage: {window} is used up and the plan billed usage credits \
+             (allowExtraUsage is off)"
+        )
+    }
+}
+
+/// A Ceiling crossed: the Window, its figure, and the limit it crossed.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Crossing {
+    pub window: String,
+    pub percent: f64,
+    /// The config key of the limit (`fiveHourMax`, `weeklyMax`).
+    pub limit: String,
+    pub ceiling: f64,
+    /// When the Window resets, if the figure said.
+    pub resets_at: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for Crossing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ceiling: {} {}% >= {} {}",
+            self.window,
+            fmt_percent(self.percent),
+            self.limit,
+            fmt_percent(self.ceiling)
+        )
+    }
+}
+
+/// The provider's rate limiter refused the Account (`status: rejected`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Rejection {
+    /// The Window it named, if any.
+    pub window: Option<String>,
+    /// When it resets, if it said.
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let window = self.window.as_deref().unwrap_or("a window");
+        write!(f, "rate limited: the provider rejected {window}")?;
+        if let Some(t) = self.until {
+            write!(f, " until {}", crate::clock::rfc3339(t))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,375 @@
+//! Each Account's standing: its Windows against its ceilings, its holds (a login, a backoff, a rejection, extra usage), and why it may run or not.
+
+use super::*;
+
+/// One Account as scheduling sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct AccountView {
+    pub name: String,
+    pub schedulable: bool,
+    /// Why it is or is not schedulable, in words (with its name when it is not): rendered
+    /// from `standing`.
+    pub reason: String,
+    /// The same, without the steps to fix it: what the queue and the idle line repeat for
+    /// each Job, so that a login hint is printed once per Account, not once per mention.
+    pub brief: String,
+    /// Why it is or is not schedulable.
+    pub standing: Standing,
+    /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
+    pub headroom: f64,
+    /// When the Account becomes schedulable again, if it is blocked by a Window.
+    pub until: Option<DateTime<Utc>>,
+    pub has_ceiling: bool,
+    pub windows: Vec<WindowView>,
+    pub not_logged_in: Option<String>,
+    pub agent_problem: Option<String>,
+    /// After an outage: no Run starts before this (already past: `None`).
+    pub backoff_until: Option<DateTime<Utc>>,
+    pub outages: u32,
+    /// What the last preflight probe learned, and when.
+    pub last_probe: Option<String>,
+    pub last_probe_at: Option<DateTime<Utc>>,
+    /// Its login was seen to work: a figure observed, a Run that succeeded.
+    pub login_seen: bool,
+    /// Its credential store is empty: a probe would find no login there.
+    pub store_empty: bool,
+}
+
+/// Where an Account stands for scheduling, with the facts that decide it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Standing {
+    /// Something on this machine keeps any Run off the Account, seen without starting the
+    /// agent: its CLI not found, bubblewrap missing, an empty credential store.
+    Unready {
+        why: String,
+    },
+    /// No usable login: `why` says what showed it, `login` how to fix it.
+    NotLoggedIn {
+        why: String,
+        login: String,
+    },
+    /// The API was unavailable to `outages` Runs or probes in a row: no Run starts before `until`.
+    BackingOff {
+        outages: u32,
+        until: DateTime<Utc>,
+    },
+    /// The provider rejected the Account (a rate limit, a used-up Window): it waits until
+    /// `until`, the reset it named or the Account's back-off.
+    RateLimited {
+        until: DateTime<Utc>,
+    },
+    /// The plan is used up (a Window at 100%, or a Run found it billing usage credits):
+    /// a Run now would be refused or billed to extra usage, which the Account does not
+    /// allow. `until`: the reset of the Window that sent it there.
+    OnCredits {
+        window: Option<String>,
+        until: Option<DateTime<Utc>>,
+    },
+    /// A Window's figure is at or over its Ceiling.
+    OverCeiling {
+        window: String,
+        percent: f64,
+        limit: &'static str,
+        ceiling: f64,
+        resets_at: Option<DateTime<Utc>>,
+        /// With no reset time, when the figure stops counting (a Window's length on).
+        expires_at: DateTime<Utc>,
+    },
+    NoCeiling,
+    /// The Driver reports no utilization: the Account runs until a rate limit, then waits
+    /// for the reset it names or `backoff_secs`.
+    Reactive {
+        backoff_secs: u64,
+    },
+    /// Every Window under its Ceiling; `observed`: on a current figure (not none yet).
+    UnderCeilings {
+        observed: bool,
+    },
+}
+
+impl Standing {
+    pub(crate) fn schedulable(&self) -> bool {
+        matches!(
+            self,
+            Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. }
+        )
+    }
+
+    /// When the Account becomes schedulable again by itself, if a time says.
+    pub(crate) fn until(&self) -> Option<DateTime<Utc>> {
+        match self {
+            Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
+            Standing::OverCeiling { resets_at, .. } => *resets_at,
+            Standing::OnCredits { until, .. } => *until,
+            _ => None,
+        }
+    }
+
+    /// [`Standing::explain`] without how to fix it.
+    pub(crate) fn brief(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Standing::NotLoggedIn { why, .. } => why.clone(),
+            other => other.explain(now),
+        }
+    }
+
+    /// The standing in words, times relative to `now`: the one place it is rendered.
+    pub(crate) fn explain(&self, now: DateTime<Utc>) -> String {
+        match self {
+            Standing::Unready { why } => why.clone(),
+            Standing::NotLoggedIn { why, login } => format!("{why} — {login}"),
+            Standing::BackingOff { outages, until } => format!(
+                "the API was unavailable to the last {} — backing off, not scheduled \
+                 until {} (in {})",
+                if *outages == 1 {
+                    "Run or probe".to_string()
+                } else {
+                    format!("{outages} Runs or probes")
+                },
+                local_hm(*until),
+                human(*until - now)
+            ),
+            Standing::RateLimited { until } => format!(
+                "rejected by the provider until {} (in {})",
+                local_hm(*until),
+                human(*until - now)
+            ),
+            Standing::OverCeiling {
+                window,
+                percent,
+                limit,
+                ceiling,
+                resets_at,
+                expires_at,
+            } => {
+                let until = match resets_at {
+                    Some(t) => format!(
+                        "not scheduled until {} (in {})",
+                        local_hm(*t),
+                        human(*t - now)
+                    ),
+                    None => format!(
+                        "reset unknown: not scheduled until a probe or a Run observes a new \
+                         figure, or until {} (in {}), a {} after it was observed",
+                        local_hm(*expires_at),
+                        human(*expires_at - now),
+                        match WindowKind::of(window).length().num_days() {
+                            7 => "week",
+                            _ => "five hours",
+                        }
+                    ),
+                };
+                format!(
+                    "{window} {}% >= {limit} {} — {until}",
+                    fmt_percent(*percent),
+                    fmt_percent(*ceiling)
+                )
+            }
+            Standing::OnCredits { window, until } => {
+                let window = window.as_deref().unwrap_or("a window");
+                let until = match until {
+                    Some(t) => format!(
+                        "not scheduled until {} (in {})",
+                        local_hm(*t),
+                        human(*t - now)
+                    ),
+                    None => "not scheduled until a probe or a Run observes a new figure".into(),
+                };
+                format!(
+                    "extra usage: {window} is used up, so a Run now would be refused or billed \
+                     to usage credits (allowExtraUsage is off) — {until}"
+                )
+            }
+            Standing::NoCeiling => "no ceiling".into(),
+            Standing::Reactive { backoff_secs } => format!(
+                "reactive: no utilization reported; runs until a rate limit, then waits \
+                 for the reset it names or {}",
+                human(chrono::Duration::seconds(*backoff_secs as i64))
+            ),
+            Standing::UnderCeilings { observed: true } => "under its ceilings".into(),
+            Standing::UnderCeilings { observed: false } => {
+                "under its ceilings (no current figure observed yet)".into()
+            }
+        }
+    }
+}
+
+/// Which Ceiling governs a Window, by its kind: `fiveHourMax` the five-hour Window,
+/// `weeklyMax` the weekly ones, and `modelWeeklyMax` (or, unset, `weeklyMax`) each
+/// per-model weekly Window. A Window owl does not know has none.
+pub(crate) fn ceiling_for(
+    window: &str,
+    limits: Option<&crate::config::Limits>,
+) -> Option<(&'static str, f64)> {
+    let limits = limits?;
+    match WindowKind::of(window) {
+        WindowKind::FiveHour => limits.five_hour_max.map(|x| ("fiveHourMax", x)),
+        WindowKind::Weekly => limits.weekly_max.map(|x| ("weeklyMax", x)),
+        WindowKind::ModelWeekly => limits
+            .model_weekly_max
+            .map(|x| ("modelWeeklyMax", x))
+            .or(limits.weekly_max.map(|x| ("weeklyMax", x))),
+        WindowKind::Other => None,
+    }
+}
+
+/// Builds the view of every configured Account from its newest Snapshots and notes.
+pub(crate) fn account_views(
+    config: &Config,
+    snapshots: &[Snapshot],
+    notes: &BTreeMap<String, AccountNote>,
+    now: DateTime<Utc>,
+) -> Vec<AccountView> {
+    config
+        .accounts
+        .iter()
+        .map(|(name, account)| {
+            let limits = account.limits.as_ref();
+            let allow_extra_usage = limits.is_some_and(|l| l.allow_extra_usage);
+            let run_model = config.defaults.model.as_deref();
+            let windows: Vec<WindowView> = snapshots
+                .iter()
+                .filter(|s| &s.account == name)
+                .map(|s| {
+                    // A figure from before its Window reset says nothing about now; one
+                    // whose reset is unknown says nothing once a whole Window has passed.
+                    let stale = match s.resets_at {
+                        Some(r) => r <= now,
+                        None => now - s.observed_at >= window_length(&s.window),
+                    };
+                    let percent = (!stale).then_some(s.percent);
+                    let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
+                    let model = WindowKind::model_of(&s.window, s.model.as_deref());
+                    let applies = WindowKind::limits_model(model.as_deref(), run_model);
+                    WindowView {
+                        window: s.window.clone(),
+                        kind: WindowKind::of(&s.window),
+                        model,
+                        percent,
+                        ceiling,
+                        resets_at: s.resets_at,
+                        observed_at: s.observed_at,
+                        source: s.source,
+                        run_id: s.run_id,
+                        over: applies && matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
+                    }
+                })
+                .collect();
+            let note = notes.get(name).cloned().unwrap_or_default();
+            let has_ceiling = account.has_ceiling();
+            let binding = binding_window(&windows);
+            let headroom = windows
+                .iter()
+                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+                .filter_map(|w| Some(w.ceiling? - w.percent?))
+                .fold(100.0_f64, f64::min);
+            // A used-up Window: past it a request is refused or billed to credits.
+            let spent = windows
+                .iter()
+                .filter(|w| w.kind != WindowKind::Other && w.percent.is_some_and(|p| p >= 100.0))
+                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+                .max_by_key(|w| w.resets_at)
+                .filter(|_| !allow_extra_usage);
+            let on_credits = note
+                .on_credits_until
+                .filter(|t| *t > now && !allow_extra_usage);
+            // An agent CLI problem does not stop scheduling: every tick checks the CLI
+            // again, so the Job runs as soon as the CLI is fixed. Status tells it.
+            let backoff = note.backoff_until.filter(|t| *t > now);
+            let standing = if let Some(why) = &note.unready {
+                Standing::Unready { why: why.clone() }
+            } else if let Some(why) = &note.not_logged_in {
+                let login = format!(
+                    "{}, then `owl probe {name}`",
+                    crate::driver::for_kind(account.driver).login_hint(account)
+                );
+                Standing::NotLoggedIn {
+                    why: why.clone(),
+                    login,
+                }
+            } else if let Some(until) = note.rate_limited_until.filter(|t| *t > now) {
+                Standing::RateLimited { until }
+            } else if let Some(until) = backoff {
+                Standing::BackingOff {
+                    outages: note.outages,
+                    until,
+                }
+            } else if let Some(until) = on_credits {
+                Standing::OnCredits {
+                    window: note.on_credits_window.clone(),
+                    until: Some(until),
+                }
+            } else if let Some(w) = spent {
+                Standing::OnCredits {
+                    window: Some(w.label()),
+                    until: w.resets_at,
+                }
+            } else if let Some(w) = binding {
+                Standing::OverCeiling {
+                    window: w.label(),
+                    percent: w.percent.unwrap_or(0.0),
+                    limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
+                    ceiling: w.ceiling.unwrap_or(0.0),
+                    resets_at: w.resets_at,
+                    expires_at: w.observed_at + window_length(&w.window),
+                }
+            } else if !crate::driver::capabilities(account.driver).usage_reporting {
+                Standing::Reactive {
+                    backoff_secs: account.backoff.as_secs(),
+                }
+            } else if !has_ceiling {
+                Standing::NoCeiling
+            } else {
+                Standing::UnderCeilings {
+                    observed: windows.iter().any(|w| w.percent.is_some()),
+                }
+            };
+            let schedulable = standing.schedulable();
+            let reason = if schedulable {
+                standing.explain(now)
+            } else {
+                format!("{name}: {}", standing.explain(now))
+            };
+            let until = standing.until();
+            let brief = if schedulable {
+                standing.brief(now)
+            } else {
+                format!("{name}: {}", standing.brief(now))
+            };
+            AccountView {
+                name: name.clone(),
+                schedulable,
+                reason,
+                brief,
+                standing,
+                headroom,
+                until,
+                has_ceiling,
+                login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
+                store_empty: note.store_empty,
+                windows,
+                not_logged_in: note.not_logged_in,
+                agent_problem: note.agent_problem,
+                backoff_until: backoff,
+                outages: note.outages,
+                last_probe: note.last_probe,
+                last_probe_at: note.last_probe_at,
+            }
+        })
+        .collect()
+}
+
+/// How long a Window is: a figure over a Ceiling whose reset is unknown expires after it.
+pub(crate) fn window_length(window: &str) -> chrono::Duration {
+    WindowKind::of(window).length()
+}
+
+/// The Window that keeps the Account from being scheduled: the one over its Ceiling that
+/// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
+pub(super) fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
+    windows
+        .iter()
+        .filter(|w| w.over)
+        .max_by_key(|w| w.resets_at)
+}
