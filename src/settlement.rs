@@ -135,7 +135,11 @@ pub(crate) fn settle(
 }
 
 /// How the Run ended, its words scrubbed of the Account's credentials.
-fn classify(report: &RunReport, account: &Account, driver: &dyn driver::Driver) -> Classified {
+pub(crate) fn classify(
+    report: &RunReport,
+    account: &Account,
+    driver: &dyn driver::Driver,
+) -> Classified {
     let mut classified = outcome::classify(&outcome::RunFacts {
         result: report.result.as_ref(),
         exit: report.exit,

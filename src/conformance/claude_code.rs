@@ -13,7 +13,9 @@ use crate::driver::ClaudeCode;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RateLimitStatus, RunRequest, Usage};
 
 mod plan;
+mod supervised;
 use plan::*;
+use supervised::*;
 
 /// What owl appends to the system prompt here, to find it in the request.
 const MARKER: &str = "owl-conformance-marker: find me in the system prompt";
@@ -40,6 +42,8 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
             windows,
             limit,
             auth_status,
+            supervised_turn,
+            supervised_stop,
         ],
     )
 }

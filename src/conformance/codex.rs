@@ -24,7 +24,15 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
     run_scenarios(
         command,
         record,
-        &[version, turn, commit, usage_limit, sigint, probe],
+        &[
+            version,
+            turn,
+            commit,
+            usage_limit,
+            sigint,
+            probe,
+            supervised_turn,
+        ],
     )
 }
 
@@ -78,7 +86,16 @@ impl Bench {
     fn start(&self, command: &Path, steps: Vec<Step>) -> Result<Session, String> {
         self.mock.script(steps);
         let repo = self.repo();
-        let inv = Codex.invocation(&RunRequest {
+        let mut session = Session::start(&self.invocation(command), &repo)
+            .map_err(|e| format!("starting '{}': {e}", command.display()))?;
+        session.close_stdin();
+        Ok(session)
+    }
+
+    /// One Run's command, as owl builds it.
+    fn invocation(&self, command: &Path) -> crate::driver::Invocation {
+        let repo = self.repo();
+        Codex.invocation(&RunRequest {
             command,
             account: &self.account,
             permission_mode: "default",
@@ -91,11 +108,7 @@ impl Bench {
             files_dir: &self.scratch.0.join("files"),
             cwd: &repo,
             writable_dirs: &[repo.join(".git")],
-        });
-        let mut session = Session::start(&inv, &repo)
-            .map_err(|e| format!("starting '{}': {e}", command.display()))?;
-        session.close_stdin();
-        Ok(session)
+        })
     }
 
     /// One whole turn: every stdout line, once the turn has ended.
@@ -448,4 +461,59 @@ fn probe(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         Err(why) => Check::failed(KEY, why),
     };
     vec![plan, key]
+}
+/// owl supervises a Run of the CLI to its result and exit, following its rollout file for
+/// the plan's figures, and judges it succeeded.
+fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str =
+        "owl supervises a turn to its result and exit, its rollout followed for the figures";
+    let bench = match Bench::new("supervised-turn", false) {
+        Ok(b) => b,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    bench
+        .mock
+        .script(vec![Step::Text("Hello.".into()).at(42.5, 13.0)]);
+    let invocation = bench.invocation(command);
+    let run = crate::conformance::supervised::supervise(crate::conformance::supervised::Run {
+        driver: std::sync::Arc::new(Codex),
+        command,
+        account: &bench.account,
+        invocation: &invocation,
+        prompt: "Do what the replies say.",
+        dir: &bench.repo(),
+        limit: TURN,
+        stop_at: |_| false,
+    });
+    let run = match run {
+        Ok(run) => run,
+        Err(e) => {
+            return vec![Check::failed(
+                NAME,
+                format!("starting '{}': {e}", command.display()),
+            )]
+        }
+    };
+    let figure = run.events.iter().find_map(|e| match e {
+        AgentEvent::Usage { windows, .. } => windows
+            .iter()
+            .find(|w| (w.percent - 42.5).abs() < 0.5)
+            .map(|w| w.window.clone()),
+        _ => None,
+    });
+    let ok = run.report.result.is_some()
+        && run.report.exit.code == Some(0)
+        && figure.is_some()
+        && run.classified.outcome == crate::model::RunOutcome::Succeeded;
+    vec![Check::new(
+        NAME,
+        ok,
+        format!(
+            "{} events, the rollout's figure: {}, {}, judged {}",
+            run.events.len(),
+            figure.as_deref().unwrap_or("none"),
+            run.report.exit,
+            run.classified.outcome
+        ),
+    )]
 }

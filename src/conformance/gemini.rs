@@ -19,7 +19,11 @@ const TURN: Duration = Duration::from_secs(25);
 
 /// Every check, the scenarios run side by side.
 pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
-    run_scenarios(command, record, &[version, turn, denied, quota])
+    run_scenarios(
+        command,
+        record,
+        &[version, turn, denied, quota, supervised_turn],
+    )
 }
 
 fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
@@ -30,14 +34,20 @@ fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     )]
 }
 
-/// One turn: the lines the CLI wrote, and the requests the mock saw.
-fn one_turn(
+/// A scenario's CLI: its scratch dir, its mock, its Account and owl's Run argv.
+struct Bench {
+    scratch: Scratch,
+    mock: MockGemini,
+    account: Account,
+    invocation: crate::driver::Invocation,
+}
+
+fn bench(
     label: &'static str,
     command: &Path,
-    record: Option<&Path>,
     steps: Vec<Step>,
     allowed: &[&str],
-) -> Result<(Vec<Value>, Vec<Value>), String> {
+) -> Result<Bench, String> {
     let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
     let mock = MockGemini::start().map_err(|e| format!("starting the mock API: {e}"))?;
     mock.script(steps);
@@ -70,6 +80,28 @@ fn one_turn(
         cwd: &scratch.0,
         writable_dirs: &[],
     });
+    Ok(Bench {
+        scratch,
+        mock,
+        account,
+        invocation: inv,
+    })
+}
+
+/// One turn: the lines the CLI wrote, and the requests the mock saw.
+fn one_turn(
+    label: &'static str,
+    command: &Path,
+    record: Option<&Path>,
+    steps: Vec<Step>,
+    allowed: &[&str],
+) -> Result<(Vec<Value>, Vec<Value>), String> {
+    let Bench {
+        scratch,
+        mock,
+        invocation: inv,
+        ..
+    } = bench(label, command, steps, allowed)?;
     let mut session = Session::start(&inv, &scratch.0)
         .map_err(|e| format!("starting '{}': {e}", command.display()))?;
     session.close_stdin();
@@ -168,4 +200,44 @@ fn quota(command: &Path, record: Option<&Path>) -> Vec<Check> {
         }
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),
     }]
+}
+/// owl supervises a Run of the CLI (its prompt in argv, its stdin closed at once) to its
+/// result and exit, and judges it succeeded.
+fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str = "owl supervises a turn to its result and exit, and judges it succeeded";
+    let bench = match bench("supervised-turn", command, vec![Step::text("Hello.")], &[]) {
+        Ok(b) => b,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    let run = crate::conformance::supervised::supervise(crate::conformance::supervised::Run {
+        driver: std::sync::Arc::new(GeminiCli),
+        command,
+        account: &bench.account,
+        invocation: &bench.invocation,
+        prompt: "Do what the replies say.",
+        dir: &bench.scratch.0,
+        limit: TURN,
+        stop_at: |_| false,
+    });
+    match run {
+        Ok(run) => {
+            let ok = run.report.result.is_some()
+                && run.report.exit.code == Some(0)
+                && run.classified.outcome == crate::model::RunOutcome::Succeeded;
+            vec![Check::new(
+                NAME,
+                ok,
+                format!(
+                    "{} events, {}, judged {}",
+                    run.events.len(),
+                    run.report.exit,
+                    run.classified.outcome
+                ),
+            )]
+        }
+        Err(e) => vec![Check::failed(
+            NAME,
+            format!("starting '{}': {e}", command.display()),
+        )],
+    }
 }

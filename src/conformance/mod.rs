@@ -4,6 +4,7 @@ mod claude_code;
 mod codex;
 mod gemini;
 pub mod mock;
+mod supervised;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

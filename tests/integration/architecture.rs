@@ -435,10 +435,17 @@ fn executor_knowledge(files: &BTreeMap<String, String>) -> Vec<String> {
     files
         .iter()
         .filter(|(module, _)| {
-            // The store records which one ran a Run, by its kind, and knows nothing of it.
-            !["supervise", "config", "store", "commands::doctor"]
-                .iter()
-                .any(|seam| module.starts_with(seam))
+            // The store records which one ran a Run, by its kind, and knows nothing of it;
+            // the conformance check wraps the local one for scenarios side by side.
+            ![
+                "supervise",
+                "config",
+                "store",
+                "conformance",
+                "commands::doctor",
+            ]
+            .iter()
+            .any(|seam| module.starts_with(seam))
         })
         .flat_map(|(module, text)| {
             let code = code(text);
