@@ -9,21 +9,118 @@ use super::raw::{did_you_mean, RawConfig};
 use super::units::format_duration;
 use super::*;
 use crate::error::Error;
+/// Where in the file a value stands: every refusal names its line.
+struct Place<'a> {
+    positions: &'a Positions,
+    source: &'a str,
+}
+
+impl Place<'_> {
+    /// An error about the value of `path` (`defaults.maxRuns`), on its line.
+    fn at(&self, path: &str, msg: String) -> Error {
+        let line = self
+            .positions
+            .value_line(path)
+            .or_else(|| self.positions.key_line(path))
+            .map(|n| format!("line {n}: "))
+            .unwrap_or_default();
+        Error::bad_input(format!("reading config {}: {line}{msg}", self.source))
+    }
+
+    /// An error about the key `path` itself (an Account's name), on the key's own line.
+    fn at_key(&self, path: &str, msg: String) -> Error {
+        let line = self
+            .positions
+            .key_line(path)
+            .map(|n| format!("line {n}: "))
+            .unwrap_or_default();
+        Error::bad_input(format!("reading config {}: {line}{msg}", self.source))
+    }
+
+    /// An error about the file as a whole.
+    fn whole(&self, msg: &str) -> Error {
+        Error::bad_input(format!("reading config {}: {msg}", self.source))
+    }
+
+    fn path(&self, path: &str, value: &str) -> Result<PathBuf, Error> {
+        config_path_value(value).map_err(|m| self.at(path, m))
+    }
+
+    /// A command: a bare name is looked up on PATH; anything else is a path and must be one.
+    fn command(&self, key: &str, value: Option<String>, default: &str) -> Result<PathBuf, Error> {
+        match value {
+            Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => {
+                self.path(key, &c)
+            }
+            Some(c) if c.is_empty() => Err(self.at(key, format!("{key} is empty"))),
+            Some(c) => Ok(PathBuf::from(c)),
+            None => Ok(PathBuf::from(default)),
+        }
+    }
+}
+
 pub(super) fn validate(
     raw: RawConfig,
     positions: &Positions,
     source: &str,
 ) -> Result<Config, Error> {
-    // `path` names the key (`defaults.maxRuns`): the error stands on its line.
-    let at = |path: &str, msg: String| {
-        let line = positions
-            .value_line(path)
-            .or_else(|| positions.key_line(path))
-            .map(|n| format!("line {n}: "))
-            .unwrap_or_default();
-        Error::bad_input(format!("reading config {source}: {line}{msg}"))
-    };
-    let path_at = |path: &str, value: &str| config_path_value(value).map_err(|m| at(path, m));
+    let place = Place { positions, source };
+    check_minimums(&raw, &place)?;
+    let default_env = raw
+        .defaults
+        .as_ref()
+        .map(|d| d.env.clone())
+        .unwrap_or_default();
+    let default_executor = raw
+        .defaults
+        .as_ref()
+        .and_then(|d| d.executor)
+        .unwrap_or_default();
+    let accounts = accounts(
+        raw.accounts.unwrap_or_default(),
+        &default_env,
+        default_executor,
+        &place,
+    )?;
+    let defaults = defaults(
+        raw.defaults.unwrap_or_default(),
+        default_env,
+        &accounts,
+        &place,
+    )?;
+    // In the order of the file's checks: the first fault found is the one told.
+    let drivers = drivers(raw.drivers.unwrap_or_default(), &place)?;
+    let notify = notify(raw.notify, &place)?;
+    let sandbox = sandbox(raw.sandbox.unwrap_or_default(), &place)?;
+    let state_dir = state_dir(raw.state_dir.as_deref(), &place)?;
+    Ok(Config {
+        source: source.to_string(),
+        state_dir,
+        grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
+        usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
+        probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
+        stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
+        min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
+        snapshot_retention: raw
+            .snapshot_retention
+            .unwrap_or(Duration::from_secs(35 * 86_400)),
+        agent_verification: raw.agent_verification.unwrap_or_default(),
+        commit_author: raw
+            .commit_author
+            .unwrap_or_else(|| "owl <owl@localhost>".into()),
+        defaults,
+        schedule: Schedule {
+            window: raw.schedule.and_then(|s| s.window),
+        },
+        accounts,
+        drivers,
+        sandbox,
+        notify,
+    })
+}
+
+/// Each duration at or above its minimum.
+fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
     for (path, value, min) in [
         ("graceWindow", raw.grace_window, Duration::from_secs(1)),
         (
@@ -47,7 +144,7 @@ pub(super) fn validate(
     ] {
         if let Some(d) = value.filter(|d| *d < min) {
             let key = path.rsplit('.').next().unwrap_or(path);
-            return Err(at(
+            return Err(place.at(
                 path,
                 format!(
                     "{key} {} is below its minimum of {}",
@@ -57,35 +154,29 @@ pub(super) fn validate(
             ));
         }
     }
+    Ok(())
+}
 
-    let default_env = raw
-        .defaults
-        .as_ref()
-        .map(|d| d.env.clone())
-        .unwrap_or_default();
-    let default_executor = raw
-        .defaults
-        .as_ref()
-        .and_then(|d| d.executor)
-        .unwrap_or_default();
+/// The Accounts: safe names, a credential store each sandboxed one needs, and no store
+/// shared by two.
+fn accounts(
+    raw: BTreeMap<String, super::raw::RawAccount>,
+    default_env: &Env,
+    default_executor: ExecutorKind,
+    place: &Place,
+) -> Result<BTreeMap<String, Account>, Error> {
     let mut accounts = BTreeMap::new();
-    for (name, acc) in raw.accounts.unwrap_or_default() {
+    for (name, acc) in raw {
         let here = format!("accounts.{name}");
         if !is_safe_name(&name) {
             // The name is the key: its own line, not that of the mapping under it.
-            let line = positions
-                .key_line(&here)
-                .map(|n| format!("line {n}: "))
-                .unwrap_or_default();
-            return Err(Error::bad_input(format!(
-                "reading config {source}: {line}account name '{name}' may hold only letters, \
-                 digits, '.', '_' and '-'"
-            )));
+            return Err(place.at_key(
+                &here,
+                format!("account name '{name}' may hold only letters, digits, '.', '_' and '-'"),
+            ));
         }
-        let driver = acc.driver.unwrap_or_default();
-        let limits_line = positions.key_line(&format!("{here}.limits"));
         let credential_store = match acc.credential_store.as_deref() {
-            Some(dir) => Some(path_at(&format!("{here}.credentialStore"), dir)?),
+            Some(dir) => Some(place.path(&format!("{here}.credentialStore"), dir)?),
             None => None,
         };
         let executor = acc.executor.unwrap_or(default_executor);
@@ -95,7 +186,7 @@ pub(super) fn validate(
             } else {
                 "defaults.executor".to_string()
             };
-            return Err(at(
+            return Err(place.at(
                 &key,
                 format!(
                     "account '{name}' runs in the sandbox (executor: sandbox) but names no \
@@ -106,101 +197,105 @@ pub(super) fn validate(
             ));
         }
         if let Some(store) = &credential_store {
-            let same = |other: &Account| {
-                other.credential_store.as_deref().map(same_dir) == Some(same_dir(store))
-            };
-            if let Some((other, _)) = accounts.iter().find(|(_, a)| same(a)) {
-                return Err(at(
-                    &format!("{here}.credentialStore"),
-                    format!(
-                        "accounts {other} and {name} share the credentialStore {}: one store is \
-                         one login and one plan, so each Account's ceiling would count the \
-                         other's use; give each Account its own",
-                        store.display()
-                    ),
-                ));
-            }
+            check_store_unshared(&accounts, &name, store, place)?;
         }
-        accounts.insert(
-            name,
-            Account {
-                driver,
-                credential_store,
-                env: default_env.merged_with(acc.env),
-                limits: acc.limits,
-                backoff: acc.backoff.unwrap_or(super::DEFAULT_BACKOFF),
-                executor,
-                limits_line,
-            },
-        );
+        let account = Account {
+            driver: acc.driver.unwrap_or_default(),
+            credential_store,
+            env: default_env.merged_with(acc.env),
+            limits: acc.limits,
+            backoff: acc.backoff.unwrap_or(super::DEFAULT_BACKOFF),
+            executor,
+            limits_line: place.positions.key_line(&format!("{here}.limits")),
+        };
+        accounts.insert(name, account);
     }
     if accounts.is_empty() {
-        return Err(Error::bad_input(format!(
-            "reading config {source}: 'accounts' names no Account; owl needs at least one"
-        )));
+        return Err(place.whole("'accounts' names no Account; owl needs at least one"));
     }
+    Ok(accounts)
+}
 
-    let d = raw.defaults.unwrap_or_default();
-    let account = d.account.unwrap_or(None);
-    if let Some(name) = &account {
-        if !accounts.contains_key(name) {
-            let known: Vec<&str> = accounts.keys().map(String::as_str).collect();
-            return Err(at(
-                "defaults.account",
-                format!(
-                    "defaults.account '{name}' is not a configured Account{}",
-                    did_you_mean(name, &known)
-                ),
-            ));
-        }
+/// One store is one login and one plan: two Accounts on it would each count the other's use.
+fn check_store_unshared(
+    accounts: &BTreeMap<String, Account>,
+    name: &str,
+    store: &std::path::Path,
+    place: &Place,
+) -> Result<(), Error> {
+    let same =
+        |other: &Account| other.credential_store.as_deref().map(same_dir) == Some(same_dir(store));
+    match accounts.iter().find(|(_, a)| same(a)) {
+        Some((other, _)) => Err(place.at(
+            &format!("accounts.{name}.credentialStore"),
+            format!(
+                "accounts {other} and {name} share the credentialStore {}: one store is \
+                 one login and one plan, so each Account's ceiling would count the \
+                 other's use; give each Account its own",
+                store.display()
+            ),
+        )),
+        None => Ok(()),
     }
-    // Which modes there are is each Driver's to say (`Driver::check_defaults`).
-    let permission_mode = d.permission_mode.unwrap_or_else(|| "dontAsk".into());
-    let permission_mode_line = positions
-        .value_line("defaults.permissionMode")
-        .or_else(|| positions.key_line("defaults.permissionMode"));
+}
+
+/// What a Job gets unless `owl add` says otherwise.
+fn defaults(
+    d: super::raw::RawDefaults,
+    env: Env,
+    accounts: &BTreeMap<String, Account>,
+    place: &Place,
+) -> Result<JobDefaults, Error> {
+    let account = d.account.unwrap_or(None);
+    if let Some(name) = account.as_ref().filter(|n| !accounts.contains_key(*n)) {
+        let known: Vec<&str> = accounts.keys().map(String::as_str).collect();
+        return Err(place.at(
+            "defaults.account",
+            format!(
+                "defaults.account '{name}' is not a configured Account{}",
+                did_you_mean(name, &known)
+            ),
+        ));
+    }
     for (key, budget) in [
         ("maxBudgetUsd", d.max_budget_usd),
         ("maxJobBudgetUsd", d.max_job_budget_usd),
     ] {
-        if let Some(Some(x)) = budget {
-            if !x.is_finite() || x <= 0.0 {
-                return Err(at(
-                    &format!("defaults.{key}"),
-                    format!("{key} must be a finite number greater than 0, not {x}"),
-                ));
-            }
+        if let Some(Some(x)) = budget.filter(|b| b.is_some_and(|x| !x.is_finite() || x <= 0.0)) {
+            return Err(place.at(
+                &format!("defaults.{key}"),
+                format!("{key} must be a finite number greater than 0, not {x}"),
+            ));
         }
     }
     if d.max_runs == Some(0) {
-        return Err(at("defaults.maxRuns", "maxRuns must be at least 1".into()));
+        return Err(place.at("defaults.maxRuns", "maxRuns must be at least 1".into()));
     }
-    let defaults = JobDefaults {
+    Ok(JobDefaults {
         account,
         priority: d.priority.unwrap_or(0),
         max_run_time: d.max_run_time.unwrap_or(Duration::from_secs(4 * 3600)),
         max_runs: d.max_runs.unwrap_or(5),
         max_budget_usd: d.max_budget_usd.unwrap_or(Some(5.0)),
         max_job_budget_usd: d.max_job_budget_usd.unwrap_or(Some(20.0)),
-        permission_mode,
-        permission_mode_line,
+        // Which modes there are is each Driver's to say (`Driver::check_defaults`).
+        permission_mode: d.permission_mode.unwrap_or_else(|| "dontAsk".into()),
+        permission_mode_line: place
+            .positions
+            .value_line("defaults.permissionMode")
+            .or_else(|| place.positions.key_line("defaults.permissionMode")),
         allowed_tools: d.allowed_tools.unwrap_or_else(default_allowed_tools),
         disallowed_tools: d.disallowed_tools.unwrap_or_default(),
         model: d.model,
-        env: default_env,
-    };
+        env,
+    })
+}
 
-    let drivers = raw.drivers.unwrap_or_default();
-    // A bare name is looked up on PATH; anything else is a path and must be one.
-    let command = |key: &str, value: Option<String>, default: &str| match value {
-        Some(c) if c.contains('/') || c.starts_with('~') || c.contains('$') => path_at(key, &c),
-        Some(c) if c.is_empty() => Err(at(key, format!("{key} is empty"))),
-        Some(c) => Ok(PathBuf::from(c)),
-        None => Ok(PathBuf::from(default)),
-    };
+/// Each Driver's command, by the name `drivers:` gives it; an unknown name is refused.
+fn drivers(drivers: super::raw::RawDrivers, place: &Place) -> Result<Drivers, Error> {
     let known: Vec<&str> = DriverKind::all().map(DriverKind::name).collect();
     if let Some(name) = drivers.keys().find(|n| DriverKind::from_name(n).is_none()) {
-        return Err(at(
+        return Err(place.at(
             &format!("drivers.{name}"),
             format!(
                 "unknown key '{name}' in 'drivers'{}",
@@ -208,77 +303,57 @@ pub(super) fn validate(
             ),
         ));
     }
-    let mut commands = std::collections::BTreeMap::new();
+    let mut commands = BTreeMap::new();
     for kind in DriverKind::all() {
         let set = drivers.get(kind.name()).and_then(|d| d.command.clone());
         let settings = DriverSettings {
-            command: command(&kind.command_key(), set, kind.default_command())?,
+            command: place.command(&kind.command_key(), set, kind.default_command())?,
         };
         commands.insert(kind, settings);
     }
+    Ok(Drivers(commands))
+}
 
-    let notify = match raw.notify {
-        Some(n) if n.command.first().is_none_or(|c| c.is_empty()) => {
-            return Err(at(
-                "notify.command",
-                "notify.command is empty: give the command as a list, e.g. [notify-send, owl]"
-                    .to_string(),
-            ))
-        }
-        Some(n) => Some(Notify {
+fn notify(raw: Option<super::raw::RawNotify>, place: &Place) -> Result<Option<Notify>, Error> {
+    match raw {
+        Some(n) if n.command.first().is_none_or(|c| c.is_empty()) => Err(place.at(
+            "notify.command",
+            "notify.command is empty: give the command as a list, e.g. [notify-send, owl]"
+                .to_string(),
+        )),
+        Some(n) => Ok(Some(Notify {
             command: n.command,
             on: n.on.unwrap_or_else(|| NotifyEvent::ALL.to_vec()),
             timeout: n.timeout.unwrap_or(Duration::from_secs(10)),
-        }),
-        None => None,
-    };
-    let sandbox = raw.sandbox.unwrap_or_default();
-    let sandbox = SandboxSettings {
-        command: command("sandbox.command", sandbox.command, "bwrap")?,
-        writable: sandbox
+        })),
+        None => Ok(None),
+    }
+}
+
+fn sandbox(raw: super::raw::RawSandbox, place: &Place) -> Result<SandboxSettings, Error> {
+    Ok(SandboxSettings {
+        command: place.command("sandbox.command", raw.command, "bwrap")?,
+        writable: raw
             .writable
             .iter()
             .enumerate()
-            .map(|(i, dir)| path_at(&format!("sandbox.writable[{i}]"), dir))
+            .map(|(i, dir)| place.path(&format!("sandbox.writable[{i}]"), dir))
             .collect::<Result<_, _>>()?,
-    };
+    })
+}
 
-    let state_dir = match raw.state_dir.as_deref() {
-        Some(dir) => path_at("stateDir", dir)?,
+fn state_dir(raw: Option<&str>, place: &Place) -> Result<PathBuf, Error> {
+    match raw {
+        Some(dir) => place.path("stateDir", dir),
         None => xdg_dir("XDG_STATE_HOME", ".local/state")
             .map(|d| d.join("owl"))
             .ok_or_else(|| {
-                Error::bad_input(format!(
-                    "reading config {source}: neither HOME nor XDG_STATE_HOME is set, so there \
-                     is no default state dir; set stateDir to an absolute path"
-                ))
-            })?,
-    };
-
-    Ok(Config {
-        source: source.to_string(),
-        state_dir,
-        grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
-        usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
-        probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
-        stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
-        min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
-        snapshot_retention: raw
-            .snapshot_retention
-            .unwrap_or(Duration::from_secs(35 * 86_400)),
-        agent_verification: raw.agent_verification.unwrap_or_default(),
-        commit_author: raw
-            .commit_author
-            .unwrap_or_else(|| "owl <owl@localhost>".into()),
-        defaults,
-        schedule: Schedule {
-            window: raw.schedule.and_then(|s| s.window),
-        },
-        accounts,
-        drivers: Drivers(commands),
-        sandbox,
-        notify,
-    })
+                place.whole(
+                    "neither HOME nor XDG_STATE_HOME is set, so there is no default state \
+                     dir; set stateDir to an absolute path",
+                )
+            }),
+    }
 }
 
 fn default_allowed_tools() -> Vec<String> {
