@@ -4,7 +4,8 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::{print_json, Ctx};
-use crate::driver;
+use crate::config::Account;
+use crate::driver::{self, Driver};
 
 /// What doctor found, in order: checks that pass or fail, and notes beside them.
 #[derive(Debug, Default, Serialize)]
@@ -90,171 +91,213 @@ fn examine(ctx: &Ctx, found: &mut Findings) {
     let git = git2::Version::get();
     let (maj, min, rev) = git.libgit2_version();
     found.check(true, format!("git: libgit2 {maj}.{min}.{rev}"));
-
     for (name, account) in &ctx.config.accounts {
-        let d = driver::for_kind(account.driver);
-        let command = &ctx.config.drivers.get(account.driver).command;
-        let executor = ctx.executor_of(account);
-        let cli_ok =
-            match crate::supervise::check_agent(executor.as_ref(), d.as_ref(), command, account) {
-                Ok(v) => {
-                    let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
-                    found.check(true, format!("account {name}: {what}"));
-                    let (has, lacks): (Vec<_>, Vec<_>) = d
-                        .account_capabilities(account)
-                        .named()
-                        .into_iter()
-                        .partition(|(_, on)| *on);
-                    let names = |caps: Vec<(&str, bool)>| -> String {
-                        let names: Vec<&str> = caps.into_iter().map(|(n, _)| n).collect();
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
-                    };
-                    found.note(format!(
-                        "capabilities: {}; lacks: {}",
-                        names(has),
-                        names(lacks)
-                    ));
-                    let caps = d.account_capabilities(account);
-                    if !caps.tool_policy {
-                        found.note(format!(
-                            "allowedTools and disallowedTools do not reach the {} CLI: its own \
-                         sandbox is the posture (see README, Drivers)",
-                            account.driver.name()
-                        ));
-                    }
-                    if !caps.budget_cap {
-                        found.note(format!(
-                            "maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
-                         charged",
-                            account.driver.name()
-                        ));
-                    }
-                    true
-                }
-                Err(why) => {
-                    found.check(false, format!("account {name}: {why}"));
-                    false
-                }
-            };
-        // A store that shows no login is told once, and the CLI is not started in it (it
-        // would make the store, and two more lines would say the same).
-        let no_login = super::plan::empty_store(account);
-        match (&no_login, &account.credential_store) {
-            (Some(why), _) => found.check(
+        examine_account(ctx, name, account, found);
+    }
+    examine_state(ctx, found);
+}
+
+/// One Account: its agent CLI, its credential store and login, its Executor, its env.
+fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Findings) {
+    let d = driver::for_kind(account.driver);
+    let command = &ctx.config.drivers.get(account.driver).command;
+    let executor = ctx.executor_of(account);
+    let cli_ok = agent_cli(executor.as_ref(), d.as_ref(), command, name, account, found);
+    // A store that shows no login is told once, and the CLI is not started in it (it
+    // would make the store, and two more lines would say the same).
+    let no_login = super::plan::empty_store(account);
+    match (&no_login, &account.credential_store) {
+        (Some(why), _) => found.check(
+            false,
+            format!("account {name}: {why}; {}", d.login_hint(account)),
+        ),
+        (None, Some(dir)) => found.check(
+            true,
+            format!("account {name}: credential store {}", dir.display()),
+        ),
+        (None, None) => found.check(
+            true,
+            format!("account {name}: uses the user's normal agent login"),
+        ),
+    }
+    let cli_ok = cli_ok && no_login.is_none();
+    // The CLI's own answer on its login, local and without a turn, where it has one.
+    if let Some(login) = cli_ok
+        .then(|| crate::supervise::check_login(executor.as_ref(), d.as_ref(), command, account))
+        .flatten()
+    {
+        match login.refusal(account.has_ceiling()) {
+            None => found.check(
+                true,
+                format!(
+                    "account {name}: auth status: logged in, {}",
+                    login.describe()
+                ),
+            ),
+            Some(why) => found.check(
                 false,
                 format!("account {name}: {why}; {}", d.login_hint(account)),
             ),
-            (None, Some(dir)) => found.check(
-                true,
-                format!("account {name}: credential store {}", dir.display()),
-            ),
-            (None, None) => found.check(
-                true,
-                format!("account {name}: uses the user's normal agent login"),
-            ),
-        }
-        let cli_ok = cli_ok && no_login.is_none();
-        // The CLI's own answer on its login, local and without a turn, where it has one.
-        if let Some(login) = cli_ok
-            .then(|| crate::supervise::check_login(executor.as_ref(), d.as_ref(), command, account))
-            .flatten()
-        {
-            match login.refusal(account.has_ceiling()) {
-                None => found.check(
-                    true,
-                    format!(
-                        "account {name}: auth status: logged in, {}",
-                        login.describe()
-                    ),
-                ),
-                Some(why) => found.check(
-                    false,
-                    format!("account {name}: {why}; {}", d.login_hint(account)),
-                ),
-            }
-        }
-        // The zero-token probe: a credential store that exists may still hold no login.
-        // Run in the state dir when there is one; doctor creates nothing.
-        let cwd = Some(ctx.config.state_dir.clone())
-            .filter(|d| d.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
-        if !d.account_capabilities(account).usage_probe {
-            // Nothing to ask without spending a token: the first Run tells.
-            found.note(format!(
-                "account {name}: login not checked: the {} driver has no zero-token probe{}",
-                account.driver.name(),
-                if d.capabilities().usage_probe {
-                    " for this login"
-                } else {
-                    ""
-                }
-            ));
-        } else if no_login.is_none() {
-            let probe = if cli_ok {
-                crate::supervise::probe::probe(
-                    executor.as_ref(),
-                    d.as_ref(),
-                    command,
-                    account,
-                    &cwd,
-                )
-            } else {
-                crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
-            };
-            match probe.logged_in(d.uses_api_key(account)) {
-                Some(true) => found.check(
-                    true,
-                    format!("account {name}: logged in (probe: {})", probe.describe()),
-                ),
-                Some(false) => found.check(
-                    false,
-                    format!(
-                        "account {name}: not logged in (probe: {}); {}",
-                        probe.describe(),
-                        d.login_hint(account)
-                    ),
-                ),
-                None => found.check(
-                    false,
-                    format!(
-                        "account {name}: could not check the login: {}",
-                        probe.describe()
-                    ),
-                ),
-            }
-        }
-        match account.executor {
-            crate::config::ExecutorKind::Local => found.note(format!(
-                "account {name}: executor local: the agent runs with your rights (see \
-                 README, Sandbox)"
-            )),
-            crate::config::ExecutorKind::Sandbox => {
-                match crate::supervise::sandbox::check(&ctx.config.sandbox.command) {
-                    Ok(()) => found.check(
-                        true,
-                        format!(
-                            "account {name}: executor sandbox: bubblewrap ('{}') confines its \
-                             Runs",
-                            ctx.config.sandbox.command.display()
-                        ),
-                    ),
-                    Err(why) => found.check(false, format!("account {name}: {why}")),
-                }
-            }
-        }
-        if !account.env.is_empty() {
-            let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();
-            found.check(
-                true,
-                format!("account {name}: sets {} (values hidden)", keys.join(", ")),
-            );
         }
     }
+    probe_finding(
+        ctx,
+        executor.as_ref(),
+        d.as_ref(),
+        name,
+        account,
+        cli_ok,
+        no_login.is_none(),
+        found,
+    );
+    executor_finding(ctx, name, account, found);
+    if !account.env.is_empty() {
+        let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();
+        found.check(
+            true,
+            format!("account {name}: sets {} (values hidden)", keys.join(", ")),
+        );
+    }
+}
 
+/// The zero-token probe: a credential store that exists may still hold no login.
+#[allow(clippy::too_many_arguments)]
+fn probe_finding(
+    ctx: &Ctx,
+    executor: &dyn crate::supervise::Executor,
+    d: &dyn Driver,
+    name: &str,
+    account: &Account,
+    cli_ok: bool,
+    store_may_hold_a_login: bool,
+    found: &mut Findings,
+) {
+    let command = &ctx.config.drivers.get(account.driver).command;
+    // Run in the state dir when there is one; doctor creates nothing.
+    let cwd = Some(ctx.config.state_dir.clone())
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(std::env::temp_dir);
+    if !d.account_capabilities(account).usage_probe {
+        // Nothing to ask without spending a token: the first Run tells.
+        found.note(format!(
+            "account {name}: login not checked: the {} driver has no zero-token probe{}",
+            account.driver.name(),
+            if d.capabilities().usage_probe {
+                " for this login"
+            } else {
+                ""
+            }
+        ));
+    } else if store_may_hold_a_login {
+        let probe = if cli_ok {
+            crate::supervise::probe::probe(executor, d, command, account, &cwd)
+        } else {
+            crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
+        };
+        match probe.logged_in(d.uses_api_key(account)) {
+            Some(true) => found.check(
+                true,
+                format!("account {name}: logged in (probe: {})", probe.describe()),
+            ),
+            Some(false) => found.check(
+                false,
+                format!(
+                    "account {name}: not logged in (probe: {}); {}",
+                    probe.describe(),
+                    d.login_hint(account)
+                ),
+            ),
+            None => found.check(
+                false,
+                format!(
+                    "account {name}: could not check the login: {}",
+                    probe.describe()
+                ),
+            ),
+        }
+    }
+}
+
+/// The agent CLI runs and its version is one owl tested; what its Driver can and cannot do.
+fn agent_cli(
+    executor: &dyn crate::supervise::Executor,
+    d: &dyn Driver,
+    command: &std::path::Path,
+    name: &str,
+    account: &Account,
+    found: &mut Findings,
+) -> bool {
+    match crate::supervise::check_agent(executor, d, command, account) {
+        Ok(v) => {
+            let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
+            found.check(true, format!("account {name}: {what}"));
+            let (has, lacks): (Vec<_>, Vec<_>) = d
+                .account_capabilities(account)
+                .named()
+                .into_iter()
+                .partition(|(_, on)| *on);
+            let names = |caps: Vec<(&str, bool)>| -> String {
+                let names: Vec<&str> = caps.into_iter().map(|(n, _)| n).collect();
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            };
+            found.note(format!(
+                "capabilities: {}; lacks: {}",
+                names(has),
+                names(lacks)
+            ));
+            let caps = d.account_capabilities(account);
+            if !caps.tool_policy {
+                found.note(format!(
+                    "allowedTools and disallowedTools do not reach the {} CLI: its own \
+                     sandbox is the posture (see README, Drivers)",
+                    account.driver.name()
+                ));
+            }
+            if !caps.budget_cap {
+                found.note(format!(
+                    "maxBudgetUsd cannot cap a Run of the {} CLI: no cap is recorded or \
+                     charged",
+                    account.driver.name()
+                ));
+            }
+            true
+        }
+        Err(why) => {
+            found.check(false, format!("account {name}: {why}"));
+            false
+        }
+    }
+}
+
+/// Which Executor runs the Account's Runs, and whether it can.
+fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findings) {
+    match account.executor {
+        crate::config::ExecutorKind::Local => found.note(format!(
+            "account {name}: executor local: the agent runs with your rights (see \
+             README, Sandbox)"
+        )),
+        crate::config::ExecutorKind::Sandbox => {
+            match crate::supervise::sandbox::check(&ctx.config.sandbox.command) {
+                Ok(()) => found.check(
+                    true,
+                    format!(
+                        "account {name}: executor sandbox: bubblewrap ('{}') confines its \
+                         Runs",
+                        ctx.config.sandbox.command.display()
+                    ),
+                ),
+                Err(why) => found.check(false, format!("account {name}: {why}")),
+            }
+        }
+    }
+}
+
+/// The state dir, its free space and the database.
+fn examine_state(ctx: &Ctx, found: &mut Findings) {
     let state_dir = &ctx.config.state_dir;
     match state_dir_writable(state_dir) {
         Ok(what) => found.check(true, what),
