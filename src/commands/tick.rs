@@ -23,12 +23,14 @@ mod live;
 mod observer;
 mod pick;
 mod settle;
+mod start;
 
-use checks::agent_version;
+use checks::{checked_version, login_refused};
 use housekeeping::{prune, recover};
 use observer::TickObserver;
 use pick::{choose, choose_job};
 use settle::{record, tell};
+use start::{not_started, working_copy, StartedRun};
 
 /// What a tick did: printed as `ran`, `idle` or `busy`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -177,160 +179,98 @@ fn run_job(
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
     let executor = ctx.executor_of(account_cfg);
-    let checked = agent_version(
+    let version = checked_version(
         ctx,
         store,
         executor.as_ref(),
         &account,
         driver.as_ref(),
         &command,
+        &job_id,
         now,
-    )?
-    .map_err(crate::error::Error::from)
-    .and_then(|version| {
-        executor
-            .ready()
-            .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
-        Ok(version)
-    });
-    let version = match checked {
-        Ok(v) => {
-            if store.account_note(&account)?.agent_problem.is_some() {
-                store.set_agent_problem(&account, None, now)?;
-            }
-            v
-        }
-        Err(why) => {
-            // The Job stays queued: a CLI we have not tested must not spend the night.
-            store.set_agent_problem(&account, Some(&why.message), now)?;
-            return Err(
-                anyhow::Error::new(why).context(format!("not starting job {job_id} on {account}"))
-            );
-        }
-    };
+    )?;
 
-    // The CLI's own word on its login (local, no token): no Run on an Account it says has
-    // none, or only an API key where the ceilings need a plan.
-    let refused = supervise::check_login(executor.as_ref(), driver.as_ref(), &command, account_cfg)
-        .and_then(|login| login.refusal(account_cfg.has_ceiling()));
-    if let Some(why) = refused {
-        let dir = account_cfg.credential_store.as_deref();
-        store.set_not_logged_in_seen(&account, Some(&why), dir, now)?;
-        return Ok(TickJson {
-            job_id: Some(job_id.clone()),
-            account: Some(account.clone()),
-            ..TickJson::said(
-                TickAction::Idle,
-                format!("{account}: {why}; job {job_id} stays queued"),
-                false,
-            )
-        });
+    if let Some(refused) = login_refused(
+        store,
+        executor.as_ref(),
+        driver.as_ref(),
+        &command,
+        &account,
+        &job_id,
+        account_cfg,
+        now,
+    )? {
+        return Ok(refused);
     }
 
     let job = ctx.job(store, &job_id)?;
-    let prepared = if executor.own_clone() {
-        crate::workspace::prepare_clone(&job, &ctx.worktrees_dir())
-    } else {
-        crate::workspace::prepare(&job, &ctx.worktrees_dir())
-    };
-    let mut workspace = match prepared {
-        Ok(w) => w,
-        Err(e) if e.downcast_ref::<crate::workspace::Tampered>().is_some() => {
-            // What a Run before left in the clone: the user's to look at, not a tick's.
-            let why = JobReason::Blocked {
-                summary: format!("{e:#}"),
-            };
-            let from = [JobState::Queued, JobState::Waiting];
-            store.move_job(&job.id, &from, JobState::Blocked, Some(&why), now)?;
-            return Err(e.context(format!("job {} is blocked", job.id)));
-        }
-        Err(e) => {
-            // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
-            // likely gone by a later tick. The Job is set aside a while with its reason,
-            // so that the Jobs behind it run meanwhile; the exit code says it.
-            let why = JobReason::WorktreeFailed {
-                error: format!("{e:#}"),
-            };
-            let from = [JobState::Queued, JobState::Waiting];
-            let until = now + chrono::Duration::from_std(PREPARE_RETRY).unwrap_or_default();
-            store.move_job_until(
-                &job.id,
-                &from,
-                JobState::Waiting,
-                Some(&why),
-                Some(until),
-                now,
-            )?;
-            return Err(e.context(format!(
-                "job {} waits until {}",
-                job.id,
-                crate::clock::local_hm(until)
-            )));
-        }
-    };
+    let mut workspace = working_copy(ctx, store, executor.as_ref(), &job, now)?;
 
-    executor
-        .prepare()
-        .context("readying owl to supervise the Run")?;
-    let supervisor = executor.supervisor();
-    // A cap the Driver cannot hand the CLI is no cap: the Run gets none, and none is
-    // counted as spent when it ends without a cost.
-    if let Some(sig) = latch.fired() {
-        anyhow::bail!(
-            "owl received {sig} before job {} started; nothing was started",
-            job.id
-        );
-    }
-    let spent = store.job_cost(&job.id)?;
-    let budget_usd = driver
-        .capabilities()
-        .budget_cap
-        .then(|| crate::budget::run_budget(&job, spent))
-        .flatten();
-    let started = store.start_run(&RunStart {
-        job_id: job.id.clone(),
-        account: account.clone(),
-        agent_version: Some(version),
-        owl_pid: supervisor.pid.unwrap_or_default(),
-        owl_start_time: supervisor.start_time,
-        boot_id: supervisor.boot_id,
-        started_at: now,
-        head_before: workspace.head(),
-        budget_usd,
-        executor: executor.kind(),
-    })?;
-    let Some(run_id) = started else {
-        // A cancel (or another hand) moved the Job since the pick: no agent starts.
-        let state = store.job_state(&job.id)?;
-        let state = state.map_or("gone".into(), |s| s.to_string());
-        return Ok(TickJson {
-            job_id: Some(job.id.clone()),
-            account: Some(account),
-            job_state: state.parse().ok(),
-            ..TickJson::said(
-                TickAction::Idle,
-                format!(
-                    "job {} is {state} since it was picked; nothing was started",
-                    job.id
-                ),
-                false,
-            )
-        });
+    let head_before = workspace.head();
+    let started = start::record_start(
+        store,
+        executor.as_ref(),
+        driver.as_ref(),
+        &job,
+        &account,
+        version,
+        head_before,
+        &latch,
+        now,
+    )?;
+    let Some((run_id, budget_usd)) = started else {
+        return not_started(store, &job, account);
     };
 
     // From here on the Run is recorded whatever happens.
-    let run_report = execute(
-        ctx,
-        store,
-        &job,
-        &account,
-        &workspace,
+    let run = StartedRun {
+        job: &job,
+        account: &account,
         run_id,
         budget_usd,
+    };
+    run_and_record(
+        ctx,
+        store,
+        &run,
+        &mut workspace,
         driver,
         executor.as_ref(),
         ignore_ceiling,
         &latch,
+    )
+}
+
+/// Supervises the started Run, records its end and tells of it.
+#[allow(clippy::too_many_arguments)]
+fn run_and_record(
+    ctx: &Ctx,
+    store: &mut Store,
+    run: &StartedRun,
+    workspace: &mut Workspace,
+    driver: Arc<dyn Driver>,
+    executor: &dyn Executor,
+    ignore_ceiling: bool,
+    latch: &crate::supervise::StopLatch,
+) -> Result<TickJson> {
+    let StartedRun {
+        job,
+        account,
+        run_id,
+        budget_usd,
+    } = *run;
+    let run_report = execute(
+        ctx,
+        store,
+        job,
+        account,
+        workspace,
+        run_id,
+        budget_usd,
+        driver,
+        executor,
+        ignore_ceiling,
+        latch,
     )
     .unwrap_or_else(|e| RunReport {
         stop: None,
@@ -338,23 +278,15 @@ fn run_job(
         never_started: true,
         ..Default::default()
     });
-    let (outcome, job_state) = record(
-        ctx,
-        store,
-        &job,
-        &account,
-        run_id,
-        &mut workspace,
-        &run_report,
-    )?;
+    let (outcome, job_state) = record(ctx, store, job, account, run_id, workspace, &run_report)?;
     if let Some(notify) = &ctx.config.notify {
-        tell(ctx, store, notify, &job.id, run_id, &account, &outcome)?;
+        tell(ctx, store, notify, &job.id, run_id, account, &outcome)?;
     }
     Ok(TickJson {
         action: TickAction::Ran,
         job_id: Some(job.id.clone()),
         run_id: Some(run_id),
-        account: Some(account),
+        account: Some(account.to_string()),
         outcome: Some(outcome.outcome),
         stop_reason: outcome.stop_reason,
         job_state: Some(job_state),

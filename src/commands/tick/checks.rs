@@ -1,4 +1,4 @@
-//! The agent CLI's version, checked before every Run against what owl has tested.
+//! What is checked before every Run: the agent CLI's version against what owl has tested, the Executor ready, and the login as the CLI tells it.
 
 use super::*;
 
@@ -84,4 +84,71 @@ pub(super) fn verified(
             failed: verdict.failed.join("; "),
         })
     })
+}
+
+/// The agent CLI's version, checked, and the Executor ready to run it; else the Account's
+/// problem is recorded and the Job stays queued.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn checked_version(
+    ctx: &Ctx,
+    store: &mut Store,
+    executor: &dyn Executor,
+    account: &str,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    job_id: &str,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let checked = agent_version(ctx, store, executor, account, driver, command, now)?
+        .map_err(crate::error::Error::from)
+        .and_then(|version| {
+            executor
+                .ready()
+                .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
+            Ok(version)
+        });
+    match checked {
+        Ok(v) => {
+            if store.account_note(account)?.agent_problem.is_some() {
+                store.set_agent_problem(account, None, now)?;
+            }
+            Ok(v)
+        }
+        Err(why) => {
+            // The Job stays queued: a CLI we have not tested must not spend the night.
+            store.set_agent_problem(account, Some(&why.message), now)?;
+            Err(anyhow::Error::new(why).context(format!("not starting job {job_id} on {account}")))
+        }
+    }
+}
+
+/// The CLI's own word on its login (local, no token): no Run on an Account it says has
+/// none, or only an API key where the ceilings need a plan. The idle tick's answer if so.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn login_refused(
+    store: &mut Store,
+    executor: &dyn Executor,
+    driver: &dyn Driver,
+    command: &std::path::Path,
+    account: &str,
+    job_id: &str,
+    account_cfg: &crate::config::Account,
+    now: DateTime<Utc>,
+) -> Result<Option<TickJson>> {
+    let refused = supervise::check_login(executor, driver, command, account_cfg)
+        .and_then(|login| login.refusal(account_cfg.has_ceiling()));
+    let Some(why) = refused else {
+        return Ok(None);
+    };
+    let dir = account_cfg.credential_store.as_deref();
+    store.set_not_logged_in_seen(account, Some(&why), dir, now)?;
+    Ok(Some(TickJson {
+        job_id: Some(job_id.to_string()),
+        account: Some(account.to_string()),
+        ..TickJson::said(
+            TickAction::Idle,
+            format!("{account}: {why}; job {job_id} stays queued"),
+            false,
+        )
+    }))
 }

@@ -1,0 +1,129 @@
+//! Starting a Run: the Job's working copy made for its Executor, and the answer when the Job moved since the pick.
+
+use super::*;
+
+/// The Job's working copy, made for its Executor; a copy that cannot be made blocks the Job
+/// (one a Run tampered with) or sets it aside a while with its reason.
+pub(super) fn working_copy(
+    ctx: &Ctx,
+    store: &mut Store,
+    executor: &dyn Executor,
+    job: &Job,
+    now: DateTime<Utc>,
+) -> Result<Workspace> {
+    let prepared = if executor.own_clone() {
+        crate::workspace::prepare_clone(job, &ctx.worktrees_dir())
+    } else {
+        crate::workspace::prepare(job, &ctx.worktrees_dir())
+    };
+    match prepared {
+        Ok(w) => Ok(w),
+        Err(e) if e.downcast_ref::<crate::workspace::Tampered>().is_some() => {
+            // What a Run before left in the clone: the user's to look at, not a tick's.
+            let why = JobReason::Blocked {
+                summary: format!("{e:#}"),
+            };
+            let from = [JobState::Queued, JobState::Waiting];
+            store.move_job(&job.id, &from, JobState::Blocked, Some(&why), now)?;
+            Err(e.context(format!("job {} is blocked", job.id)))
+        }
+        Err(e) => {
+            // A locked index, an unmounted disk, an I/O error: nothing the Job did, and
+            // likely gone by a later tick. The Job is set aside a while with its reason,
+            // so that the Jobs behind it run meanwhile; the exit code says it.
+            let why = JobReason::WorktreeFailed {
+                error: format!("{e:#}"),
+            };
+            let from = [JobState::Queued, JobState::Waiting];
+            let until = now + chrono::Duration::from_std(PREPARE_RETRY).unwrap_or_default();
+            store.move_job_until(
+                &job.id,
+                &from,
+                JobState::Waiting,
+                Some(&why),
+                Some(until),
+                now,
+            )?;
+            Err(e.context(format!(
+                "job {} waits until {}",
+                job.id,
+                crate::clock::local_hm(until)
+            )))
+        }
+    }
+}
+
+/// A cancel (or another hand) moved the Job since the pick: no agent starts.
+pub(super) fn not_started(store: &Store, job: &Job, account: String) -> Result<TickJson> {
+    let state = store.job_state(&job.id)?;
+    let state = state.map_or("gone".into(), |s| s.to_string());
+    Ok(TickJson {
+        job_id: Some(job.id.clone()),
+        account: Some(account),
+        job_state: state.parse().ok(),
+        ..TickJson::said(
+            TickAction::Idle,
+            format!(
+                "job {} is {state} since it was picked; nothing was started",
+                job.id
+            ),
+            false,
+        )
+    })
+}
+
+/// A Run recorded as started: what the rest of the tick needs of it.
+pub(super) struct StartedRun<'a> {
+    pub job: &'a Job,
+    pub account: &'a str,
+    pub run_id: i64,
+    pub budget_usd: Option<f64>,
+}
+
+/// Readies owl to supervise and records the Run as started, with the budget it gets; `None`
+/// when the Job moved since the pick (nothing is started). A stop signal before it starts
+/// nothing.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn record_start(
+    store: &mut Store,
+    executor: &dyn Executor,
+    driver: &dyn Driver,
+    job: &Job,
+    account: &str,
+    version: String,
+    head_before: Option<String>,
+    latch: &crate::supervise::StopLatch,
+    now: DateTime<Utc>,
+) -> Result<Option<(i64, Option<f64>)>> {
+    executor
+        .prepare()
+        .context("readying owl to supervise the Run")?;
+    let supervisor = executor.supervisor();
+    // A cap the Driver cannot hand the CLI is no cap: the Run gets none, and none is
+    // counted as spent when it ends without a cost.
+    if let Some(sig) = latch.fired() {
+        anyhow::bail!(
+            "owl received {sig} before job {} started; nothing was started",
+            job.id
+        );
+    }
+    let spent = store.job_cost(&job.id)?;
+    let budget_usd = driver
+        .capabilities()
+        .budget_cap
+        .then(|| crate::budget::run_budget(job, spent))
+        .flatten();
+    let started = store.start_run(&RunStart {
+        job_id: job.id.clone(),
+        account: account.to_string(),
+        agent_version: Some(version),
+        owl_pid: supervisor.pid.unwrap_or_default(),
+        owl_start_time: supervisor.start_time,
+        boot_id: supervisor.boot_id,
+        started_at: now,
+        head_before,
+        budget_usd,
+        executor: executor.kind(),
+    })?;
+    Ok(started.map(|run_id| (run_id, budget_usd)))
+}
