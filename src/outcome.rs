@@ -45,6 +45,19 @@ pub(crate) struct RunReport {
     pub never_started: bool,
 }
 
+impl RunReport {
+    /// A Run stopped by `signal` before its agent was started: nothing to stop, nothing
+    /// spent.
+    pub(crate) fn stopped_before_start(signal: &'static str) -> RunReport {
+        RunReport {
+            stop: Some(StopCause::Signal(signal)),
+            stderr_tail: format!("owl received {signal} before the agent was started"),
+            never_started: true,
+            ..Default::default()
+        }
+    }
+}
+
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Classified {

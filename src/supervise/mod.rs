@@ -11,7 +11,7 @@ mod side;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::mpsc::{self, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -152,87 +152,35 @@ pub(crate) fn supervise(
     // not abandoned. Installed before the spawn, so no signal finds the agent unguarded;
     // the handlers stay installed after the Run, so a late signal cannot cut the
     // recording short (it queues in the closed iterator and is dropped).
-    let mut signals = Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
+    let signals = Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])?;
     if let Some(sig) = spec.latch.fired() {
         // Stopped before the agent was started: nothing to stop, nothing spent.
-        return Ok(RunReport {
-            stop: Some(StopCause::Signal(sig)),
-            stderr_tail: format!("owl received {sig} before the agent was started"),
-            never_started: true,
-            ..Default::default()
-        });
+        return Ok(RunReport::stopped_before_start(sig));
     }
     let signal_handle = signals.handle();
-    spawn_thread("owl-signals", {
-        let tx = tx.clone();
-        move || {
-            for sig in signals.forever() {
-                let sig = match sig {
-                    libc::SIGINT => OwlSignal::Int,
-                    libc::SIGHUP => OwlSignal::Hup,
-                    _ => OwlSignal::Term,
-                };
-                if tx.send(Event::Happened(Happened::Signal(sig))).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let agent = match executor.spawn(spec.invocation, &spec.place, spec.run_id) {
-        Ok(agent) => agent,
-        Err(e) => {
-            signal_handle.close();
-            return Err(e);
-        }
-    };
-    let RunHandle {
-        id,
-        stdin,
-        stdout,
-        stderr,
-        exit,
-    } = agent;
+    forward_signals(signals, tx.clone());
+    let agent = executor
+        .spawn(spec.invocation, &spec.place, spec.run_id)
+        .inspect_err(|_| signal_handle.close())?;
+    let id = agent.id;
     observer.spawned(&id);
-
-    spawn_thread("owl-stdout", {
-        let (tx, driver) = (tx.clone(), spec.driver.clone());
-        move || reader::read_stdout(stdout, spec.stdout_log, driver, tx)
-    });
-    spawn_thread("owl-stderr", {
-        let tx = tx.clone();
-        let secrets = spec.secrets.clone();
-        move || reader::read_stderr(stderr, spec.stderr_log, &secrets, tx)
-    });
+    let logs = (spec.stdout_log, spec.stderr_log);
+    let stdin = start_threads(agent, logs, spec.driver.clone(), &spec.secrets, &tx);
     // What is learned beside stdout (a usage log, a probe) comes in on this sender.
-    let side_tx = tx.clone();
-    spawn_thread("owl-waiter", move || {
-        let _ = tx.send(Event::Happened(Happened::Exited(exit())));
-    });
-    let stdin = Some(spawn_stdin_writer(stdin));
+    let side_tx = tx;
 
-    let prompt = spec.driver.prompt_input(spec.prompt);
-    // A CLI that takes its prompt in argv gets an empty stdin, closed at once: it would
-    // read a pipe left open as more prompt, and wait for it.
-    let stdin = stdin.filter(|_| !prompt.is_empty());
-    send(&stdin, prompt);
-    let (interrupt, poll) = machine::negotiate(
-        spec.driver.account_capabilities(spec.account),
-        spec.driver.interrupt("owl-interrupt"),
-        spec.driver.usage_poll(),
-        stdin.is_some(),
+    let (stdin, interrupt, poll) =
+        prompt_and_negotiate(spec.driver.as_ref(), spec.account, spec.prompt, stdin);
+    let mut machine = Machine::new(
+        limits_of(
+            (spec.max_run_time, spec.stall_timeout, spec.grace_window),
+            spec.usage_poll_interval,
+            interrupt.as_ref(),
+            poll,
+        ),
+        id,
+        Instant::now(),
     );
-    let limits = Limits {
-        max_run_time: spec.max_run_time,
-        stall_timeout: spec.stall_timeout,
-        grace: spec.grace_window,
-        usage_poll_interval: spec.usage_poll_interval.filter(|_| poll != UsagePoll::None),
-        poll_from_start: poll == UsagePoll::Probe,
-        interrupt: interrupt.as_ref().map(|how| match how {
-            Interrupt::Stdin(_) => InterruptBy::Stdin,
-            Interrupt::Sigint => InterruptBy::Signal,
-        }),
-    };
-    let mut machine = Machine::new(limits, id, Instant::now());
     if stdin.is_none() {
         machine.on_event(Input::Happened(Happened::StdinClosed), Instant::now());
     }
@@ -253,9 +201,66 @@ pub(crate) fn supervise(
         tx: side_tx.clone(),
     };
     // The agent's session log is followed from the moment its session is named.
-    let follow_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut following: Option<thread::JoinHandle<()>> = None;
+    let mut follower = Follower::new(side_tx.clone());
+    drive(
+        &rx,
+        &mut machine,
+        &mut plumbing,
+        &mut follower,
+        observer,
+        spec.account,
+    );
+    signal_handle.close();
+    if let Some(probe) = plumbing.probe.as_mut() {
+        probe.cancel(executor);
+    }
+    drain_follower(follower, &rx, &mut machine, observer);
+    Ok(machine.into_report())
+}
 
+/// The agent's streams and exit each on a thread of its own, every one reporting to `tx`:
+/// stdout to its log and the Driver, stderr to its log (the Account's secrets hidden), the
+/// exit waited for. Returns the sender that writes the agent's stdin.
+fn start_threads(
+    agent: RunHandle,
+    (stdout_log, stderr_log): (File, File),
+    driver: Arc<dyn Driver>,
+    secrets: &[String],
+    tx: &SyncSender<Event>,
+) -> Sender<Vec<u8>> {
+    let RunHandle {
+        stdin,
+        stdout,
+        stderr,
+        exit,
+        ..
+    } = agent;
+    spawn_thread("owl-stdout", {
+        let tx = tx.clone();
+        move || reader::read_stdout(stdout, stdout_log, driver, tx)
+    });
+    spawn_thread("owl-stderr", {
+        let tx = tx.clone();
+        let secrets = secrets.to_vec();
+        move || reader::read_stderr(stderr, stderr_log, &secrets, tx)
+    });
+    let tx = tx.clone();
+    spawn_thread("owl-waiter", move || {
+        let _ = tx.send(Event::Happened(Happened::Exited(exit())));
+    });
+    spawn_stdin_writer(stdin)
+}
+
+/// The event loop: each event to the machine (a batch's lines one by one, as if each had
+/// come alone), each action it returns carried out, until the machine is done.
+fn drive(
+    rx: &Receiver<Event>,
+    machine: &mut Machine,
+    plumbing: &mut Plumbing,
+    follower: &mut Follower,
+    observer: &mut dyn Observer,
+    account: &Account,
+) {
     // Lines of a batch not yet handled: the machine takes them one by one, as if each had
     // come alone.
     let mut queued: std::collections::VecDeque<Event> = std::collections::VecDeque::new();
@@ -275,57 +280,57 @@ pub(crate) fn supervise(
                 continue;
             }
             Ok(Event::Line(ev)) => {
-                if let AgentEvent::Init {
-                    session_id: Some(id),
-                    ..
-                } = ev.as_ref()
-                {
-                    if let Some(log) = spec
-                        .driver
-                        .session_log(spec.account, id)
-                        .filter(|_| following.is_none())
-                    {
-                        let (tx, stop) = (side_tx.clone(), follow_stop.clone());
-                        following = thread::Builder::new()
-                            .name("owl-session-log".into())
-                            .spawn(move || side::follow(log, tx, stop))
-                            .map_err(|e| tracing::warn!("following the session log: {e}"))
-                            .ok();
-                    }
-                }
-                let mut actions = machine.on_event(Input::Line(&ev), now);
-                if let Some(cause) = observer.event(&ev, machine.report()) {
-                    actions.extend(machine.on_event(Input::Stop(cause), now));
-                }
-                actions
+                follower.start_when_named(&ev, plumbing.driver, account);
+                let actions = machine.on_event(Input::Line(&ev), now);
+                observed(actions, &ev, machine, observer, now)
             }
             Ok(Event::Side(ev)) => {
-                let mut actions = machine.on_event(Input::Side(&ev), now);
-                if let Some(cause) = observer.event(&ev, machine.report()) {
-                    actions.extend(machine.on_event(Input::Stop(cause), now));
-                }
-                actions
+                let actions = machine.on_event(Input::Side(&ev), now);
+                observed(actions, &ev, machine, observer, now)
             }
             Ok(Event::Skipped(why)) => {
-                tracing::debug!(run = spec.run_id, "skipped a stdout line: {why}");
+                tracing::debug!(agent = %plumbing.agent, "skipped a stdout line: {why}");
                 machine.on_event(Input::Skipped, now)
             }
             Ok(Event::Happened(what)) => machine.on_event(Input::Happened(what), now),
             Err(RecvTimeoutError::Timeout) => Vec::new(),
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        plumbing.carry_out(actions, &mut machine, observer);
+        plumbing.carry_out(actions, machine, observer);
         let due = machine.on_deadline(Instant::now());
-        plumbing.carry_out(due, &mut machine, observer);
+        plumbing.carry_out(due, machine, observer);
     }
-    signal_handle.close();
-    if let Some(probe) = plumbing.probe.as_mut() {
-        probe.cancel(executor);
-    }
-    // The session log's last lines, read after the agent exited, still count.
-    follow_stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    if let Some(follower) = following {
-        let _ = follower.join();
+}
+
+/// Writes the prompt, and settles how this Run is interrupted and polled: a CLI that takes
+/// its prompt in argv gets an empty stdin, closed at once (it would read a pipe left open
+/// as more prompt, and wait for it). The stdin sender is `None` once closed.
+fn prompt_and_negotiate(
+    driver: &dyn Driver,
+    account: &Account,
+    prompt: &str,
+    stdin: Sender<Vec<u8>>,
+) -> (Option<Sender<Vec<u8>>>, Option<Interrupt>, UsagePoll) {
+    let prompt = driver.prompt_input(prompt);
+    let stdin = Some(stdin).filter(|_| !prompt.is_empty());
+    send(&stdin, prompt);
+    let (interrupt, poll) = machine::negotiate(
+        driver.account_capabilities(account),
+        driver.interrupt("owl-interrupt"),
+        driver.usage_poll(),
+        stdin.is_some(),
+    );
+    (stdin, interrupt, poll)
+}
+
+/// The session log's last lines, read once more after the agent exited, still count.
+fn drain_follower(
+    follower: Follower,
+    rx: &Receiver<Event>,
+    machine: &mut Machine,
+    observer: &mut dyn Observer,
+) {
+    if follower.finish() {
         while let Ok(event) = rx.try_recv() {
             if let Event::Side(ev) = event {
                 machine.on_event(Input::Side(&ev), Instant::now());
@@ -333,7 +338,107 @@ pub(crate) fn supervise(
             }
         }
     }
-    Ok(machine.into_report())
+}
+
+/// The machine's actions on an event, and the stop the observer asks for on it.
+fn observed(
+    mut actions: Vec<Action>,
+    event: &AgentEvent,
+    machine: &mut Machine,
+    observer: &mut dyn Observer,
+    now: Instant,
+) -> Vec<Action> {
+    if let Some(cause) = observer.event(event, machine.report()) {
+        actions.extend(machine.on_event(Input::Stop(cause), now));
+    }
+    actions
+}
+
+/// Forwards owl's stop signals to the loop as events, on a thread of their own.
+fn forward_signals(mut signals: Signals, tx: SyncSender<Event>) {
+    spawn_thread("owl-signals", move || {
+        for sig in signals.forever() {
+            let sig = match sig {
+                libc::SIGINT => OwlSignal::Int,
+                libc::SIGHUP => OwlSignal::Hup,
+                _ => OwlSignal::Term,
+            };
+            if tx.send(Event::Happened(Happened::Signal(sig))).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// The machine's limits for this Run, with the interrupt and the poll negotiated.
+fn limits_of(
+    (max_run_time, stall_timeout, grace): (Duration, Duration, Duration),
+    usage_poll_interval: Option<Duration>,
+    interrupt: Option<&Interrupt>,
+    poll: UsagePoll,
+) -> Limits {
+    Limits {
+        max_run_time,
+        stall_timeout,
+        grace,
+        usage_poll_interval: usage_poll_interval.filter(|_| poll != UsagePoll::None),
+        poll_from_start: poll == UsagePoll::Probe,
+        interrupt: interrupt.map(|how| match how {
+            Interrupt::Stdin(_) => InterruptBy::Stdin,
+            Interrupt::Sigint => InterruptBy::Signal,
+        }),
+    }
+}
+
+/// The agent's session log, followed on a thread from the moment its session is named.
+struct Follower {
+    tx: SyncSender<Event>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Follower {
+    fn new(tx: SyncSender<Event>) -> Follower {
+        Follower {
+            tx,
+            stop: Arc::default(),
+            thread: None,
+        }
+    }
+
+    /// Starts following once the agent names its session, if its Driver keeps a log.
+    fn start_when_named(&mut self, event: &AgentEvent, driver: &dyn Driver, account: &Account) {
+        let AgentEvent::Init {
+            session_id: Some(id),
+            ..
+        } = event
+        else {
+            return;
+        };
+        if self.thread.is_some() {
+            return;
+        }
+        if let Some(log) = driver.session_log(account, id) {
+            let (tx, stop) = (self.tx.clone(), self.stop.clone());
+            self.thread = thread::Builder::new()
+                .name("owl-session-log".into())
+                .spawn(move || side::follow(log, tx, stop))
+                .map_err(|e| tracing::warn!("following the session log: {e}"))
+                .ok();
+        }
+    }
+
+    /// Reads the log once more and ends; whether it was followed at all.
+    fn finish(self) -> bool {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.thread {
+            Some(thread) => {
+                let _ = thread.join();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The thin part around the [`Machine`]: carries its actions out on the real agent.
