@@ -183,13 +183,34 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Ok(s) => s,
         Err(why) => return vec![Check::failed("the CLI starts", why)],
     };
-    let mut checks = Vec::new();
+    let mut checks = vec![usage_before_the_prompt(&mut s)];
+    s.session
+        .send(&ClaudeCode.prompt_input("Wait a little, then say done."));
+    let started = s.session.wait_for(TURN, |l| {
+        is(l, "assistant", None)
+            && l["message"]["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use"))
+    });
+    checks.push(init_first(&s));
+    checks.push(warning_event(&mut s));
+    checks.push(usage_mid_turn(&mut s, started.is_some()));
+    checks.push(result_fields(&mut s));
+    checks.push(system_prompt_sent(&s));
+    s.end(record);
+    checks
+}
 
-    let usage = |line: &Value| ClaudeCode.parse_line(line.to_string().as_bytes());
+/// The CLI's line as the Driver reads it.
+fn usage(line: &Value) -> Result<AgentEvent, crate::driver::LineError> {
+    ClaudeCode.parse_line(line.to_string().as_bytes())
+}
+
+fn usage_before_the_prompt(s: &mut Scene) -> Check {
     s.session
         .send(&ClaudeCode.usage_request_input("r0").unwrap_or_default());
     let before = s.session.wait_for(START, |l| control_response_to(l, "r0"));
-    checks.push(match before.as_ref().map(usage) {
+    match before.as_ref().map(usage) {
         Some(Ok(AgentEvent::ControlResponse {
             ok: true,
             usage: Some(u),
@@ -210,22 +231,16 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             "get_usage answered before the first message",
             format!("no answer within {}s", START.as_secs()),
         ),
-    });
+    }
+}
 
-    s.session
-        .send(&ClaudeCode.prompt_input("Wait a little, then say done."));
-    let started = s.session.wait_for(TURN, |l| {
-        is(l, "assistant", None)
-            && l["message"]["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use"))
-    });
+fn init_first(s: &Scene) -> Check {
     let init = s
         .session
         .seen
         .iter()
         .find(|l| l["type"] != "control_response");
-    checks.push(match init {
+    match init {
         Some(l) if is(l, "system", Some("init")) && l["session_id"].is_string() => Check::new(
             "the stream starts with system/init and a session id",
             true,
@@ -239,7 +254,10 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             "the stream starts with system/init and a session id",
             "no line after the prompt",
         ),
-    });
+    }
+}
+
+fn warning_event(s: &mut Scene) -> Check {
     let event = s
         .session
         .seen
@@ -256,7 +274,7 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
                     _ => None,
                 })
         });
-    checks.push(match event {
+    match event {
         Some(info)
             if info.status == RateLimitStatus::AllowedWarning && info.utilization.is_some() =>
         {
@@ -274,13 +292,15 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             "a rate_limit_event with utilization in a warning state",
             "none after a response with warning headers",
         ),
-    });
+    }
+}
 
-    if started.is_some() {
+fn usage_mid_turn(s: &mut Scene, started: bool) -> Check {
+    if started {
         s.session
             .send(&ClaudeCode.usage_request_input("r1").unwrap_or_default());
         let mid = s.session.wait_for(TURN, |l| control_response_to(l, "r1"));
-        checks.push(match mid.as_ref().map(usage) {
+        return match mid.as_ref().map(usage) {
             Some(Ok(AgentEvent::ControlResponse {
                 usage: Some(Usage::Windows(w)),
                 ..
@@ -302,16 +322,17 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 "get_usage answered mid-turn with the rate_limits owl parses",
                 format!("no answer within {}s", TURN.as_secs()),
             ),
-        });
-    } else {
-        checks.push(Check::failed(
-            "get_usage answered mid-turn with the rate_limits owl parses",
-            "the turn never called its tool",
-        ));
+        };
     }
+    Check::failed(
+        "get_usage answered mid-turn with the rate_limits owl parses",
+        "the turn never called its tool",
+    )
+}
 
+fn result_fields(s: &mut Scene) -> Check {
     let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    checks.push(match &result {
+    match &result {
         Some(l) => {
             let missing: Vec<&str> = [
                 "subtype",
@@ -342,7 +363,10 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 TURN.as_secs()
             ),
         ),
-    });
+    }
+}
+
+fn system_prompt_sent(s: &Scene) -> Check {
     let first = s
         .mock
         .requests
@@ -350,7 +374,7 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
         .map(|r| r.first().cloned())
         .ok()
         .flatten();
-    checks.push(match first {
+    match first {
         Some(req) if req["system"].to_string().contains(MARKER) => Check::new(
             "--append-system-prompt reaches the request",
             true,
@@ -364,9 +388,7 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             "--append-system-prompt reaches the request",
             "no request reached the mock",
         ),
-    });
-    s.end(record);
-    checks
+    }
 }
 
 /// An interrupt while a tool runs ends the turn with a result in time, and the tool is gone.
