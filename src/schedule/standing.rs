@@ -225,139 +225,171 @@ pub(crate) fn account_views(
         .accounts
         .iter()
         .map(|(name, account)| {
-            let limits = account.limits.as_ref();
-            let allow_extra_usage = limits.is_some_and(|l| l.allow_extra_usage);
             let run_model = config.defaults.model.as_deref();
             let windows: Vec<WindowView> = snapshots
                 .iter()
                 .filter(|s| &s.account == name)
-                .map(|s| {
-                    // A figure from before its Window reset says nothing about now; one
-                    // whose reset is unknown says nothing once a whole Window has passed.
-                    let stale = match s.resets_at {
-                        Some(r) => r <= now,
-                        None => now - s.observed_at >= window_length(&s.window),
-                    };
-                    let percent = (!stale).then_some(s.percent);
-                    let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
-                    let model = WindowKind::model_of(&s.window, s.model.as_deref());
-                    let applies = WindowKind::limits_model(model.as_deref(), run_model);
-                    WindowView {
-                        window: s.window.clone(),
-                        kind: WindowKind::of(&s.window),
-                        model,
-                        percent,
-                        ceiling,
-                        resets_at: s.resets_at,
-                        observed_at: s.observed_at,
-                        source: s.source,
-                        run_id: s.run_id,
-                        over: applies && matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
-                    }
-                })
+                .map(|s| window_view(s, account.limits.as_ref(), run_model, now))
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
-            let has_ceiling = account.has_ceiling();
-            let binding = binding_window(&windows);
-            let headroom = windows
-                .iter()
-                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
-                .filter_map(|w| Some(w.ceiling? - w.percent?))
-                .fold(100.0_f64, f64::min);
-            // A used-up Window: past it a request is refused or billed to credits.
-            let spent = windows
-                .iter()
-                .filter(|w| w.kind != WindowKind::Other && w.percent.is_some_and(|p| p >= 100.0))
-                .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
-                .max_by_key(|w| w.resets_at)
-                .filter(|_| !allow_extra_usage);
-            let on_credits = note
-                .on_credits_until
-                .filter(|t| *t > now && !allow_extra_usage);
-            // An agent CLI problem does not stop scheduling: every tick checks the CLI
-            // again, so the Job runs as soon as the CLI is fixed. Status tells it.
-            let backoff = note.backoff_until.filter(|t| *t > now);
-            let standing = if let Some(why) = &note.unready {
-                Standing::Unready { why: why.clone() }
-            } else if let Some(why) = &note.not_logged_in {
-                let login = format!(
-                    "{}, then `owl probe {name}`",
-                    crate::driver::for_kind(account.driver).login_hint(account)
-                );
-                Standing::NotLoggedIn {
-                    why: why.clone(),
-                    login,
-                }
-            } else if let Some(until) = note.rate_limited_until.filter(|t| *t > now) {
-                Standing::RateLimited { until }
-            } else if let Some(until) = backoff {
-                Standing::BackingOff {
-                    outages: note.outages,
-                    until,
-                }
-            } else if let Some(until) = on_credits {
-                Standing::OnCredits {
-                    window: note.on_credits_window.clone(),
-                    until: Some(until),
-                }
-            } else if let Some(w) = spent {
-                Standing::OnCredits {
-                    window: Some(w.label()),
-                    until: w.resets_at,
-                }
-            } else if let Some(w) = binding {
-                Standing::OverCeiling {
-                    window: w.label(),
-                    percent: w.percent.unwrap_or(0.0),
-                    limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
-                    ceiling: w.ceiling.unwrap_or(0.0),
-                    resets_at: w.resets_at,
-                    expires_at: w.observed_at + window_length(&w.window),
-                }
-            } else if !crate::driver::capabilities(account.driver).usage_reporting {
-                Standing::Reactive {
-                    backoff_secs: account.backoff.as_secs(),
-                }
-            } else if !has_ceiling {
-                Standing::NoCeiling
-            } else {
-                Standing::UnderCeilings {
-                    observed: windows.iter().any(|w| w.percent.is_some()),
-                }
-            };
-            let schedulable = standing.schedulable();
-            let reason = if schedulable {
-                standing.explain(now)
-            } else {
-                format!("{name}: {}", standing.explain(now))
-            };
-            let until = standing.until();
-            let brief = if schedulable {
-                standing.brief(now)
-            } else {
-                format!("{name}: {}", standing.brief(now))
-            };
-            AccountView {
-                name: name.clone(),
-                schedulable,
-                reason,
-                brief,
-                standing,
-                headroom,
-                until,
-                has_ceiling,
-                login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
-                store_empty: note.store_empty,
-                windows,
-                not_logged_in: note.not_logged_in,
-                agent_problem: note.agent_problem,
-                backoff_until: backoff,
-                outages: note.outages,
-                last_probe: note.last_probe,
-                last_probe_at: note.last_probe_at,
-            }
+            account_view(name, account, windows, note, run_model, now)
         })
         .collect()
+}
+
+/// One Window of an Account as it stands now: its figure (none once stale), its ceiling,
+/// and whether it is over it for the Runs it limits.
+fn window_view(
+    s: &Snapshot,
+    limits: Option<&crate::config::Limits>,
+    run_model: Option<&str>,
+    now: DateTime<Utc>,
+) -> WindowView {
+    // A figure from before its Window reset says nothing about now; one whose reset is
+    // unknown says nothing once a whole Window has passed.
+    let stale = match s.resets_at {
+        Some(r) => r <= now,
+        None => now - s.observed_at >= window_length(&s.window),
+    };
+    let percent = (!stale).then_some(s.percent);
+    let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
+    let model = WindowKind::model_of(&s.window, s.model.as_deref());
+    let applies = WindowKind::limits_model(model.as_deref(), run_model);
+    WindowView {
+        window: s.window.clone(),
+        kind: WindowKind::of(&s.window),
+        model,
+        percent,
+        ceiling,
+        resets_at: s.resets_at,
+        observed_at: s.observed_at,
+        source: s.source,
+        run_id: s.run_id,
+        over: applies && matches!((percent, ceiling), (Some(p), Some(c)) if p >= c),
+    }
+}
+
+/// One Account's view: its standing from its notes and Windows, and the words for it.
+fn account_view(
+    name: &str,
+    account: &crate::config::Account,
+    windows: Vec<WindowView>,
+    note: AccountNote,
+    run_model: Option<&str>,
+    now: DateTime<Utc>,
+) -> AccountView {
+    let has_ceiling = account.has_ceiling();
+    let headroom = windows
+        .iter()
+        .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+        .filter_map(|w| Some(w.ceiling? - w.percent?))
+        .fold(100.0_f64, f64::min);
+    // An agent CLI problem does not stop scheduling: every tick checks the CLI again, so
+    // the Job runs as soon as the CLI is fixed. Status tells it.
+    let backoff = note.backoff_until.filter(|t| *t > now);
+    let standing = standing_of(name, account, &windows, &note, run_model, now);
+    let schedulable = standing.schedulable();
+    let named = |words: String| {
+        if schedulable {
+            words
+        } else {
+            format!("{name}: {words}")
+        }
+    };
+    AccountView {
+        name: name.to_string(),
+        schedulable,
+        reason: named(standing.explain(now)),
+        brief: named(standing.brief(now)),
+        until: standing.until(),
+        standing,
+        headroom,
+        has_ceiling,
+        login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
+        store_empty: note.store_empty,
+        windows,
+        not_logged_in: note.not_logged_in,
+        agent_problem: note.agent_problem,
+        backoff_until: backoff,
+        outages: note.outages,
+        last_probe: note.last_probe,
+        last_probe_at: note.last_probe_at,
+    }
+}
+
+/// What holds the Account, first of all that could: it is not ready, not logged in,
+/// rejected, backing off, on credits, over a ceiling; else how it is scheduled.
+fn standing_of(
+    name: &str,
+    account: &crate::config::Account,
+    windows: &[WindowView],
+    note: &AccountNote,
+    run_model: Option<&str>,
+    now: DateTime<Utc>,
+) -> Standing {
+    let limits = account.limits.as_ref();
+    let allow_extra_usage = limits.is_some_and(|l| l.allow_extra_usage);
+    let has_ceiling = account.has_ceiling();
+    let binding = binding_window(windows);
+    // A used-up Window: past it a request is refused or billed to credits.
+    let spent = windows
+        .iter()
+        .filter(|w| w.kind != WindowKind::Other && w.percent.is_some_and(|p| p >= 100.0))
+        .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+        .max_by_key(|w| w.resets_at)
+        .filter(|_| !allow_extra_usage);
+    let on_credits = note
+        .on_credits_until
+        .filter(|t| *t > now && !allow_extra_usage);
+    let backoff = note.backoff_until.filter(|t| *t > now);
+    if let Some(why) = &note.unready {
+        Standing::Unready { why: why.clone() }
+    } else if let Some(why) = &note.not_logged_in {
+        let login = format!(
+            "{}, then `owl probe {name}`",
+            crate::driver::for_kind(account.driver).login_hint(account)
+        );
+        Standing::NotLoggedIn {
+            why: why.clone(),
+            login,
+        }
+    } else if let Some(until) = note.rate_limited_until.filter(|t| *t > now) {
+        Standing::RateLimited { until }
+    } else if let Some(until) = backoff {
+        Standing::BackingOff {
+            outages: note.outages,
+            until,
+        }
+    } else if let Some(until) = on_credits {
+        Standing::OnCredits {
+            window: note.on_credits_window.clone(),
+            until: Some(until),
+        }
+    } else if let Some(w) = spent {
+        Standing::OnCredits {
+            window: Some(w.label()),
+            until: w.resets_at,
+        }
+    } else if let Some(w) = binding {
+        Standing::OverCeiling {
+            window: w.label(),
+            percent: w.percent.unwrap_or(0.0),
+            limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
+            ceiling: w.ceiling.unwrap_or(0.0),
+            resets_at: w.resets_at,
+            expires_at: w.observed_at + window_length(&w.window),
+        }
+    } else if !crate::driver::capabilities(account.driver).usage_reporting {
+        Standing::Reactive {
+            backoff_secs: account.backoff.as_secs(),
+        }
+    } else if !has_ceiling {
+        Standing::NoCeiling
+    } else {
+        Standing::UnderCeilings {
+            observed: windows.iter().any(|w| w.percent.is_some()),
+        }
+    }
 }
 
 /// How long a Window is: a figure over a Ceiling whose reset is unknown expires after it.
