@@ -247,7 +247,6 @@ fn gather(
     }
     // Where each unfinished Job stands now, in the words of status: a queued Job's reason.
     let (_, plan) = super::plan::make_plan(ctx, store, until)?;
-    let mut jobs = Vec::new();
     // The Jobs that did not run in the period and wait still: listed with why.
     let waiting_jobs = store.jobs_in(&[JobState::Queued, JobState::Waiting])?;
     let ids: Vec<String> = by_job
@@ -260,112 +259,143 @@ fn gather(
                 .filter(|id| !by_job.contains_key(id)),
         )
         .collect();
-    let no_runs: Vec<&Run> = Vec::new();
+    let mut jobs = Vec::new();
+    let mut states = Vec::new();
     for id in &ids {
-        let job_runs = by_job.get(id).unwrap_or(&no_runs);
         let Some(job) = store.job(id)? else { continue };
-        let all_runs = store.runs_of(id)?;
-        let cost = crate::model::total_cost(&all_runs);
-        let summary = crate::workspace::branch_summary(&job).ok().flatten();
-        let next_step = crate::workspace::read_handoff(&job)
-            .ok()
-            .flatten()
-            .and_then(|text| crate::handoff::Handoff::parse(&text).ok())
-            .and_then(|h| {
-                h.body
-                    .lines()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty())
-                    .map(String::from)
-            });
-        jobs.push(JobReport {
-            id: job.id.clone(),
-            name: job.name.clone(),
-            state: job.state.to_string(),
-            reason: plan
-                .waits_because(&job.id)
-                .map(String::from)
-                .or_else(|| job.reason.as_ref().map(|r| r.to_string())),
-            branch: job.branch(),
-            commits: summary.as_ref().map(|s| s.commits),
-            files_changed: summary.as_ref().map(|s| s.files_changed),
-            insertions: summary.as_ref().map(|s| s.insertions),
-            deletions: summary.as_ref().map(|s| s.deletions),
-            cost_usd: cost,
-            budget_left_usd: job.max_job_budget_usd.map(|b| b - cost),
-            denied_tools: job_runs
-                .iter()
-                .flat_map(|r| r.permission_denials.iter().cloned())
-                .collect(),
-            next_step,
-            runs: job_runs.iter().map(|r| run_report(r)).collect(),
-        });
+        let job_runs = by_job.get(id).map_or(&[][..], Vec::as_slice);
+        states.push(job.state);
+        jobs.push(job_report(store, &plan, &job, job_runs)?);
     }
     let mut accounts = Vec::new();
     for (name, account) in &ctx.config.accounts {
-        let mut windows = Vec::new();
-        let mut names = store.windows_of(name)?;
-        // A ceiling is drawn even before any figure was observed under it.
-        for configured in configured_windows(account.limits.as_ref()) {
-            if !names.iter().any(|w| w == configured) {
-                names.push(configured.to_string());
-            }
-        }
-        for window in names {
-            let snapshots = store.snapshots_between(name, &window, since, until)?;
-            let mut resets: Vec<DateTime<Utc>> = snapshots
-                .iter()
-                .filter_map(|s| s.resets_at)
-                .filter(|t| *t >= since && *t <= until)
-                .collect();
-            resets.dedup();
-            windows.push(WindowSeries {
-                ceiling: crate::schedule::ceiling_for(&window, account.limits.as_ref())
-                    .map(|(_, c)| c),
-                window,
-                snapshots: snapshots
-                    .iter()
-                    .map(|s| Point {
-                        observed_at: s.observed_at,
-                        percent: s.percent,
-                        source: s.source,
-                        run_id: s.run_id,
-                    })
-                    .collect(),
-                resets,
-            });
-        }
-        accounts.push(AccountReport {
-            name: name.clone(),
-            windows,
-            runs: runs
-                .iter()
-                .filter(|r| &r.account == name)
-                .map(run_report)
-                .collect(),
-        });
+        accounts.push(account_report(store, name, account, &runs, since, until)?);
     }
-    let count = |state: &str| jobs.iter().filter(|j| j.state == state).count();
-    let ran = by_job.len();
-    // Waiting: every Job listed that has yet to run again, queued or waiting.
-    let summary = format!(
-        "{} Run{} on {} Job{}: {} done, {} blocked, {} failed, {} waiting",
-        runs.len(),
-        if runs.len() == 1 { "" } else { "s" },
-        ran,
-        if ran == 1 { "" } else { "s" },
-        count("done"),
-        count("blocked"),
-        count("failed"),
-        count("waiting") + count("queued"),
-    );
     Ok(Report {
         since,
         until,
+        summary: summary(runs.len(), by_job.len(), &states),
         jobs,
         accounts,
-        summary,
     })
+}
+
+/// One Job the night touched, or that waits still: its state and why, its branch, its
+/// spend, what was denied and its Handoff's next step, with its Runs in the period.
+fn job_report(
+    store: &crate::store::Store,
+    plan: &crate::schedule::Plan,
+    job: &crate::model::Job,
+    job_runs: &[&Run],
+) -> Result<JobReport> {
+    let all_runs = store.runs_of(&job.id)?;
+    let cost = crate::model::total_cost(&all_runs);
+    let summary = crate::workspace::branch_summary(job).ok().flatten();
+    Ok(JobReport {
+        id: job.id.clone(),
+        name: job.name.clone(),
+        state: job.state.to_string(),
+        reason: plan
+            .waits_because(&job.id)
+            .map(String::from)
+            .or_else(|| job.reason.as_ref().map(|r| r.to_string())),
+        branch: job.branch(),
+        commits: summary.as_ref().map(|s| s.commits),
+        files_changed: summary.as_ref().map(|s| s.files_changed),
+        insertions: summary.as_ref().map(|s| s.insertions),
+        deletions: summary.as_ref().map(|s| s.deletions),
+        cost_usd: cost,
+        budget_left_usd: job.max_job_budget_usd.map(|b| b - cost),
+        denied_tools: job_runs
+            .iter()
+            .flat_map(|r| r.permission_denials.iter().cloned())
+            .collect(),
+        next_step: next_step(job),
+        runs: job_runs.iter().map(|r| run_report(r)).collect(),
+    })
+}
+
+/// The first line of the Job's Handoff body: what the agent said comes next.
+fn next_step(job: &crate::model::Job) -> Option<String> {
+    crate::workspace::read_handoff(job)
+        .ok()
+        .flatten()
+        .and_then(|text| crate::handoff::Handoff::parse(&text).ok())
+        .and_then(|h| {
+            h.body
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(String::from)
+        })
+}
+
+/// One Account: each Window's figures in the period against its ceiling (a configured
+/// ceiling is drawn even before any figure was observed under it), and its Runs.
+fn account_report(
+    store: &crate::store::Store,
+    name: &str,
+    account: &crate::config::Account,
+    runs: &[Run],
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<AccountReport> {
+    let mut names = store.windows_of(name)?;
+    for configured in configured_windows(account.limits.as_ref()) {
+        if !names.iter().any(|w| w == configured) {
+            names.push(configured.to_string());
+        }
+    }
+    let mut windows = Vec::new();
+    for window in names {
+        let snapshots = store.snapshots_between(name, &window, since, until)?;
+        let mut resets: Vec<DateTime<Utc>> = snapshots
+            .iter()
+            .filter_map(|s| s.resets_at)
+            .filter(|t| *t >= since && *t <= until)
+            .collect();
+        resets.dedup();
+        windows.push(WindowSeries {
+            ceiling: crate::schedule::ceiling_for(&window, account.limits.as_ref()).map(|(_, c)| c),
+            window,
+            snapshots: snapshots
+                .iter()
+                .map(|s| Point {
+                    observed_at: s.observed_at,
+                    percent: s.percent,
+                    source: s.source,
+                    run_id: s.run_id,
+                })
+                .collect(),
+            resets,
+        });
+    }
+    Ok(AccountReport {
+        name: name.to_string(),
+        windows,
+        runs: runs
+            .iter()
+            .filter(|r| r.account == name)
+            .map(run_report)
+            .collect(),
+    })
+}
+
+/// The night in one line, counted from the Jobs' states (not their words).
+fn summary(runs: usize, ran: usize, states: &[JobState]) -> String {
+    let count = |wanted: &[JobState]| states.iter().filter(|s| wanted.contains(s)).count();
+    // Waiting: every Job listed that has yet to run again, queued or waiting.
+    format!(
+        "{} Run{} on {} Job{}: {} done, {} blocked, {} failed, {} waiting",
+        runs,
+        if runs == 1 { "" } else { "s" },
+        ran,
+        if ran == 1 { "" } else { "s" },
+        count(&[JobState::Done]),
+        count(&[JobState::Blocked]),
+        count(&[JobState::Failed]),
+        count(&[JobState::Waiting, JobState::Queued]),
+    )
 }
 
 fn run_report(r: &Run) -> RunReport {
