@@ -93,49 +93,84 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
     };
     let job = ctx.job(&store, id)?;
     let runs = store.runs_of(&job.id)?;
-    let handoff = crate::workspace::read_handoff(&job).unwrap_or(None);
-    let summary = crate::workspace::branch_summary(&job).unwrap_or(None);
     // The repository is opened once for all the Runs, however many there are.
     let heads: Vec<_> = runs
         .iter()
         .map(|r| (r.head_before.as_deref(), r.head_after.as_deref()))
         .collect();
     let commits = crate::workspace::commits_of_runs(&job.repo, &heads);
-    let run_rows: Vec<RunJson> = runs
-        .iter()
-        .zip(commits)
-        .map(|(r, commits)| run_json(ctx, r, commits))
-        .collect();
-    let cost = crate::model::total_cost(&runs);
-    let now = standing_now(ctx, &store, &job)?;
-    let worktrees = ctx.worktrees_text();
-    let own_clone = ctx
-        .config
-        .state()
-        .worktree(&job.id)
-        .join(".git")
-        .symlink_metadata()
-        .is_ok_and(|m| m.is_dir());
+    let shown = Shown {
+        handoff: crate::workspace::read_handoff(&job).unwrap_or(None),
+        summary: crate::workspace::branch_summary(&job).unwrap_or(None),
+        run_rows: runs
+            .iter()
+            .zip(commits)
+            .map(|(r, commits)| run_json(ctx, r, commits))
+            .collect(),
+        now: standing_now(ctx, &store, &job)?,
+        own_clone: ctx
+            .config
+            .state()
+            .worktree(&job.id)
+            .join(".git")
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir()),
+        job,
+        runs,
+    };
     if json {
-        let s = summary.clone().unwrap_or_default();
-        let has = summary.is_some();
-        print_json(&ShowJson {
-            job: JobJson::new(&worktrees, &job, &runs),
-            handoff,
-            own_clone,
-            now,
-            commits: has.then_some(s.commits),
-            files_changed: has.then_some(s.files_changed),
-            insertions: has.then_some(s.insertions),
-            deletions: has.then_some(s.deletions),
-            cost_usd: cost,
-            max_budget_usd: job.max_budget_usd,
-            max_job_budget_usd: job.max_job_budget_usd,
-            runs: run_rows,
-        })?;
-        return Ok(0);
+        print_shown_json(ctx, shown)?;
+    } else {
+        print_shown(ctx, &shown);
     }
-    let j = JobJson::new(&worktrees, &job, &runs);
+    Ok(0)
+}
+
+/// A Job as `show` tells it: its row and Runs, and what git and the plan say of it now.
+struct Shown {
+    job: crate::model::Job,
+    runs: Vec<crate::model::Run>,
+    handoff: Option<String>,
+    summary: Option<BranchSummary>,
+    run_rows: Vec<RunJson>,
+    now: Option<String>,
+    own_clone: bool,
+}
+
+fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
+    let worktrees = ctx.worktrees_text();
+    let s = shown.summary.clone().unwrap_or_default();
+    let has = shown.summary.is_some();
+    let job = &shown.job;
+    print_json(&ShowJson {
+        job: JobJson::new(&worktrees, job, &shown.runs),
+        handoff: shown.handoff,
+        own_clone: shown.own_clone,
+        now: shown.now,
+        commits: has.then_some(s.commits),
+        files_changed: has.then_some(s.files_changed),
+        insertions: has.then_some(s.insertions),
+        deletions: has.then_some(s.deletions),
+        cost_usd: crate::model::total_cost(&shown.runs),
+        max_budget_usd: job.max_budget_usd,
+        max_job_budget_usd: job.max_job_budget_usd,
+        runs: shown.run_rows,
+    })
+}
+
+fn print_shown(ctx: &Ctx, shown: &Shown) {
+    let worktrees = ctx.worktrees_text();
+    let Shown {
+        job,
+        runs,
+        handoff,
+        summary,
+        run_rows,
+        now,
+        own_clone,
+    } = shown;
+    let own_clone = *own_clone;
+    let j = JobJson::new(&worktrees, job, runs);
     outln!(
         "Job {}{}",
         j.id,
@@ -190,7 +225,12 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
         crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
     );
     outln!();
-    match &handoff {
+    print_handoff_and_runs(ctx, handoff.as_deref(), run_rows);
+}
+
+/// The Handoff at the branch head, then each Run.
+fn print_handoff_and_runs(ctx: &Ctx, handoff: Option<&str>, run_rows: &[RunJson]) {
+    match handoff {
         Some(h) => {
             outln!("Handoff (.owl/handoff.md at the branch head):");
             for line in h.lines() {
@@ -203,10 +243,9 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
     if run_rows.is_empty() {
         outln!("Runs: none yet");
     }
-    for r in &run_rows {
+    for r in run_rows {
         print_run(ctx, r);
     }
-    Ok(0)
 }
 
 fn describe_summary(s: Option<&BranchSummary>) -> String {
