@@ -193,25 +193,8 @@ fn report(
     }
 }
 
-fn emit(
-    ctx: &Ctx,
-    json: bool,
-    out: &StatusJson,
-    views: &[AccountView],
-    now: DateTime<Utc>,
-) -> Result<u8> {
-    if json {
-        print_json(out)?;
-        return Ok(0);
-    }
-    let StatusJson {
-        running,
-        queue,
-        attention,
-        recent_runs,
-        summary,
-        ..
-    } = out;
+/// The Run in flight, and whether its tick still supervises it.
+fn print_running(running: Option<&RunningJson>) {
     match running {
         Some(r) => outln!(
             "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
@@ -235,6 +218,58 @@ fn emit(
             r.run_id, r.job_id
         );
     }
+}
+
+/// The Runs of the last 24 hours, newest first, ten at most.
+fn print_recent_runs(recent_runs: &[RecentRunJson]) {
+    if recent_runs.is_empty() {
+        return;
+    }
+    outln!();
+    outln!("Runs in the last 24 hours, newest first:");
+    for r in recent_runs.iter().take(10) {
+        let cost = r.cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
+        let denied = match r.denied_tools {
+            0 => String::new(),
+            n => format!(", {n} denied tool call(s)"),
+        };
+        let reason = r
+            .stop_reason
+            .as_deref()
+            .map(|s| format!(" — {}", crate::text::truncate(s, 80)))
+            .unwrap_or_default();
+        outln!(
+            "  run {:<4} {:<12} {}{cost}{denied}{reason}",
+            r.run_id,
+            r.job_id,
+            r.outcome.as_deref().unwrap_or("?")
+        );
+    }
+    if recent_runs.len() > 10 {
+        outln!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);
+    }
+}
+
+fn emit(
+    ctx: &Ctx,
+    json: bool,
+    out: &StatusJson,
+    views: &[AccountView],
+    now: DateTime<Utc>,
+) -> Result<u8> {
+    if json {
+        print_json(out)?;
+        return Ok(0);
+    }
+    let StatusJson {
+        running,
+        queue,
+        attention,
+        recent_runs,
+        summary,
+        ..
+    } = out;
+    print_running(running.as_ref());
     outln!();
     outln!("Accounts:");
     for a in views {
@@ -249,31 +284,7 @@ fn emit(
             outln!("  {}. {:<12} {:<8} {}", i + 1, q.job_id, q.state, q.reason);
         }
     }
-    if !recent_runs.is_empty() {
-        outln!();
-        outln!("Runs in the last 24 hours, newest first:");
-        for r in recent_runs.iter().take(10) {
-            let cost = r.cost_usd.map(|c| format!(", ${c:.2}")).unwrap_or_default();
-            let denied = match r.denied_tools {
-                0 => String::new(),
-                n => format!(", {n} denied tool call(s)"),
-            };
-            let reason = r
-                .stop_reason
-                .as_deref()
-                .map(|s| format!(" — {}", crate::text::truncate(s, 80)))
-                .unwrap_or_default();
-            outln!(
-                "  run {:<4} {:<12} {}{cost}{denied}{reason}",
-                r.run_id,
-                r.job_id,
-                r.outcome.as_deref().unwrap_or("?")
-            );
-        }
-        if recent_runs.len() > 10 {
-            outln!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);
-        }
-    }
+    print_recent_runs(recent_runs);
     if !attention.is_empty() {
         outln!();
         outln!("Waiting for you (`owl show JOB`, then `owl requeue JOB`):");
