@@ -60,61 +60,7 @@ pub(crate) fn recover_lost_runs(
             });
             continue;
         }
-        let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
-        // Nothing the lost Run wrote is lost with it (ADR-0017).
-        let worktree = config.state().worktree(&run.job_id);
-        let job = store.job(&run.job_id)?;
-        let workspace = job
-            .as_ref()
-            .filter(|_| worktree.exists())
-            .map(|job| crate::workspace::Workspace::open(&worktree, job))
-            .transpose()
-            .unwrap_or_else(|e| {
-                tracing::warn!("opening what run {} left: {e:#}", run.run_id);
-                None
-            });
-        // What the Run's killed git left holding would fail the safety net and every
-        // later Run.
-        if let Some(w) = &workspace {
-            w.warn_of_stale_locks();
-        }
-        let home = match (&workspace, &job) {
-            (Some(w), Some(job)) => w.bring_home(job, &config.commit_author, run.run_id),
-            _ => crate::workspace::BroughtHome::default(),
-        };
-        // What the agent said of its end, if it got that far: its tick may have died (or
-        // failed to write) only after.
-        let result = result_in_transcript(store, config, &run);
-        let said = result.as_ref().map_or(String::new(), |r| {
-            format!("; its transcript has the agent's result ({})", r.subtype)
-        });
-        let finish = RunFinish {
-            outcome: Some(RunOutcome::Lost),
-            stop_reason: Some(format!(
-                "the tick supervising it (pid {supervisor}) died or could not record it; found \
-                 by a later tick{said}"
-            )),
-            survivors_killed: Some(killed as i64),
-            head_after: workspace.as_ref().and_then(|w| w.head()),
-            safety_commit: home.safety_commit,
-            note: home.not_published,
-            cause: Some(crate::model::Cause::Job),
-            session_id: result.as_ref().and_then(|r| r.session_id.clone()),
-            cost_usd: result.as_ref().and_then(|r| r.cost_usd),
-            num_turns: result.as_ref().and_then(|r| r.num_turns),
-            input_tokens: result.as_ref().and_then(|r| r.input_tokens),
-            output_tokens: result.as_ref().and_then(|r| r.output_tokens),
-            ..Default::default()
-        };
-        // A lost Run counts: the model may have worked, and a Job that kills its tick
-        // every time must not run forever.
-        let runs = store.counted_runs(&run.job_id)? + 1;
-        let max_runs = store.job(&run.job_id)?.map_or(u32::MAX, |j| j.max_runs);
-        let (state, reason) = match crate::outcome::max_runs_reached(runs, max_runs) {
-            Some(why) => (JobState::Failed, why),
-            None => (JobState::Queued, JobReason::Lost { run_id: run.run_id }),
-        };
-        store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
+        record_lost(store, config, &run, killed, now)?;
         lost.push(LostRun {
             run_id: run.run_id,
             job_id: run.job_id,
@@ -123,6 +69,74 @@ pub(crate) fn recover_lost_runs(
         });
     }
     Ok(lost)
+}
+
+/// Records a Run whose tick died as `lost`, with what its transcript's result says, after
+/// its work is brought home; its Job back in the queue, or failed on its last try (a lost
+/// Run counts toward `maxRuns`).
+fn record_lost(
+    store: &mut Store,
+    config: &Config,
+    run: &RunIdentity,
+    killed: usize,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let supervisor = run.owl_pid.map_or("?".into(), |p| p.to_string());
+    // Nothing the lost Run wrote is lost with it (ADR-0017).
+    let worktree = config.state().worktree(&run.job_id);
+    let job = store.job(&run.job_id)?;
+    let workspace = job
+        .as_ref()
+        .filter(|_| worktree.exists())
+        .map(|job| crate::workspace::Workspace::open(&worktree, job))
+        .transpose()
+        .unwrap_or_else(|e| {
+            tracing::warn!("opening what run {} left: {e:#}", run.run_id);
+            None
+        });
+    // What the Run's killed git left holding would fail the safety net and every
+    // later Run.
+    if let Some(w) = &workspace {
+        w.warn_of_stale_locks();
+    }
+    let home = match (&workspace, &job) {
+        (Some(w), Some(job)) => w.bring_home(job, &config.commit_author, run.run_id),
+        _ => crate::workspace::BroughtHome::default(),
+    };
+    // What the agent said of its end, if it got that far: its tick may have died (or
+    // failed to write) only after.
+    let result = result_in_transcript(store, config, run);
+    let said = result.as_ref().map_or(String::new(), |r| {
+        format!("; its transcript has the agent's result ({})", r.subtype)
+    });
+    let finish = RunFinish {
+        outcome: Some(RunOutcome::Lost),
+        stop_reason: Some(format!(
+            "the tick supervising it (pid {supervisor}) died or could not record it; found \
+             by a later tick{said}"
+        )),
+        survivors_killed: Some(killed as i64),
+        head_after: workspace.as_ref().and_then(|w| w.head()),
+        safety_commit: home.safety_commit,
+        note: home.not_published,
+        cause: Some(crate::model::Cause::Job),
+        session_id: result.as_ref().and_then(|r| r.session_id.clone()),
+        cost_usd: result.as_ref().and_then(|r| r.cost_usd),
+        num_turns: result.as_ref().and_then(|r| r.num_turns),
+        input_tokens: result.as_ref().and_then(|r| r.input_tokens),
+        output_tokens: result.as_ref().and_then(|r| r.output_tokens),
+        ..Default::default()
+    };
+    // A lost Run counts: the model may have worked, and a Job that kills its tick
+    // every time must not run forever.
+    let runs = store.counted_runs(&run.job_id)? + 1;
+    let max_runs = store.job(&run.job_id)?.map_or(u32::MAX, |j| j.max_runs);
+    let (state, reason) = match crate::outcome::max_runs_reached(runs, max_runs) {
+        Some(why) => (JobState::Failed, why),
+        None => (JobState::Queued, JobReason::Lost { run_id: run.run_id }),
+    };
+    store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
+    Ok(())
 }
 
 /// The agent's result line in a lost Run's transcript, read by its Account's Driver: the

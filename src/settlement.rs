@@ -55,39 +55,7 @@ pub(crate) fn settle(
     let account = facts.account;
     let driver = driver::for_kind(account.driver);
     let classified = classify(report, account, driver.as_ref());
-    let r = report.result.as_ref();
-    // Without a result line the Run may have spent up to its cap.
-    let this_cost = r
-        .and_then(|r| r.cost_usd)
-        .or(facts.budget_usd.filter(|_| !report.never_started))
-        .unwrap_or(0.0);
-    // When the limit resets: the agent's rate-limit event, the words of its error, or the
-    // reset of a Window it reported full.
-    let named_reset = report
-        .rate_limit_reset
-        .and_then(|s| DateTime::from_timestamp(s, 0))
-        .or_else(|| r.and_then(|r| driver.named_reset(r, now)))
-        .or(report.full_window_reset);
-    // A reactive Account (no utilization to watch) waits as a whole after a rate limit:
-    // until the reset it was told, or its `backoff`.
-    let reactive_wait = (!driver.capabilities().usage_reporting)
-        .then(|| outcome::reactive_wait(&classified, named_reset, account.backoff, now))
-        .flatten();
-    let handoff = match &facts.handoff {
-        Ok(Some(text)) => Handoff::parse(text),
-        Ok(None) => Err(HandoffError::Missing),
-        Err(e) => Err(e.clone()),
-    };
-    let transition = outcome::next_job_state(&AfterRun {
-        outcome: &classified,
-        stop: report.stop.as_ref(),
-        rate_limit_reset: reactive_wait.or(named_reset),
-        handoff,
-        runs: facts.counted_runs + u32::from(classified.cause.counts()),
-        max_runs: facts.job.max_runs,
-        budget_left: crate::budget::job_budget_left(facts.job, facts.spent_usd, this_cost),
-        now,
-    });
+    let transition = transition_of(report, facts, &classified, driver.as_ref(), now);
     // A tampered clone is the user's to look at before any Run works there again.
     let (job_state, job_reason, not_before) = match &facts.git.tampered {
         Some(why) => (
@@ -132,6 +100,51 @@ pub(crate) fn settle(
         ended_at: now,
     };
     (settlement, classified)
+}
+
+/// The Job's next state from how the Run ended, its Handoff, its Runs and budget, and when
+/// a limit resets.
+fn transition_of(
+    report: &RunReport,
+    facts: &Facts,
+    classified: &Classified,
+    driver: &dyn driver::Driver,
+    now: DateTime<Utc>,
+) -> outcome::JobTransition {
+    let account = facts.account;
+    let r = report.result.as_ref();
+    // Without a result line the Run may have spent up to its cap.
+    let this_cost = r
+        .and_then(|r| r.cost_usd)
+        .or(facts.budget_usd.filter(|_| !report.never_started))
+        .unwrap_or(0.0);
+    // When the limit resets: the agent's rate-limit event, the words of its error, or the
+    // reset of a Window it reported full.
+    let named_reset = report
+        .rate_limit_reset
+        .and_then(|s| DateTime::from_timestamp(s, 0))
+        .or_else(|| r.and_then(|r| driver.named_reset(r, now)))
+        .or(report.full_window_reset);
+    // A reactive Account (no utilization to watch) waits as a whole after a rate limit:
+    // until the reset it was told, or its `backoff`.
+    let reactive_wait = (!driver.capabilities().usage_reporting)
+        .then(|| outcome::reactive_wait(classified, named_reset, account.backoff, now))
+        .flatten();
+    let handoff = match &facts.handoff {
+        Ok(Some(text)) => Handoff::parse(text),
+        Ok(None) => Err(HandoffError::Missing),
+        Err(e) => Err(e.clone()),
+    };
+    outcome::next_job_state(&AfterRun {
+        outcome: classified,
+        stop: report.stop.as_ref(),
+        rate_limit_reset: reactive_wait.or(named_reset),
+        handoff,
+        runs: facts.counted_runs + u32::from(classified.cause.counts()),
+        max_runs: facts.job.max_runs,
+        budget_left: crate::budget::job_budget_left(facts.job, facts.spent_usd, this_cost),
+        now,
+    })
 }
 
 /// How the Run ended, its words scrubbed of the Account's credentials.
