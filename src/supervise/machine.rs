@@ -237,31 +237,8 @@ impl Machine {
     pub(crate) fn on_event(&mut self, input: Input, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
         match input {
-            Input::Line(ev) => {
-                self.last_output = now;
-                self.report.lines += 1;
-                self.note(ev);
-                let api_response =
-                    matches!(ev, AgentEvent::Assistant { .. } | AgentEvent::RateLimit(_));
-                if api_response && self.polls == 0 && self.next_poll.is_none() {
-                    self.next_poll = self.limits.usage_poll_interval.map(|_| now);
-                }
-                if let AgentEvent::Result(r) = ev {
-                    self.report.result = Some(r.clone());
-                    self.settled(now, &mut out);
-                }
-            }
-            Input::Side(AgentEvent::Usage { windows, .. }) => {
-                let full = windows.iter().filter(|w| w.percent >= 100.0);
-                if let Some(reset) = full.filter_map(|w| w.resets_at).max() {
-                    self.report.full_window_reset = Some(reset);
-                }
-                // Figures arrive without being asked: the next ask waits a full interval.
-                if let (Some(every), Stage::Running) = (self.limits.usage_poll_interval, self.stage)
-                {
-                    self.next_poll = Some(now + every);
-                }
-            }
+            Input::Line(ev) => self.on_line(ev, now, &mut out),
+            Input::Side(AgentEvent::Usage { windows, .. }) => self.on_figures(windows, now),
             Input::Side(AgentEvent::ToolResult {
                 denied: Some(denial),
                 ..
@@ -303,19 +280,50 @@ impl Machine {
                 out.push(Action::KillLeftovers);
                 self.readers_deadline = Some(now + READER_WAIT);
             }
-            Input::Happened(Happened::Signal(sig)) => {
-                self.signals_seen += 1;
-                if self.signals_seen > 1 && sig != OwlSignal::Hup && self.stage != Stage::Exited {
-                    // Asked twice: the person means it.
-                    tracing::warn!("second {}: killing the agent now", sig.name());
-                    self.kill_now(now, &mut out);
-                } else {
-                    self.begin_stop(StopCause::Signal(sig.name()), now, &mut out);
-                }
-            }
+            Input::Happened(Happened::Signal(sig)) => self.on_signal(sig, now, &mut out),
             Input::Stop(cause) => self.begin_stop(cause, now, &mut out),
         }
         out
+    }
+
+    /// A stdout line: output seen, the first poll timed from the first API response, the
+    /// result settling the Run.
+    fn on_line(&mut self, ev: &AgentEvent, now: Instant, out: &mut Vec<Action>) {
+        self.last_output = now;
+        self.report.lines += 1;
+        self.note(ev);
+        let api_response = matches!(ev, AgentEvent::Assistant { .. } | AgentEvent::RateLimit(_));
+        if api_response && self.polls == 0 && self.next_poll.is_none() {
+            self.next_poll = self.limits.usage_poll_interval.map(|_| now);
+        }
+        if let AgentEvent::Result(r) = ev {
+            self.report.result = Some(r.clone());
+            self.settled(now, out);
+        }
+    }
+
+    /// Figures learned beside stdout: a full Window's reset kept; the next ask waits a full
+    /// interval, since figures arrive without being asked.
+    fn on_figures(&mut self, windows: &[crate::driver::WindowUsage], now: Instant) {
+        let full = windows.iter().filter(|w| w.percent >= 100.0);
+        if let Some(reset) = full.filter_map(|w| w.resets_at).max() {
+            self.report.full_window_reset = Some(reset);
+        }
+        if let (Some(every), Stage::Running) = (self.limits.usage_poll_interval, self.stage) {
+            self.next_poll = Some(now + every);
+        }
+    }
+
+    /// A stop signal to owl: the stop sequence, or at the second (not SIGHUP) a kill now.
+    fn on_signal(&mut self, sig: OwlSignal, now: Instant, out: &mut Vec<Action>) {
+        self.signals_seen += 1;
+        if self.signals_seen > 1 && sig != OwlSignal::Hup && self.stage != Stage::Exited {
+            // Asked twice: the person means it.
+            tracing::warn!("second {}: killing the agent now", sig.name());
+            self.kill_now(now, out);
+        } else {
+            self.begin_stop(StopCause::Signal(sig.name()), now, out);
+        }
     }
 
     /// Moves on whatever is due at `now`: limits, polls, heartbeats, the stop sequence.
