@@ -24,36 +24,11 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let path = worktree_path(worktrees_dir, &job.id);
     clear_half_made(&path)?;
     if path.exists() {
-        let wt = Workspace::open(&path, job)
-            .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
-        if wt.is_clone() {
-            // A sandboxed Run's clone: its work is brought back first, then it gives way.
-            wt.publish(job)?;
-            if wt.is_dirty()? {
-                bail!(
-                    "the clone {} has uncommitted changes from a sandboxed Run; commit them \
-                     before a local Run takes the Job",
-                    path.display()
-                );
-            }
-            drop(wt);
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("removing {}", path.display()))?;
-            return prepare(job, worktrees_dir);
-        }
-        if wt.branch != branch_name {
-            bail!(
-                "worktree {} is on {}, not on {branch_name}",
-                path.display(),
-                if wt.branch.is_empty() || wt.branch == "HEAD" {
-                    "a detached HEAD"
-                } else {
-                    &wt.branch
-                }
-            );
-        }
-        wt.warn_of_stale_locks();
-        return Ok(wt);
+        return match existing_worktree(job, &path, &branch_name)? {
+            Some(wt) => Ok(wt),
+            // A sandboxed Run's clone gave way: made again as a worktree.
+            None => prepare(job, worktrees_dir),
+        };
     }
     let name = worktree_name(&job.id);
     // A worktree whose folder was deleted by hand is still registered: prune it first.
@@ -83,6 +58,40 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     )
     .with_context(|| format!("adding worktree {} on {branch_name}", path.display()))?;
     Workspace::open(&path, job)
+}
+
+/// The Job's worktree already there: reused when it is on the Job's branch; `None` when it
+/// was a sandboxed Run's clone, whose work was brought back and which gave way.
+fn existing_worktree(job: &Job, path: &Path, branch_name: &str) -> Result<Option<Workspace>> {
+    let wt = Workspace::open(path, job)
+        .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
+    if wt.is_clone() {
+        // A sandboxed Run's clone: its work is brought back first, then it gives way.
+        wt.publish(job)?;
+        if wt.is_dirty()? {
+            bail!(
+                "the clone {} has uncommitted changes from a sandboxed Run; commit them \
+                 before a local Run takes the Job",
+                path.display()
+            );
+        }
+        drop(wt);
+        std::fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))?;
+        return Ok(None);
+    }
+    if wt.branch != branch_name {
+        bail!(
+            "worktree {} is on {}, not on {branch_name}",
+            path.display(),
+            if wt.branch.is_empty() || wt.branch == "HEAD" {
+                "a detached HEAD"
+            } else {
+                &wt.branch
+            }
+        );
+    }
+    wt.warn_of_stale_locks();
+    Ok(Some(wt))
 }
 
 /// Creates the Job's own clone for a sandboxed Run, or reuses it: a repository of its own
