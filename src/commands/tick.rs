@@ -295,6 +295,21 @@ fn run_and_record(
     })
 }
 
+/// The Run's prompt: the Job's, with its Handoff and what the Run before did.
+fn run_prompt(store: &Store, job: &Job, workspace: &Workspace, run_id: i64) -> Result<String> {
+    // A Handoff owl will not read (too large, not a file) leaves the prompt without one;
+    // the Job's reason already says why.
+    let handoff = workspace.handoff().unwrap_or_else(|e| {
+        tracing::warn!("job {}: {e}", job.id);
+        None
+    });
+    let previous = store
+        .last_finished_run(&job.id, run_id)?
+        .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
+    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
+    Ok(prompt)
+}
+
 /// Starts and supervises the agent; an error means it could not be started.
 #[allow(clippy::too_many_arguments)]
 fn execute(
@@ -311,16 +326,7 @@ fn execute(
     latch: &crate::supervise::StopLatch,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
-    // A Handoff owl will not read (too large, not a file) leaves the prompt without one;
-    // the Job's reason already says why.
-    let handoff = workspace.handoff().unwrap_or_else(|e| {
-        tracing::warn!("job {}: {e}", job.id);
-        None
-    });
-    let previous = store
-        .last_finished_run(&job.id, run_id)?
-        .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
-    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
+    let prompt = run_prompt(store, job, workspace, run_id)?;
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let files_dir = ctx.config.state().run_files(&job.id, run_id);
     let invocation = driver.invocation(&RunRequest {
