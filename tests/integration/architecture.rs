@@ -621,3 +621,100 @@ fn no_module_is_over_600_lines_of_code() {
     broken.insert("model.rs".to_string(), "x\n".repeat(601));
     assert_eq!(oversized(&broken, 600), ["model.rs: 601 lines"]);
 }
+
+/// The functions in `code` longer than `most` lines, by their first line: a function's
+/// length runs from its `fn` line to the line that closes its body (braces in string and
+/// char literals are not counted).
+fn long_functions(code: &str, most: usize) -> Vec<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let head = lines[i].trim_start();
+        let is_fn = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn "]
+            .iter()
+            .any(|p| head.starts_with(p));
+        if !is_fn {
+            i += 1;
+            continue;
+        }
+        let (mut depth, mut opened, mut end) = (0i64, false, None);
+        for (j, line) in lines.iter().enumerate().skip(i) {
+            for delta in braces(line) {
+                depth += delta;
+                opened |= delta > 0;
+            }
+            if opened && depth == 0 {
+                end = Some(j);
+                break;
+            }
+            if !opened && line.trim_end().ends_with(';') {
+                break;
+            }
+        }
+        match end {
+            Some(j) => {
+                if j - i + 1 > most {
+                    found.push(format!("{} ({} lines)", head, j - i + 1));
+                }
+                i = j + 1;
+            }
+            None => i += 1,
+        }
+    }
+    found
+}
+
+/// The braces of a line, as +1 and -1, outside string and char literals and comments.
+fn braces(line: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if in_string => {
+                chars.next();
+            }
+            '"' => in_string = !in_string,
+            '\'' if !in_string => {
+                // A char literal ('{', '\n'), not a lifetime ('a).
+                let rest: String = chars.clone().take(3).collect();
+                if rest.starts_with('\\') {
+                    chars.nth(2);
+                } else if rest.chars().nth(1) == Some('\'') {
+                    chars.nth(1);
+                }
+            }
+            '/' if !in_string && chars.peek() == Some(&'/') => break,
+            '{' if !in_string => out.push(1),
+            '}' if !in_string => out.push(-1),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 24: no function over 80 lines outside tests, so that each does one step a reader
+/// can hold.
+#[test]
+fn no_function_is_over_80_lines() {
+    let found: Vec<String> = source_files()
+        .iter()
+        .filter(|(path, _)| !path.ends_with("tests.rs"))
+        .flat_map(|(path, code)| {
+            long_functions(code, 80)
+                .into_iter()
+                .map(move |f| format!("{path}: {f}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "{found:#?}");
+    let long = format!(
+        "fn short() {{\n    let s = \"{{\";\n}}\npub(crate) fn long() {{\n{}}}\n",
+        "    x();\n".repeat(80)
+    );
+    assert_eq!(
+        long_functions(&long, 80),
+        ["pub(crate) fn long() { (82 lines)"]
+    );
+    assert!(long_functions(&long, 82).is_empty());
+}

@@ -38,9 +38,6 @@ pub(super) fn since(name: &'static str, version: Option<&str>, ok: bool, seen: S
 /// week in the stream and in `get_usage`, and both signs of extra usage.
 pub(super) fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const FIGURE: &str = "unifiedWindows carries each figure on an allowed event";
-    const MODEL_WEEK: &str = "the per-model week is in the stream and in get_usage";
-    const IN_USE: &str = "overageInUse under status allowed reads as extra usage";
-    const THROUGH: &str = "isUsingOverage on a response let through on credits";
     let reset = chrono::Utc::now().timestamp() + 3 * 3600;
     let week = reset + 3 * 86_400;
     let sleep = |secs: &str| {
@@ -76,27 +73,25 @@ pub(super) fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
     let answer = s.session.wait_for(TURN, |l| control_response_to(l, "w0"));
     let result = s.session.wait_for(TURN, |l| is(l, "result", None));
     let seen: Vec<AgentEvent> = s.session.seen.iter().filter_map(parse).collect();
-    let version = seen.iter().find_map(|e| match e {
-        AgentEvent::Init { version, .. } => version.clone(),
-        _ => None,
-    });
-    let version = version.as_deref();
-    let events: Vec<&crate::driver::RateLimitInfo> = seen
-        .iter()
-        .filter_map(|e| match e {
-            AgentEvent::RateLimit(i) => Some(i),
-            _ => None,
-        })
-        .collect();
-    let figure = |i: &crate::driver::RateLimitInfo, w: &str| {
-        i.windows
-            .iter()
-            .find(|x| x.window == w)
-            .map(|x| crate::model::round_percent(x.percent))
-    };
-    let mut checks = Vec::new();
     let first = first.as_ref().and_then(parse);
-    checks.push(match &first {
+    let answer = answer.as_ref().and_then(parse);
+    let checks = window_checks(first, answer, result.is_some(), &seen);
+    s.end(record);
+    checks
+}
+
+/// A Window's figure on an event, rounded as owl stores it.
+fn figure(i: &crate::driver::RateLimitInfo, w: &str) -> Option<f64> {
+    i.windows
+        .iter()
+        .find(|x| x.window == w)
+        .map(|x| crate::model::round_percent(x.percent))
+}
+
+/// The first rate-limit event is allowed and carries the five-hour figure.
+fn first_figure(first: Option<&AgentEvent>, version: Option<&str>) -> Check {
+    const FIGURE: &str = "unifiedWindows carries each figure on an allowed event";
+    match first {
         Some(AgentEvent::RateLimit(i)) => since(
             FIGURE,
             version,
@@ -111,11 +106,37 @@ pub(super) fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
             FIGURE,
             format!("no rate_limit_event within {}s", TURN.as_secs()),
         ),
+    }
+}
+
+/// The checks of the windows scenario, from what the CLI wrote: its first rate-limit
+/// event, its answer to `get_usage`, whether the turn ended, and every event.
+fn window_checks(
+    first: Option<AgentEvent>,
+    answer: Option<AgentEvent>,
+    ended: bool,
+    seen: &[AgentEvent],
+) -> Vec<Check> {
+    const MODEL_WEEK: &str = "the per-model week is in the stream and in get_usage";
+    const IN_USE: &str = "overageInUse under status allowed reads as extra usage";
+    const THROUGH: &str = "isUsingOverage on a response let through on credits";
+    let version = seen.iter().find_map(|e| match e {
+        AgentEvent::Init { version, .. } => version.clone(),
+        _ => None,
     });
+    let version = version.as_deref();
+    let events: Vec<&crate::driver::RateLimitInfo> = seen
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::RateLimit(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    let mut checks = vec![first_figure(first.as_ref(), version)];
     let in_stream = events
         .iter()
         .find_map(|i| figure(i, "seven_day_overage_included"));
-    let in_answer = match answer.as_ref().and_then(parse) {
+    let in_answer = match answer {
         Some(AgentEvent::ControlResponse {
             usage: Some(Usage::Windows(w)),
             ..
@@ -150,13 +171,9 @@ pub(super) fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
         .any(|i| i.status == RateLimitStatus::Rejected && i.on_credits);
     checks.push(Check::new(
         THROUGH,
-        through && result.is_some(),
-        format!(
-            "rejected on credits: {through}; the turn ended: {}",
-            result.is_some()
-        ),
+        through && ended,
+        format!("rejected on credits: {through}; the turn ended: {ended}"),
     ));
-    s.end(record);
     checks
 }
 
