@@ -353,20 +353,12 @@ mod tests {
         for id in ["a", "b"] {
             store.insert_job(&job(id), now).unwrap();
         }
-        let start = |job: &str, executor| RunStart {
-            job_id: job.into(),
-            account: "work".into(),
-            agent_version: None,
-            owl_pid: 1,
-            owl_start_time: None,
-            boot_id: None,
-            started_at: now,
-            head_before: None,
-            budget_usd: None,
-            executor,
-        };
-        store.start_run(&start("a", ExecutorKind::Sandbox)).unwrap();
-        let older = store.start_run(&start("b", ExecutorKind::Sandbox)).unwrap();
+        store
+            .start_run(&start("a", None, ExecutorKind::Sandbox, now))
+            .unwrap();
+        let older = store
+            .start_run(&start("b", None, ExecutorKind::Sandbox, now))
+            .unwrap();
         // A Run from before schema 16 has no executor on its row.
         store
             .conn
@@ -385,6 +377,26 @@ mod tests {
                 ("b".to_string(), ExecutorKind::Local)
             ]
         );
+    }
+
+    fn start(
+        job: &str,
+        budget_usd: Option<f64>,
+        executor: ExecutorKind,
+        now: DateTime<Utc>,
+    ) -> RunStart {
+        RunStart {
+            job_id: job.into(),
+            account: "work".into(),
+            agent_version: None,
+            owl_pid: 1,
+            owl_start_time: None,
+            boot_id: None,
+            started_at: now,
+            head_before: None,
+            budget_usd,
+            executor,
+        }
     }
 
     fn job(id: &str) -> NewJob {
@@ -413,29 +425,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
         let now = crate::clock::parse("2026-11-30T03:00:00Z").unwrap();
-        store
-            .insert_job(
-                &NewJob {
-                    id: "j".into(),
-                    name: None,
-                    prompt: "p".into(),
-                    repo: "/r".into(),
-                    base: "HEAD".into(),
-                    base_commit: "0".repeat(40),
-                    account: None,
-                    priority: 0,
-                    max_runs: 10,
-                    max_run_time_secs: 60,
-                    max_budget_usd: Some(0.5),
-                    max_job_budget_usd: None,
-                    permission_mode: "dontAsk".into(),
-                    allowed_tools: vec![],
-                    disallowed_tools: vec![],
-                    model: None,
-                },
-                now,
-            )
-            .unwrap();
+        store.insert_job(&job("j"), now).unwrap();
         // (cost, cap, cause): a result, a kill without one, an outage, an old Run, in progress.
         let runs = [
             (Some(0.25), Some(0.5), Some(Cause::Job)),
@@ -443,18 +433,7 @@ mod tests {
             (Some(0.0), Some(0.5), Some(Cause::Outage)),
             (Some(0.1), None, None),
         ];
-        let start = |cap| RunStart {
-            job_id: "j".into(),
-            account: "work".into(),
-            agent_version: None,
-            owl_pid: 1,
-            owl_start_time: None,
-            boot_id: None,
-            started_at: now,
-            head_before: None,
-            budget_usd: cap,
-            executor: ExecutorKind::Local,
-        };
+        let start = |cap| start("j", cap, ExecutorKind::Local, now);
         for (cost, cap, cause) in runs {
             let id = store.start_run(&start(cap)).unwrap().unwrap();
             let finish = RunFinish {
