@@ -55,7 +55,6 @@ mod tests {
             usage_probe: false,
             budget_cap: false,
             tool_policy: false,
-            graceful_interrupt: false,
             session_id: false,
         };
         let e = check_capabilities_with(&config, blind).unwrap_err();

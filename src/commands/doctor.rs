@@ -233,7 +233,7 @@ fn agent_cli(
             found.check(true, format!("account {name}: {what}"));
             let (has, lacks): (Vec<_>, Vec<_>) = d
                 .account_capabilities(account)
-                .named()
+                .named(d.interrupt("owl-doctor").is_some())
                 .into_iter()
                 .partition(|(_, on)| *on);
             let names = |caps: Vec<(&str, bool)>| -> String {

@@ -52,7 +52,6 @@ impl ClaudeCode {
         usage_probe: true,
         budget_cap: true,
         tool_policy: true,
-        graceful_interrupt: true,
         session_id: true,
     };
 }

@@ -23,7 +23,6 @@ impl Codex {
         budget_cap: false,
         tool_policy: false,
         // SIGINT aborts the turn and kills its tools (§7).
-        graceful_interrupt: true,
         session_id: true,
     };
 }

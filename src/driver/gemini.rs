@@ -22,7 +22,6 @@ impl GeminiCli {
         usage_probe: false,
         budget_cap: false,
         tool_policy: true,
-        graceful_interrupt: false,
         session_id: true,
     };
 }

@@ -26,21 +26,20 @@ pub struct Capabilities {
     pub budget_cap: bool,
     /// `allowedTools`/`disallowedTools` can be expressed to the CLI.
     pub tool_policy: bool,
-    /// The agent can be asked to abort its turn and still report how it ended.
-    pub graceful_interrupt: bool,
     /// The agent names its session, so a Run can be looked at (and resumed by hand) later.
     pub session_id: bool,
 }
 
 impl Capabilities {
-    /// Each capability with its name as `owl doctor` prints it.
-    pub fn named(&self) -> [(&'static str, bool); 6] {
+    /// Each capability with its name as `owl doctor` prints it; `graceful_interrupt` is
+    /// not a flag but the Driver's `interrupt()`, which is `Some` when it has one.
+    pub fn named(&self, graceful_interrupt: bool) -> [(&'static str, bool); 6] {
         [
             ("usage_reporting", self.usage_reporting),
             ("usage_probe", self.usage_probe),
             ("budget_cap", self.budget_cap),
             ("tool_policy", self.tool_policy),
-            ("graceful_interrupt", self.graceful_interrupt),
+            ("graceful_interrupt", graceful_interrupt),
             ("session_id", self.session_id),
         ]
     }

@@ -31,9 +31,8 @@ pub(crate) fn negotiate(
     offered_poll: UsagePoll,
     stdin_open: bool,
 ) -> (Option<Interrupt>, UsagePoll) {
-    let interrupt = offered_interrupt
-        .filter(|_| caps.graceful_interrupt)
-        .filter(|how| stdin_open || *how == Interrupt::Sigint);
+    // The interrupt the Driver offers is the capability: there is no second declaration.
+    let interrupt = offered_interrupt.filter(|how| stdin_open || *how == Interrupt::Sigint);
     let poll = match offered_poll {
         UsagePoll::Probe if caps.usage_probe => UsagePoll::Probe,
         UsagePoll::Probe | UsagePoll::None => UsagePoll::None,
@@ -512,7 +511,6 @@ mod tests {
     #[test]
     fn the_stop_and_the_poll_are_what_the_driver_declares_and_the_pipe_allows() {
         let all = Capabilities {
-            graceful_interrupt: true,
             usage_probe: true,
             ..Default::default()
         };
@@ -531,11 +529,12 @@ mod tests {
             negotiate(all, Some(Interrupt::Sigint), UsagePoll::None, false).0,
             Some(Interrupt::Sigint)
         );
-        // What the Driver offers but does not declare for this Account is not used.
+        // A probe the Driver offers but does not declare for this Account is not used; an
+        // interrupt it offers is its capability.
         let none = Capabilities::default();
         assert_eq!(
             negotiate(none, Some(Interrupt::Sigint), UsagePoll::Probe, true),
-            (None, UsagePoll::None)
+            (Some(Interrupt::Sigint), UsagePoll::None)
         );
         assert_eq!(
             negotiate(all, None, UsagePoll::Probe, true),
