@@ -4,7 +4,10 @@ use chrono::{DateTime, Duration, Utc};
 
 use crate::driver::{AgentFailure, AgentResult};
 use crate::handoff::{Handoff, HandoffError, HandoffStatus};
-use crate::model::{AccountNote, Cause, ExitInfo, JobReason, JobState, RunOutcome, StopCause};
+use crate::model::{
+    AccountNote, Cause, CheckRecord, CheckStatus, ExitInfo, JobReason, JobState, RunOutcome,
+    StopCause,
+};
 
 /// What happened in a Run, as the loop saw it.
 #[derive(Debug, Clone, Default)]
@@ -205,6 +208,8 @@ pub(crate) struct AfterRun<'a> {
     pub max_runs: u32,
     /// What the Job's budget has left after this Run (`None`: no Job budget).
     pub budget_left: Option<f64>,
+    /// What the Job's check found after this Run, when it ran (the agent said done).
+    pub check: Option<&'a CheckRecord>,
     pub now: DateTime<Utc>,
 }
 
@@ -267,7 +272,11 @@ pub(crate) fn next_job_state(a: &AfterRun) -> JobTransition {
     }
     match &a.handoff {
         Ok(h) => match h.status {
-            HandoffStatus::Done => to(JobState::Done, None, None),
+            HandoffStatus::Done => match a.check {
+                // Without a check the agent's word decides; with one, its exit code does.
+                None => to(JobState::Done, None, None),
+                Some(check) => after_check(check, a, to(JobState::Done, None, None)),
+            },
             HandoffStatus::Blocked => {
                 let summary = h.summary();
                 to(
@@ -281,6 +290,39 @@ pub(crate) fn next_job_state(a: &AfterRun) -> JobTransition {
         Err(problem) => {
             let reason = JobReason::Handoff(problem.clone());
             wait_or_fail(to(JobState::Queued, Some(reason), None))
+        }
+    }
+}
+
+/// The Job's next state once the agent said done and its check ran: done when it passed;
+/// blocked when it cannot start (the environment's fault, for a person); queued again when
+/// it failed or did not finish, told why, and failed once the Runs reach `maxRuns` (or the
+/// budget is spent) with the check still failing.
+fn after_check(check: &CheckRecord, a: &AfterRun, done: JobTransition) -> JobTransition {
+    let to = |state, reason| JobTransition {
+        state,
+        reason: Some(reason),
+        not_before: None,
+    };
+    match check.status {
+        CheckStatus::Passed => done,
+        CheckStatus::CannotStart => to(
+            JobState::Blocked,
+            JobReason::CheckCannotStart(check.clone()),
+        ),
+        // owl was stopped: the check decides nothing, and the Job runs again.
+        CheckStatus::NotFinished => to(JobState::Queued, JobReason::CheckFailed(check.clone())),
+        CheckStatus::Failed | CheckStatus::TimedOut => {
+            if a.budget_left.is_some_and(|left| left <= 0.0)
+                || max_runs_reached(a.runs, a.max_runs).is_some()
+            {
+                to(
+                    JobState::Failed,
+                    JobReason::CheckStillFailing(check.clone()),
+                )
+            } else {
+                to(JobState::Queued, JobReason::CheckFailed(check.clone()))
+            }
         }
     }
 }

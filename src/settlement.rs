@@ -6,7 +6,7 @@ use crate::config::Account;
 use crate::driver;
 use crate::handoff::{Handoff, HandoffError};
 use crate::model::{
-    Cause, Job, JobReason, JobState, RejectionHold, RunFinish, RunOutcome, Settlement, StopCause,
+    Cause, CheckRecord, Job, JobReason, JobState, RejectionHold, RunFinish, RunOutcome, Settlement, StopCause,
 };
 use crate::outcome::{self, AfterRun, Classified, RunReport};
 
@@ -44,6 +44,8 @@ pub(crate) struct Facts<'a> {
     pub git: GitAfter,
     /// A provider's rejection held the Account before this Run.
     pub rejection_held: bool,
+    /// What the Job's check found after the Run, when it ran.
+    pub check: Option<CheckRecord>,
 }
 
 /// Decides how the Run ended and what that does to its Job and Account.
@@ -143,6 +145,7 @@ fn transition_of(
         runs: facts.counted_runs + u32::from(classified.cause.counts()),
         max_runs: facts.job.max_runs,
         budget_left: crate::budget::job_budget_left(facts.job, facts.spent_usd, this_cost),
+        check: facts.check.as_ref(),
         now,
     })
 }
@@ -215,6 +218,11 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
             .chain(git.published.clone())
             .reduce(|a, b| format!("{a}; {b}")),
         stop: report.stop.as_ref().map(StopCause::kind),
+        // What the check printed is the agent's work speaking: it may echo a secret.
+        check: facts.check.clone().map(|mut c| {
+            c.detail = c.detail.map(|d| env.scrub(&d));
+            c
+        }),
     }
 }
 

@@ -36,6 +36,14 @@ pub(crate) struct AddArgs {
     /// A name for the Job, used as its id (letters, digits, '.', '_', '-').
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// The check the Job's work must pass to be done, as a shell would split it (quotes
+    /// honoured, nothing expanded, no shell run): `--check 'cargo test --locked'`.
+    /// Default: the repository's `check` in config.yaml, else `defaults.check`.
+    #[arg(long, value_name = "CMD", conflicts_with = "no_check")]
+    pub check: Option<String>,
+    /// No check for this Job, whatever config.yaml says: the agent's word decides.
+    #[arg(long)]
+    pub no_check: bool,
     /// Read the prompt from a file.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     pub prompt_file: Option<std::path::PathBuf>,
@@ -78,6 +86,7 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
     if args.max_runs == Some(0) {
         bad_input!("--max-runs must be at least 1");
     }
+    let check = job_check(ctx, &args, &repo)?;
 
     // Every check that can refuse comes before the state dir is created: exit 2 changes
     // nothing, not even on a fresh install.
@@ -111,10 +120,35 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         allowed_tools: defaults.allowed_tools.clone(),
         disallowed_tools: defaults.disallowed_tools.clone(),
         model: defaults.model.clone(),
+        check,
     };
     store.insert_job(&job, crate::clock::now()?)?;
     outln!("{id}");
     Ok(crate::error::EXIT_OK)
+}
+
+/// The Job's check, fixed now: `--check`, `--no-check`, or the configured default.
+fn job_check(
+    ctx: &Ctx,
+    args: &AddArgs,
+    repo: &std::path::Path,
+) -> Result<Option<crate::model::Check>> {
+    if args.no_check {
+        return Ok(None);
+    }
+    let Some(line) = &args.check else {
+        return Ok(ctx.config.default_check(repo));
+    };
+    let Some(argv) = shlex::split(line) else {
+        bad_input!("--check '{line}' has an unclosed quote or a trailing backslash");
+    };
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        bad_input!("--check is empty: name the command to run (or use --no-check)");
+    }
+    Ok(Some(crate::model::Check {
+        argv,
+        timeout_secs: ctx.config.check_timeout(repo).as_secs(),
+    }))
 }
 
 /// A Job name is its id and its branch `owl/<name>`: refused unless both are safe.

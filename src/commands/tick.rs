@@ -278,7 +278,7 @@ fn run_and_record(
         never_started: true,
         ..Default::default()
     });
-    let (outcome, job_state) = record(ctx, store, job, account, run_id, workspace, &run_report)?;
+    let (outcome, job_state) = record(ctx, store, run, workspace, &run_report, executor, latch)?;
     if let Some(notify) = &ctx.config.notify {
         tell(ctx, store, notify, &job.id, run_id, account, &outcome)?;
     }

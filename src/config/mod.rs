@@ -19,7 +19,7 @@ use positions::Positions;
 pub use raw::did_you_mean;
 use raw::{de_percent, describe_yaml_error, RawConfig};
 pub use units::{format_duration, parse_duration, parse_size, ValueError, DEFAULT_MIN_FREE_SPACE};
-use units::{ser_duration, ser_size};
+use units::{ser_duration, ser_opt_duration, ser_size};
 
 mod drivers;
 pub use drivers::*;
@@ -70,6 +70,41 @@ pub struct Config {
     pub sandbox: SandboxSettings,
     /// The command told of what happened at night; `None` without a `notify:` key.
     pub notify: Option<Notify>,
+    /// Per-repository defaults (`repos:`), keyed by the repository's path as written,
+    /// resolved (`~` expanded, made canonical when it exists).
+    pub repos: BTreeMap<PathBuf, RepoDefaults>,
+}
+
+/// What one repository's Jobs get unless `owl add` overrides it: `repos.<path>`.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoDefaults {
+    pub check: Option<Vec<String>>,
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub check_timeout: Option<Duration>,
+}
+
+impl Config {
+    /// The check a Job in `repo` gets unless `owl add` says otherwise: its repository's,
+    /// else `defaults.check`; with its timeout, likewise.
+    pub fn default_check(&self, repo: &Path) -> Option<crate::model::Check> {
+        let own = self.repos.get(repo);
+        let argv = own
+            .and_then(|r| r.check.clone())
+            .or_else(|| self.defaults.check.clone())?;
+        Some(crate::model::Check {
+            argv,
+            timeout_secs: self.check_timeout(repo).as_secs(),
+        })
+    }
+
+    /// How long a check of a Job in `repo` may run.
+    pub fn check_timeout(&self, repo: &Path) -> Duration {
+        self.repos
+            .get(repo)
+            .and_then(|r| r.check_timeout)
+            .unwrap_or(self.defaults.check_timeout)
+    }
 }
 
 /// What owl tells a command after a Run: `notify:` in config.yaml.
@@ -222,6 +257,11 @@ impl StateDir<'_> {
         self.logs(job_id).join(format!("{run_id}.stderr.txt"))
     }
 
+    /// What a Run's check printed (stdout and stderr interleaved), beside its transcript.
+    pub fn run_check_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.check.txt"))
+    }
+
     /// The files a Run's CLI reads (its policy) and writes (the sandbox's report).
     pub fn run_files(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.files"))
@@ -265,6 +305,11 @@ pub struct JobDefaults {
     pub allowed_tools: Vec<String>,
     pub disallowed_tools: Vec<String>,
     pub model: Option<String>,
+    /// The check every Job's work must pass to be done (argv); `None`: the agent's word.
+    pub check: Option<Vec<String>>,
+    /// How long a check may run before it is killed, with what it started.
+    #[serde(serialize_with = "ser_duration")]
+    pub check_timeout: Duration,
     /// The environment every Account's agent gets (already merged into each Account's own
     /// `env`); kept here so that `config check` shows where a key came from, keys only.
     pub env: Env,

@@ -33,6 +33,17 @@ pub(super) struct RawConfig {
     pub(super) drivers: Option<RawDrivers>,
     pub(super) sandbox: Option<RawSandbox>,
     pub(super) notify: Option<RawNotify>,
+    /// Per-repository defaults, keyed by the repository's path.
+    pub(super) repos: Option<BTreeMap<String, RawRepo>>,
+}
+
+/// What one repository's Jobs get unless `owl add` overrides it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawRepo {
+    pub(super) check: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) check_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,6 +82,10 @@ pub(super) struct RawDefaults {
     pub(super) allowed_tools: Option<Vec<String>>,
     pub(super) disallowed_tools: Option<Vec<String>>,
     pub(super) model: Option<String>,
+    /// The check every Job's work must pass to be done: argv, no shell.
+    pub(super) check: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) check_timeout: Option<Duration>,
     pub(super) executor: Option<super::ExecutorKind>,
     /// Environment for every Account's agent (an Account's own `env:` wins per key): the
     /// place for a `PATH` that lets the agent's tools find cargo or npm under cron.

@@ -102,6 +102,16 @@ pub(super) fn ser_size<S: serde::Serializer>(bytes: &u64, s: S) -> Result<S::Ok,
     s.serialize_str(&format_size(*bytes))
 }
 
+pub(super) fn ser_opt_duration<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_duration(d, s),
+        None => s.serialize_none(),
+    }
+}
+
 pub(super) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
 }

@@ -59,6 +59,9 @@ impl Place<'_> {
     }
 }
 
+/// How long a check may run unless config.yaml says otherwise.
+const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
 pub(super) fn validate(
     raw: RawConfig,
     positions: &Positions,
@@ -93,6 +96,7 @@ pub(super) fn validate(
     let notify = notify(raw.notify, &place)?;
     let sandbox = sandbox(raw.sandbox.unwrap_or_default(), &place)?;
     let state_dir = state_dir(raw.state_dir.as_deref(), &place)?;
+    let repos = repos(raw.repos.unwrap_or_default(), &place)?;
     Ok(Config {
         source: source.to_string(),
         state_dir,
@@ -116,7 +120,50 @@ pub(super) fn validate(
         drivers,
         sandbox,
         notify,
+        repos,
     })
+}
+
+/// A check's argv: a program first, never an empty list (no check is no key at all).
+fn check_argv(key: &str, argv: Option<Vec<String>>, place: &Place) -> Result<Option<Vec<String>>, Error> {
+    match argv {
+        Some(argv) if argv.first().is_none_or(|p| p.trim().is_empty()) => Err(place.at(
+            key,
+            "check must name a program first, as a list: [cargo, test, --locked] (leave the \
+             key out for no check)"
+                .into(),
+        )),
+        argv => Ok(argv),
+    }
+}
+
+/// `repos:`: each repository's path resolved, its check and timeout checked.
+fn repos(
+    raw: BTreeMap<String, super::raw::RawRepo>,
+    place: &Place,
+) -> Result<BTreeMap<PathBuf, super::RepoDefaults>, Error> {
+    let mut repos = BTreeMap::new();
+    for (path, repo) in raw {
+        let here = format!("repos.{path}");
+        let dir = place.path(&here, &path)?;
+        // Jobs name their repository by its canonical path (`owl add` resolves it).
+        let dir = dir.canonicalize().unwrap_or(dir);
+        if let Some(d) = repo.check_timeout.filter(|d| *d < Duration::from_secs(1)) {
+            return Err(place.at(
+                &format!("{here}.checkTimeout"),
+                format!("checkTimeout {} is below its minimum of 1s", format_duration(d)),
+            ));
+        }
+        let check = check_argv(&format!("{here}.check"), repo.check, place)?;
+        repos.insert(
+            dir,
+            super::RepoDefaults {
+                check,
+                check_timeout: repo.check_timeout,
+            },
+        );
+    }
+    Ok(repos)
 }
 
 /// Each duration at or above its minimum.
@@ -139,6 +186,11 @@ fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
         (
             "defaults.maxRunTime",
             raw.defaults.as_ref().and_then(|d| d.max_run_time),
+            Duration::from_secs(1),
+        ),
+        (
+            "defaults.checkTimeout",
+            raw.defaults.as_ref().and_then(|d| d.check_timeout),
             Duration::from_secs(1),
         ),
     ] {
@@ -271,6 +323,7 @@ fn defaults(
     if d.max_runs == Some(0) {
         return Err(place.at("defaults.maxRuns", "maxRuns must be at least 1".into()));
     }
+    let check = check_argv("defaults.check", d.check, place)?;
     Ok(JobDefaults {
         account,
         priority: d.priority.unwrap_or(0),
@@ -287,6 +340,8 @@ fn defaults(
         allowed_tools: d.allowed_tools.unwrap_or_else(default_allowed_tools),
         disallowed_tools: d.disallowed_tools.unwrap_or_default(),
         model: d.model,
+        check,
+        check_timeout: d.check_timeout.unwrap_or(DEFAULT_CHECK_TIMEOUT),
         env,
     })
 }

@@ -15,6 +15,9 @@ pub use stop::*;
 mod usage;
 pub use usage::*;
 
+mod check;
+pub use check::*;
+
 /// A stored name (a state, an outcome, a cause) this owl does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} '{name}'")]
@@ -180,6 +183,8 @@ pub struct Job {
     pub allowed_tools: Vec<String>,
     pub disallowed_tools: Vec<String>,
     pub model: Option<String>,
+    /// The check its work must pass to be done; `None`: the agent's word decides.
+    pub check: Option<Check>,
     pub state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
     pub reason: Option<JobReason>,
@@ -217,6 +222,7 @@ pub struct NewJob {
     pub allowed_tools: Vec<String>,
     pub disallowed_tools: Vec<String>,
     pub model: Option<String>,
+    pub check: Option<Check>,
 }
 
 /// One execution of the agent on a Job.
@@ -258,6 +264,8 @@ pub struct Run {
     pub budget_usd: Option<f64>,
     /// What kind of stop owl made of it, when it stopped the Run.
     pub stop: Option<StopKind>,
+    /// The Job's check after the Run, when the agent said done and the Job has one.
+    pub check: Option<CheckRecord>,
 }
 
 impl Run {
@@ -324,6 +332,9 @@ pub struct RunFinish {
     pub note: Option<String>,
     /// The kind of stop owl made of the Run, if it stopped it.
     pub stop: Option<StopKind>,
+    /// The Job's check after the Run, when the agent said done and the Job has one.
+    #[serde(default)]
+    pub check: Option<CheckRecord>,
 }
 
 /// Everything a Run's end writes: the Run, its Job's next state, and what holds its

@@ -140,6 +140,14 @@ pub enum JobReason {
     Lost { run_id: i64 },
     /// Its worktree could not be prepared; it is set aside a while, then tried again.
     WorktreeFailed { error: String },
+    /// The agent said done, but the Job's check did not pass (failed, timed out, or was
+    /// cut short by a stop of owl's): the Job runs again, told why.
+    CheckFailed(CheckRecord),
+    /// The Job's check still failed when its Runs reached `maxRuns`.
+    CheckStillFailing(CheckRecord),
+    /// The Job's check cannot start (its program missing or not executable): the
+    /// environment's fault, for a person to fix before `owl requeue`.
+    CheckCannotStart(CheckRecord),
     /// Words from before reasons were typed (a database older than schema 10).
     Note { text: String },
 }
@@ -168,6 +176,17 @@ impl fmt::Display for JobReason {
             JobReason::WorktreeFailed { error } => write!(
                 f,
                 "preparing the worktree failed: {error}; set aside, tried again later"
+            ),
+            JobReason::CheckFailed(check) if check.status == CheckStatus::NotFinished => {
+                write!(f, "{check}; queued again")
+            }
+            JobReason::CheckFailed(check) => {
+                write!(f, "the agent said done, but its check failed: {check}")
+            }
+            JobReason::CheckStillFailing(check) => write!(f, "check still failing: {check}"),
+            JobReason::CheckCannotStart(check) => write!(
+                f,
+                "{check}; install it or fix the check in config.yaml, then `owl requeue` the job"
             ),
             JobReason::Note { text } => f.write_str(text),
         }

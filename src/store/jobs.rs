@@ -11,7 +11,7 @@ use crate::model::{Job, JobReason, JobState, NewJob};
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
-    reason_data";
+    reason_data, check_argv, check_timeout_secs";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let state: String = r.get(15)?;
@@ -40,6 +40,16 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
         created_at: time_col(r.get(18)?).unwrap_or_default(),
         updated_at: time_col(r.get(19)?).unwrap_or_default(),
         base_commit: r.get(20)?,
+        check: check_from(r.get(22)?, r.get(23)?),
+    })
+}
+
+/// A Job's check as stored: its argv as JSON and its timeout; `None` without one.
+fn check_from(argv: Option<String>, timeout_secs: Option<i64>) -> Option<crate::model::Check> {
+    let argv: Vec<String> = serde_json::from_str(argv.as_deref()?).ok()?;
+    (!argv.is_empty()).then(|| crate::model::Check {
+        argv,
+        timeout_secs: timeout_secs.unwrap_or(0).max(1) as u64,
     })
 }
 
@@ -73,7 +83,7 @@ impl Store {
             tx.execute(
                 &format!(
                     "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17,NULL)"
+                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17,NULL,?18,?19)"
                 ),
                 params![
                     job.id,
@@ -93,6 +103,8 @@ impl Store {
                     job.model,
                     rfc3339(now),
                     job.base_commit,
+                    job.check.as_ref().map(|c| json_vec(&c.argv)),
+                    job.check.as_ref().map(|c| c.timeout_secs as i64),
                 ],
             )
             .with_context(|| format!("inserting job {}", job.id))?;

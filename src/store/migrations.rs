@@ -218,6 +218,13 @@ const MIGRATIONS: &[&str] = &[
             agent_checked = substr(agent_checked, 1, instr(agent_checked, char(9)) - 1)
         WHERE instr(agent_checked, char(9)) > 0;
     "#,
+    // 17: a Job's check (argv as JSON, its timeout), fixed when it is queued; what the
+    // check found after a Run, as JSON (`model::CheckRecord`). NULL: no check.
+    r#"
+    ALTER TABLE jobs ADD COLUMN check_argv TEXT;
+    ALTER TABLE jobs ADD COLUMN check_timeout_secs INTEGER;
+    ALTER TABLE runs ADD COLUMN check_data TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

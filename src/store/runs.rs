@@ -47,7 +47,7 @@ pub struct RunIdentity {
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
-    head_before, head_after, safety_commit, cause, note, budget_usd, stop";
+    head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data";
 
 fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -79,6 +79,9 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         note: r.get(24)?,
         budget_usd: r.get(25)?,
         stop: r.get::<_, Option<String>>(26)?.and_then(|s| s.parse().ok()),
+        check: r
+            .get::<_, Option<String>>(27)?
+            .and_then(|c| serde_json::from_str(&c).ok()),
     })
 }
 
@@ -172,7 +175,7 @@ impl Store {
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
                  survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17, \
-                 cause = ?18, note = ?19, stop = ?20 WHERE id = ?1",
+                 cause = ?18, note = ?19, stop = ?20, check_data = ?21 WHERE id = ?1",
                 params![
                     run_id,
                     finish.outcome.map(RunOutcome::as_str),
@@ -194,6 +197,11 @@ impl Store {
                     finish.cause.map(Cause::as_str),
                     finish.note,
                     finish.stop.map(StopKind::as_str),
+                    finish
+                        .check
+                        .as_ref()
+                        .map(serde_json::to_string)
+                        .transpose()?,
                 ],
             )?;
             // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.

@@ -1,5 +1,6 @@
 //! One Run from spawn to reaped: reader threads, a waiter and a stdin writer feed one event loop, which owns every decision and the stop sequence.
 
+pub(crate) mod check;
 mod checks;
 pub(crate) mod machine;
 pub(crate) mod probe;

@@ -3,16 +3,23 @@
 
 use super::*;
 
-/// Records the Run's end and moves its Job on.
+/// Records the Run's end and moves its Job on: when the agent says done and the Job has a
+/// check, the check runs first, and decides.
 pub(super) fn record(
     ctx: &Ctx,
     store: &mut Store,
-    job: &Job,
-    account: &str,
-    run_id: i64,
+    run: &StartedRun,
     workspace: &mut Workspace,
     report: &RunReport,
+    executor: &dyn Executor,
+    latch: &crate::supervise::StopLatch,
 ) -> Result<(outcome::Classified, JobState)> {
+    let StartedRun {
+        job,
+        account,
+        run_id,
+        ..
+    } = *run;
     let now = crate::clock::now()?;
     // A sandboxed Run wrote its clone's `.git` too: before owl, outside the sandbox, commits
     // or reads there, what it planted is undone, or the clone is left alone whole.
@@ -32,9 +39,7 @@ pub(super) fn record(
     // before sealing what the Run before planted).
     let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
         .then(|| neutralised_note(workspace.sealed()));
-    let (settlement, classified) = crate::settlement::settle(
-        report,
-        &crate::settlement::Facts {
+    let mut facts = crate::settlement::Facts {
             run_id,
             job,
             account_name: account,
@@ -51,9 +56,14 @@ pub(super) fn record(
                 neutralised,
             },
             rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
-        },
-        now,
-    );
+            check: None,
+    };
+    let (mut settlement, mut classified) = crate::settlement::settle(report, &facts, now);
+    if let (JobState::Done, Some(check)) = (settlement.job_state, &job.check) {
+        // At the branch's final commit (the safety net is in), where the agent worked.
+        facts.check = Some(run_check(ctx, run, check, workspace, executor, latch)?);
+        (settlement, classified) = crate::settlement::settle(report, &facts, crate::clock::now()?);
+    }
     let state = settlement.job_state;
     store.settle(
         &settlement,
@@ -71,6 +81,69 @@ pub(super) fn record(
     )?;
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
+}
+
+/// Runs the Job's check in its working copy through the Account's Executor, its output
+/// beside the Run's transcript.
+fn run_check(
+    ctx: &Ctx,
+    run: &StartedRun,
+    check: &crate::model::Check,
+    workspace: &Workspace,
+    executor: &dyn Executor,
+    latch: &crate::supervise::StopLatch,
+) -> Result<crate::model::CheckRecord> {
+    let state = ctx.config.state();
+    let files = state.run_files(&run.job.id, run.run_id);
+    let output = create_private_file(&state.run_check_log(&run.job.id, run.run_id))?;
+    let account = &ctx.config.accounts[run.account];
+    tracing::info!(
+        "run {}: the agent says done; running its check `{}`",
+        run.run_id,
+        check.command_line()
+    );
+    let (env_set, env_remove) = check_env(account);
+    Ok(crate::supervise::check::run_check(
+        executor,
+        crate::supervise::check::CheckRun {
+            check,
+            place: crate::supervise::RunPlace {
+                workspace: workspace.path(),
+                files: &files,
+            },
+            run_id: run.run_id,
+            env_set,
+            env_remove,
+            output,
+            latch,
+        },
+    ))
+}
+
+/// The environment of a Job's check: the Account's settings (a `PATH` for cargo under
+/// cron), never a credential: a variable named like one (a key, a token, a secret, a
+/// password) and every credential variable a Driver knows are removed, so that the
+/// agent's code cannot print them into the check's log.
+pub(super) fn check_env(account: &crate::config::Account) -> (Vec<(String, String)>, Vec<String>) {
+    let (secret, plain): (Vec<_>, Vec<_>) = account
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .partition(|(k, _)| names_a_credential(k));
+    let remove = secret
+        .into_iter()
+        .map(|(k, _)| k)
+        .chain(crate::driver::inherited_credentials().map(String::from))
+        .collect();
+    (plain, remove)
+}
+
+/// Whether a variable's name says it holds a credential.
+fn names_a_credential(key: &str) -> bool {
+    let key = key.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE"]
+        .iter()
+        .any(|word| key.contains(word))
 }
 
 /// The Run's note on what owl undid in the clone before opening it.
