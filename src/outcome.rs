@@ -626,6 +626,7 @@ mod tests {
             runs,
             max_runs: 3,
             budget_left: None,
+            check: None,
             now,
         })
     }

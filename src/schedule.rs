@@ -318,6 +318,7 @@ mod tests {
             allowed_tools: vec![],
             disallowed_tools: vec![],
             model: None,
+            check: None,
             state: JobState::Queued,
             reason: None,
             not_before: None,

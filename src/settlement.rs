@@ -230,7 +230,7 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
 mod tests {
     use super::*;
     use crate::driver::{AgentEvent, ClaudeCode, Driver, RateLimitStatus};
-    use crate::model::{ExitInfo, OnCredits};
+    use crate::model::{CheckStatus, ExitInfo, OnCredits};
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().to_utc()
@@ -298,9 +298,75 @@ mod tests {
             budget_usd: Some(2.0),
             handoff: Ok(handoff.map(String::from)),
             git,
+            check: None,
             rejection_held: held,
         };
         settle(report, &facts, at(NOW))
+    }
+
+    /// A Run of the recorded success transcript that hands off done, with what its check
+    /// found, its Job at its `counted` Runs before this one of `max_runs`.
+    fn settle_checked(status: CheckStatus, counted: u32, max_runs: u32) -> Settlement {
+        let report = reported("success.jsonl", 0);
+        let job = Job {
+            max_runs,
+            ..job()
+        };
+        let account = Account::plain();
+        let facts = Facts {
+            run_id: 7,
+            job: &job,
+            account_name: "work",
+            account: &account,
+            counted_runs: counted,
+            spent_usd: 0.0,
+            budget_usd: None,
+            handoff: Ok(Some("status: done\n\nAll done.\n".into())),
+            git: GitAfter::default(),
+            rejection_held: false,
+            check: Some(CheckRecord {
+                command: vec!["sh".into(), "-c".into(), "test -f fixed".into()],
+                status,
+                exit_code: (status == CheckStatus::Failed).then_some(1),
+                duration_ms: 20,
+                detail: None,
+            }),
+        };
+        settle(&report, &facts, at(NOW)).0
+    }
+
+    #[test]
+    fn a_done_run_is_done_only_when_its_check_passes() {
+        let passed = settle_checked(CheckStatus::Passed, 0, 5);
+        assert_eq!(passed.job_state, JobState::Done);
+        assert_eq!(passed.finish.check.as_ref().map(|c| c.status), Some(CheckStatus::Passed));
+        for status in [CheckStatus::Failed, CheckStatus::TimedOut] {
+            let failed = settle_checked(status, 0, 5);
+            assert_eq!(failed.job_state, JobState::Queued, "{status:?}");
+            assert!(matches!(failed.job_reason, Some(JobReason::CheckFailed(_))));
+            // The Run counts toward maxRuns like any in which the model worked.
+            assert_eq!(failed.finish.cause, Some(Cause::Job));
+        }
+        // At maxRuns the Job fails, saying the check still fails.
+        let last = settle_checked(CheckStatus::Failed, 4, 5);
+        assert_eq!(last.job_state, JobState::Failed);
+        let reason = last.job_reason.unwrap();
+        assert!(matches!(reason, JobReason::CheckStillFailing(_)));
+        assert_eq!(
+            reason.to_string(),
+            "check still failing: `sh -c 'test -f fixed'` exited 1 after 0s"
+        );
+    }
+
+    #[test]
+    fn a_check_that_cannot_start_blocks_and_one_cut_short_decides_nothing() {
+        let missing = settle_checked(CheckStatus::CannotStart, 4, 5);
+        assert_eq!(missing.job_state, JobState::Blocked);
+        assert!(matches!(missing.job_reason, Some(JobReason::CheckCannotStart(_))));
+        assert!(missing.job_reason.unwrap().to_string().contains("owl requeue"));
+        let stopped = settle_checked(CheckStatus::NotFinished, 4, 5);
+        assert_eq!(stopped.job_state, JobState::Queued);
+        assert!(stopped.job_reason.unwrap().to_string().contains("did not finish"));
     }
 
     #[test]
@@ -446,6 +512,7 @@ mod tests {
             spent_usd: 0.0,
             budget_usd: None,
             handoff: Ok(None),
+            check: None,
             git: GitAfter::default(),
             rejection_held: false,
         };

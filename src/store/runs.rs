@@ -425,6 +425,7 @@ mod tests {
             allowed_tools: vec![],
             disallowed_tools: vec![],
             model: None,
+            check: None,
         }
     }
 
