@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use super::{
     add::AddArgs,
+    check::CheckArgs,
     cancel::{CancelArgs, RequeueArgs},
     clean::CleanArgs,
     doctor::DoctorArgs,
@@ -46,6 +47,8 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// A Run's transcript, readable.
     Logs(LogsArgs),
+    /// Run a Job's check now in its worktree and print the result; exits 0 when it passes.
+    Check(CheckArgs),
     /// Stop a Job (a running Run is terminated) and never run it again.
     Cancel(CancelArgs),
     /// Put a failed, blocked or cancelled Job back in the queue, with a fresh allowance of Runs.

@@ -33,11 +33,61 @@ pub(crate) struct JobJson<'a> {
     pub created_at: Cow<'a, str>,
     pub updated_at: Cow<'a, str>,
     pub prompt: &'a str,
+    /// The check its work must pass to be done; `null`: the agent's word decides.
+    pub check: Option<CheckJson<'a>>,
+    /// What its latest check found, if one ran.
+    pub last_check: Option<CheckResultJson<'a>>,
+    /// Done, and its check passed at the end: the work is verified, not only claimed.
+    pub verified: bool,
+}
+
+/// A Job's check as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub(crate) struct CheckJson<'a> {
+    /// argv, never a shell string.
+    pub command: &'a [String],
+    pub timeout_secs: u64,
+}
+
+impl<'a> CheckJson<'a> {
+    pub(crate) fn of(check: &'a crate::model::Check) -> CheckJson<'a> {
+        CheckJson {
+            command: &check.argv,
+            timeout_secs: check.timeout_secs,
+        }
+    }
+}
+
+/// What one attempt of a check found, as `--json` prints it.
+#[derive(Debug, Serialize)]
+pub(crate) struct CheckResultJson<'a> {
+    pub command: &'a [String],
+    /// `passed`, `failed`, `timed_out`, `cannot_start` or `not_finished`.
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+impl<'a> CheckResultJson<'a> {
+    pub(crate) fn of(record: &'a crate::model::CheckRecord) -> CheckResultJson<'a> {
+        CheckResultJson {
+            command: &record.command,
+            status: record.status.as_str(),
+            exit_code: record.exit_code,
+            duration_ms: record.duration_ms,
+        }
+    }
+}
+
+/// Whether a Job in `state` whose latest check found `last` is verified done.
+fn verified(state: crate::model::JobState, last: Option<&crate::model::CheckRecord>) -> bool {
+    state == crate::model::JobState::Done && last.is_some_and(|c| c.passed())
 }
 
 impl<'a> JobJson<'a> {
     /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
-    pub(super) fn new(worktrees: &'a str, job: &'a Job, runs: &[crate::model::Run]) -> JobJson<'a> {
+    pub(super) fn new(worktrees: &'a str, job: &'a Job, runs: &'a [crate::model::Run]) -> JobJson<'a> {
+        let last_check = runs.iter().rev().find_map(|r| r.check.as_ref());
         JobJson {
             id: &job.id,
             name: job.name.as_deref(),
@@ -57,11 +107,14 @@ impl<'a> JobJson<'a> {
             created_at: crate::clock::rfc3339(job.created_at).into(),
             updated_at: crate::clock::rfc3339(job.updated_at).into(),
             prompt: &job.prompt,
+            check: job.check.as_ref().map(CheckJson::of),
+            last_check: last_check.map(CheckResultJson::of),
+            verified: verified(job.state, last_check),
         }
     }
 
     /// A Job as listed, times printed as stored.
-    pub(super) fn listed(worktrees: &'a str, job: &ListedJob<'a>) -> JobJson<'a> {
+    pub(super) fn listed(worktrees: &'a str, job: &'a ListedJob<'a>) -> JobJson<'a> {
         use crate::clock::printable;
         JobJson {
             id: job.id,
@@ -82,6 +135,9 @@ impl<'a> JobJson<'a> {
             created_at: printable(job.created_at),
             updated_at: printable(job.updated_at),
             prompt: job.prompt,
+            check: job.check.as_ref().map(CheckJson::of),
+            last_check: job.last_check.as_ref().map(CheckResultJson::of),
+            verified: verified(job.state, job.last_check.as_ref()),
         }
     }
 }

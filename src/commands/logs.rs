@@ -22,6 +22,10 @@ pub(crate) struct LogsArgs {
     /// Keep printing as the Run writes more, until it ends.
     #[arg(long)]
     follow: bool,
+    /// Print what the Job's check printed after the Run (stdout and stderr interleaved)
+    /// instead of the transcript; control characters shown escaped unless --raw.
+    #[arg(long, conflicts_with = "follow")]
+    check: bool,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<u8> {
@@ -30,6 +34,9 @@ pub(super) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<u8> {
         crate::bad_input!("no run or job '{which}': nothing has run yet");
     };
     let run = which_run(ctx, &store, which)?;
+    if args.check {
+        return print_check(ctx, &run, raw);
+    }
     let run_id = run.id;
     let path = ctx.config.state().run_log(&run.job_id, run_id);
     let mut file =
@@ -72,6 +79,29 @@ pub(super) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<u8> {
         if let Some(text) = readable(driver.as_ref(), &pending, version) {
             outln!("{text}");
         }
+    }
+    Ok(0)
+}
+
+/// What the Run's check printed: as text with its control characters shown, or raw.
+fn print_check(ctx: &Ctx, run: &crate::model::Run, raw: bool) -> Result<u8> {
+    if run.check.is_none() {
+        crate::bad_input!(
+            "run {} ran no check (a check runs after a Run whose agent says done, for a Job \
+             that has one)",
+            run.id
+        );
+    }
+    let path = ctx.config.state().run_check_log(&run.job_id, run.id);
+    // owl wrote this file, but every byte in it is the agent's work speaking.
+    let cap = crate::supervise::check::OUTPUT_CAP + 1024;
+    let bytes = crate::untrusted::read(&path, cap)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if raw {
+        crate::output::write_raw(&bytes).context("writing the check's output to stdout")?;
+    } else {
+        let text = String::from_utf8_lossy(&bytes);
+        crate::output::write_out(format_args!("{}", crate::output::inert(&text)));
     }
     Ok(0)
 }

@@ -3,6 +3,7 @@
 mod add;
 mod cancel;
 mod capabilities;
+mod check;
 mod clean;
 mod cli;
 mod config_check;
@@ -47,6 +48,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Jobs(args) => jobs::run(&ctx, &args),
         Command::Show(args) => show::run(&ctx, &args),
         Command::Logs(args) => logs::run(&ctx, &args),
+        Command::Check(args) => check::run(&ctx, &args),
         Command::Cancel(args) => cancel::cancel(&ctx, &args),
         Command::Requeue(args) => cancel::requeue(&ctx, &args),
         Command::Clean(args) => clean::run(&ctx, &args),

@@ -74,6 +74,23 @@ struct RunJson {
     /// owl's commit of what the Run left uncommitted.
     safety_commit: Option<String>,
     log: String,
+    /// The Job's check after the Run, when the agent said done and the Job has one.
+    check: Option<RunCheckJson>,
+}
+
+/// What a Run's check found, with where its output is.
+#[derive(Debug, Serialize)]
+struct RunCheckJson {
+    command: Vec<String>,
+    /// `passed`, `failed`, `timed_out`, `cannot_start` or `not_finished`.
+    status: &'static str,
+    exit_code: Option<i32>,
+    duration_ms: u64,
+    /// Its stdout and stderr, interleaved (`owl logs RUN --check` prints it).
+    log: String,
+    /// How it ended, in words.
+    #[serde(skip)]
+    said: String,
 }
 
 /// What `owl show` was asked.
@@ -220,6 +237,15 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.priority,
         j.runs_text()
     );
+    match (&j.check, j.verified) {
+        (_, true) => outln!("  check:    verified: {}", runs.iter().rev().find_map(|r| r.check.as_ref()).map(|c| c.to_string()).unwrap_or_default()),
+        (Some(check), false) => outln!(
+            "  check:    {} (timeout {}; decides when the agent says done)",
+            crate::model::command_line(check.command),
+            crate::config::format_duration(std::time::Duration::from_secs(check.timeout_secs))
+        ),
+        (None, false) => outln!("  check:    none: the agent's word decides"),
+    }
     outln!(
         "  prompt:   {}",
         crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
@@ -331,6 +357,9 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     if let Some(blind) = r.blind_spots {
         outln!("  not seen: {blind}");
     }
+    if let Some(check) = &r.check {
+        outln!("  check: {} (owl logs {} --check)", check.said, r.id);
+    }
     outln!("  log: {}", r.log);
 }
 
@@ -367,6 +396,19 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
         skipped_lines: r.skipped_lines,
         commits,
         safety_commit: r.safety_commit.clone(),
+        check: r.check.as_ref().map(|c| RunCheckJson {
+            command: c.command.clone(),
+            status: c.status.as_str(),
+            exit_code: c.exit_code,
+            duration_ms: c.duration_ms,
+            log: ctx
+                .config
+                .state()
+                .run_check_log(&r.job_id, r.id)
+                .display()
+                .to_string(),
+            said: c.to_string(),
+        }),
         log: ctx
             .config
             .state()

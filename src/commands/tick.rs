@@ -172,6 +172,12 @@ fn run_job(
 ) -> Result<TickJson> {
     let account = account.to_string();
     let job_id = job_id.to_string();
+    // Held for the Run's whole life, its check included: `owl check` never runs beside it.
+    ensure_private_dir(&ctx.config.state().logs(&job_id))?;
+    let Some(_job_held) = crate::lock::try_lock(&ctx.config.state().job_lock(&job_id))? else {
+        let reason = format!("job {job_id}'s check is being run by hand (`owl check`)");
+        return Ok(TickJson::said(TickAction::Idle, reason, false));
+    };
     // From the pick on, a stop signal is kept, not owl's death: before the Run is recorded
     // it starts nothing; after, the Run ends at once and is recorded interrupted.
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;

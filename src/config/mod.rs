@@ -257,6 +257,17 @@ impl StateDir<'_> {
         self.logs(job_id).join(format!("{run_id}.stderr.txt"))
     }
 
+    /// Held by a tick while it runs a Job, and by `owl check` while it checks one: a
+    /// check by hand never runs beside a Run of the same Job.
+    pub fn job_lock(&self, job_id: &str) -> PathBuf {
+        self.logs(job_id).join("job.lock")
+    }
+
+    /// What the last check run by hand (`owl check`) printed.
+    pub fn hand_check_log(&self, job_id: &str) -> PathBuf {
+        self.logs(job_id).join("check.txt")
+    }
+
     /// What a Run's check printed (stdout and stderr interleaved), beside its transcript.
     pub fn run_check_log(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.check.txt"))

@@ -129,9 +129,10 @@ fn check_argv(key: &str, argv: Option<Vec<String>>, place: &Place) -> Result<Opt
     match argv {
         Some(argv) if argv.first().is_none_or(|p| p.trim().is_empty()) => Err(place.at(
             key,
-            "check must name a program first, as a list: [cargo, test, --locked] (leave the \
-             key out for no check)"
-                .into(),
+            format!(
+                "{key} must name a program first, as a list: [cargo, test, --locked] (leave \
+                 the key out for no check)"
+            ),
         )),
         argv => Ok(argv),
     }

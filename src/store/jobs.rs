@@ -74,6 +74,10 @@ pub struct ListedJob<'r> {
     pub run_count: usize,
     /// Its Runs that count toward `maxRuns` (ended, and the Job's doing).
     pub counted_runs: usize,
+    /// The check its work must pass to be done.
+    pub check: Option<crate::model::Check>,
+    /// What its latest check found, if one ran.
+    pub last_check: Option<crate::model::CheckRecord>,
 }
 
 impl Store {
@@ -193,7 +197,9 @@ impl Store {
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
              not_before, created_at, updated_at, base_commit, run_count, \
              (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id AND outcome IS NOT NULL \
-              AND (cause IS NULL OR cause = 'job')) \
+              AND (cause IS NULL OR cause = 'job')), check_argv, check_timeout_secs, \
+             (SELECT check_data FROM runs WHERE runs.job_id = jobs.id \
+              AND check_data IS NOT NULL ORDER BY id DESC LIMIT 1) \
              FROM jobs {filter} ORDER BY seq"
         ))?;
         let mut rows = stmt.query([])?;
@@ -218,6 +224,8 @@ impl Store {
                 base_commit: opt_text(13)?,
                 run_count: r.get::<_, i64>(14)?.max(0) as usize,
                 counted_runs: r.get::<_, i64>(15)?.max(0) as usize,
+                check: check_from(r.get(16)?, r.get(17)?),
+                last_check: opt_text(18)?.and_then(|c| serde_json::from_str(c).ok()),
             })?;
         }
         Ok(())

@@ -28,3 +28,4 @@ mod three_drivers;
 mod tick_basics;
 mod tick_job;
 mod usage_windows;
+mod verified;

@@ -102,7 +102,7 @@ fn run_check(
         run.run_id,
         check.command_line()
     );
-    let (env_set, env_remove) = check_env(account);
+    let (env_set, env_remove) = crate::supervise::check::check_env(account);
     Ok(crate::supervise::check::run_check(
         executor,
         crate::supervise::check::CheckRun {
@@ -118,32 +118,6 @@ fn run_check(
             latch,
         },
     ))
-}
-
-/// The environment of a Job's check: the Account's settings (a `PATH` for cargo under
-/// cron), never a credential: a variable named like one (a key, a token, a secret, a
-/// password) and every credential variable a Driver knows are removed, so that the
-/// agent's code cannot print them into the check's log.
-pub(super) fn check_env(account: &crate::config::Account) -> (Vec<(String, String)>, Vec<String>) {
-    let (secret, plain): (Vec<_>, Vec<_>) = account
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .partition(|(k, _)| names_a_credential(k));
-    let remove = secret
-        .into_iter()
-        .map(|(k, _)| k)
-        .chain(crate::driver::inherited_credentials().map(String::from))
-        .collect();
-    (plain, remove)
-}
-
-/// Whether a variable's name says it holds a credential.
-fn names_a_credential(key: &str) -> bool {
-    let key = key.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE"]
-        .iter()
-        .any(|word| key.contains(word))
 }
 
 /// The Run's note on what owl undid in the clone before opening it.
