@@ -226,6 +226,7 @@ impl World {
             allowed_tools: vec!["Read".into(), "Edit".into()],
             disallowed_tools: vec![],
             model: None,
+            check: None,
         };
         // Runs end one every five minutes, back from now: 100,000 of them span a year.
         let mut ended = 0i64;

@@ -10,7 +10,8 @@ use crate::config::{Notify, NotifyEvent};
 /// What a notify command reads on its stdin: one event.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Payload {
-    /// `run-ended`, `job-done`, `job-blocked`, `job-failed` or `account-waiting`.
+    /// `run-ended`, `job-done`, `job-blocked`, `job-failed`, `account-waiting` or
+    /// `check-failed`.
     pub event: &'static str,
     /// When owl sent it (RFC 3339, UTC).
     pub at: String,
@@ -31,15 +32,58 @@ pub(crate) struct Payload {
     /// When the Job (for `account-waiting`: the Account) may run again; `null` when it is
     /// not waiting.
     pub until: Option<String>,
+    /// The first line of the Job's prompt (a pull request's title), at most 200 characters.
+    pub prompt_summary: String,
+    /// The Handoff the Run left on the branch (the agent's words, at most 8 KiB).
+    pub handoff: Option<String>,
+    /// What the Job's check found after this Run; `null` when none ran.
+    pub check: Option<PayloadCheck>,
+    /// The Job is done and its check passed: verified, not only claimed.
+    pub verified: bool,
 }
+
+/// A check's result as a payload carries it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PayloadCheck {
+    pub command: Vec<String>,
+    /// `passed`, `failed`, `timed_out`, `cannot_start` or `not_finished`.
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+impl PayloadCheck {
+    pub(crate) fn of(record: &crate::model::CheckRecord) -> PayloadCheck {
+        PayloadCheck {
+            command: record.command.clone(),
+            status: record.status.as_str(),
+            exit_code: record.exit_code,
+            duration_ms: record.duration_ms,
+        }
+    }
+}
+
+/// The most bytes of a Handoff a payload carries.
+pub(crate) const HANDOFF_CAP: usize = 8 * 1024;
 
 /// The events one recorded Run makes, in the order they are sent: `run-ended` first.
 pub(crate) fn events_of(
     job_state: crate::model::JobState,
     account_waiting: bool,
+    check: Option<&crate::model::CheckRecord>,
 ) -> Vec<NotifyEvent> {
-    use crate::model::JobState;
+    use crate::model::{CheckStatus, JobState};
     let mut events = vec![NotifyEvent::RunEnded];
+    // A claimed done that its check refused: before the Job's own news (a `job-failed` at
+    // maxRuns, a `job-blocked` for a check that cannot start).
+    if check.is_some_and(|c| {
+        matches!(
+            c.status,
+            CheckStatus::Failed | CheckStatus::TimedOut | CheckStatus::CannotStart
+        )
+    }) {
+        events.push(NotifyEvent::CheckFailed);
+    }
     match job_state {
         JobState::Done => events.push(NotifyEvent::JobDone),
         JobState::Blocked => events.push(NotifyEvent::JobBlocked),

@@ -32,6 +32,18 @@ pub(crate) fn is_uuid(s: &str) -> bool {
             .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
+/// The first `max` bytes of a text, cut at a character boundary and marked with `…`.
+pub(crate) fn truncate_bytes(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
 /// The last `max` bytes of a text, cut at a character boundary, for an error's tail.
 pub(crate) fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {

@@ -40,23 +40,25 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
     store.for_each_listed_job(all, |job| {
         if listed == 0 {
             outln!(
-                "{:<14} {:<10} {:>4} {:>7}  {:<10} PROMPT",
+                "{:<14} {:<10} {:>4} {:>7}  {:<10} {:<9} PROMPT",
                 "ID",
                 "STATE",
                 "PRI",
                 "RUNS",
-                "ACCOUNT"
+                "ACCOUNT",
+                "CHECK"
             );
         }
         listed += 1;
         let prompt = job.prompt.lines().next().unwrap_or("");
         outln!(
-            "{:<14} {:<10} {:>4} {:>7}  {:<10} {}",
+            "{:<14} {:<10} {:>4} {:>7}  {:<10} {:<9} {}",
             job.id,
             job.state.as_str(),
             job.priority,
             runs_column(job),
             job.account.unwrap_or("any"),
+            check_column(job),
             crate::text::truncate(prompt, 60)
         );
         Ok(())
@@ -65,6 +67,19 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
         outln!("no {}jobs", if all { "" } else { "unfinished " });
     }
     Ok(0)
+}
+
+/// Where the Job's check stands: `verified` (done, and it passed), `failing` (its latest
+/// attempt did not pass), `pending` (none ran yet) or `-` (no check: the agent's word).
+fn check_column(job: &crate::store::ListedJob<'_>) -> &'static str {
+    match (&job.check, &job.last_check) {
+        (None, _) => "-",
+        (Some(_), Some(last)) if last.passed() && job.state == crate::model::JobState::Done => {
+            "verified"
+        }
+        (Some(_), Some(last)) if !last.passed() => "failing",
+        (Some(_), _) => "pending",
+    }
 }
 
 /// `1/5`: counted Runs against `maxRuns`; `0/5+1`: and one more that did not count.

@@ -68,6 +68,10 @@ pub(super) struct JobReport {
     /// or what it needs.
     pub next_step: Option<String>,
     pub runs: Vec<RunReport>,
+    /// The check the Job's work must pass to be done (argv); `null`: the agent's word.
+    pub check: Option<Vec<String>>,
+    /// Done, and its check passed: verified, not only claimed.
+    pub verified: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -88,6 +92,11 @@ pub(super) struct RunReport {
     /// What owl noted of the Run beyond its outcome: what it undid in a sandboxed Run's
     /// clone, a branch it could not bring home, a stop after the result.
     pub note: Option<String>,
+    /// The Job's check after the Run, when the agent said done and the Job has one.
+    pub check: Option<crate::notify::PayloadCheck>,
+    /// How the check ended, in words.
+    #[serde(skip)]
+    pub check_said: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -312,6 +321,13 @@ fn job_report(
             .collect(),
         next_step: next_step(job),
         runs: job_runs.iter().map(|r| run_report(r)).collect(),
+        check: job.check.as_ref().map(|c| c.argv.clone()),
+        verified: job.state == crate::model::JobState::Done
+            && all_runs
+                .iter()
+                .rev()
+                .find_map(|r| r.check.as_ref())
+                .is_some_and(|c| c.passed()),
     })
 }
 
@@ -410,6 +426,8 @@ fn run_report(r: &Run) -> RunReport {
         ended_at: r.ended_at,
         cost_usd: r.cost_usd,
         note: r.note.clone(),
+        check: r.check.as_ref().map(crate::notify::PayloadCheck::of),
+        check_said: r.check.as_ref().map(|c| c.to_string()),
     }
 }
 
@@ -434,7 +452,11 @@ fn print_text(report: &Report) {
             .as_deref()
             .map(|r| format!(" — {r}"))
             .unwrap_or_default();
-        outln!("Job {}{name}: {}{reason}", job.id, job.state);
+        let verified = if job.verified { " (verified)" } else { "" };
+        outln!("Job {}{name}: {}{verified}{reason}", job.id, job.state);
+        if let Some(check) = &job.check {
+            outln!("  check: {}", crate::model::command_line(check));
+        }
         if let Some(commits) = job.commits {
             outln!(
                 "  {}: {commits} commit{}, {} file{} changed, +{} -{}",
@@ -470,6 +492,9 @@ fn print_text(report: &Report) {
             );
             if let Some(note) = &r.note {
                 outln!("    note: {note}");
+            }
+            if let Some(said) = &r.check_said {
+                outln!("    check: {said}");
             }
         }
         for d in &job.denied_tools {

@@ -92,6 +92,11 @@ struct RecentRunJson {
     ended_at: Option<String>,
     cost_usd: Option<f64>,
     denied_tools: usize,
+    /// The Job's check after the Run, when the agent said done and the Job has one.
+    check: Option<crate::notify::PayloadCheck>,
+    /// How the check ended, in words.
+    #[serde(skip)]
+    check_said: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -162,6 +167,8 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
             ended_at: opt_time(r.ended_at),
             cost_usd: r.cost_usd,
             denied_tools: r.permission_denials.len(),
+            check: r.check.as_ref().map(crate::notify::PayloadCheck::of),
+            check_said: r.check.as_ref().map(|c| c.to_string()),
         })
         .collect();
     let out = report(running, &views, &plan, attention, recent);
@@ -244,6 +251,9 @@ fn print_recent_runs(recent_runs: &[RecentRunJson]) {
             r.job_id,
             r.outcome.as_deref().unwrap_or("?")
         );
+        if let Some(said) = &r.check_said {
+            outln!("           check: {said}");
+        }
     }
     if recent_runs.len() > 10 {
         outln!("  … and {} more (`owl jobs --all`)", recent_runs.len() - 10);

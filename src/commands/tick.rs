@@ -286,7 +286,9 @@ fn run_and_record(
     });
     let (outcome, job_state) = record(ctx, store, run, workspace, &run_report, executor, latch)?;
     if let Some(notify) = &ctx.config.notify {
-        tell(ctx, store, notify, &job.id, run_id, account, &outcome)?;
+        let handoff = workspace.handoff().ok().flatten();
+        let handoff = handoff.as_deref();
+        tell(ctx, store, notify, run, &outcome, handoff)?;
     }
     Ok(TickJson {
         action: TickAction::Ran,

@@ -144,15 +144,19 @@ pub enum NotifyEvent {
     JobFailed,
     /// A Run ended with its Account waiting (a ceiling, a rate limit, an outage).
     AccountWaiting,
+    /// The agent said done, and the Job's check did not pass (it failed, timed out or
+    /// could not start).
+    CheckFailed,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 5] = [
+    pub const ALL: [NotifyEvent; 6] = [
         NotifyEvent::RunEnded,
         NotifyEvent::JobDone,
         NotifyEvent::JobBlocked,
         NotifyEvent::JobFailed,
         NotifyEvent::AccountWaiting,
+        NotifyEvent::CheckFailed,
     ];
 
     /// The name used in config.yaml and in the payload's `event`.
@@ -163,6 +167,7 @@ impl NotifyEvent {
             NotifyEvent::JobBlocked => "job-blocked",
             NotifyEvent::JobFailed => "job-failed",
             NotifyEvent::AccountWaiting => "account-waiting",
+            NotifyEvent::CheckFailed => "check-failed",
         }
     }
 }

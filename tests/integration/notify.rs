@@ -74,6 +74,10 @@ fn each_event_of_a_night_reaches_the_command_as_one_json_document() {
         "stop_reason",
         "cost_usd",
         "until",
+        "prompt_summary",
+        "handoff",
+        "check",
+        "verified",
     ];
     for note in &got {
         crate::support::assert_schema("notify", note);

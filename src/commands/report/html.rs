@@ -83,6 +83,11 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
                     .as_deref()
                     .map(|n| format!(" — note: {}", esc(n)))
                     .unwrap_or_default()
+                    + &r
+                        .check_said
+                        .as_deref()
+                        .map(|c| format!(" — check: {}", esc(c)))
+                        .unwrap_or_default()
             })
             .collect();
         let denied: String = job
@@ -100,7 +105,7 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
             "<tr><td>{}{}</td><td>{}{}</td><td>{}<br><span class=\"muted\">{}</span></td><td>${:.2}{}</td><td>{}{denied}</td><td>{}</td></tr>\n",
             esc(&job.id),
             job.name.as_deref().map(|n| format!(" ({})", esc(n))).unwrap_or_default(),
-            esc(&job.state),
+            esc(&job.state) + if job.verified { " (verified)" } else { "" },
             job.reason.as_deref().map(|r| format!("<br><span class=\"muted\">{}</span>", esc(r))).unwrap_or_default(),
             esc(&job.branch),
             job.commits.map_or("not created".into(), |c| format!(

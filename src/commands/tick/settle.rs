@@ -135,13 +135,13 @@ pub(super) fn tell(
     ctx: &Ctx,
     store: &mut Store,
     notify: &crate::config::Notify,
-    job_id: &str,
-    run_id: i64,
-    account: &str,
+    run: &StartedRun,
     outcome: &outcome::Classified,
+    handoff: Option<&str>,
 ) -> Result<()> {
+    let (run_id, account) = (run.run_id, run.account);
     let now = crate::clock::now()?;
-    let Some(job) = store.job(job_id)? else {
+    let Some(job) = store.job(&run.job.id)? else {
         return Ok(());
     };
     let (views, _) = super::super::plan::make_plan(ctx, store, now)?;
@@ -149,7 +149,9 @@ pub(super) fn tell(
         .iter()
         .find(|a| a.name == account && !a.schedulable)
         .map(|a| a.until);
-    let cost = store.run(run_id)?.and_then(|r| r.cost_usd);
+    let run = store.run(run_id)?;
+    let cost = run.as_ref().and_then(|r| r.cost_usd);
+    let check = run.and_then(|r| r.check);
     let until = match waiting_until {
         Some(until) => until,
         None => job.not_before.filter(|t| *t > now),
@@ -175,8 +177,13 @@ pub(super) fn tell(
             .map(|s| crate::text::truncate(s, crate::notify::WORDS_CAP)),
         cost_usd: cost,
         until: until.map(crate::clock::rfc3339),
+        prompt_summary: crate::text::truncate(job.prompt.trim().lines().next().unwrap_or(""), 200),
+        handoff: handoff.map(|h| crate::text::truncate_bytes(h, crate::notify::HANDOFF_CAP)),
+        verified: job.state == JobState::Done && check.as_ref().is_some_and(|c| c.passed()),
+        check: check.as_ref().map(crate::notify::PayloadCheck::of),
     };
-    let events = crate::notify::events_of(payload.job_state, waiting_until.is_some());
+    let events =
+        crate::notify::events_of(payload.job_state, waiting_until.is_some(), check.as_ref());
     crate::notify::send(notify, &events, &payload, now);
     Ok(())
 }
