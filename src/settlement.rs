@@ -6,7 +6,8 @@ use crate::config::Account;
 use crate::driver;
 use crate::handoff::{Handoff, HandoffError};
 use crate::model::{
-    Cause, CheckRecord, Job, JobReason, JobState, RejectionHold, RunFinish, RunOutcome, Settlement, StopCause,
+    Cause, CheckRecord, Job, JobReason, JobState, RejectionHold, RunFinish, RunOutcome, Settlement,
+    StopCause,
 };
 use crate::outcome::{self, AfterRun, Classified, RunReport};
 
@@ -308,10 +309,7 @@ mod tests {
     /// found, its Job at its `counted` Runs before this one of `max_runs`.
     fn settle_checked(status: CheckStatus, counted: u32, max_runs: u32) -> Settlement {
         let report = reported("success.jsonl", 0);
-        let job = Job {
-            max_runs,
-            ..job()
-        };
+        let job = Job { max_runs, ..job() };
         let account = Account::plain();
         let facts = Facts {
             run_id: 7,
@@ -339,7 +337,10 @@ mod tests {
     fn a_done_run_is_done_only_when_its_check_passes() {
         let passed = settle_checked(CheckStatus::Passed, 0, 5);
         assert_eq!(passed.job_state, JobState::Done);
-        assert_eq!(passed.finish.check.as_ref().map(|c| c.status), Some(CheckStatus::Passed));
+        assert_eq!(
+            passed.finish.check.as_ref().map(|c| c.status),
+            Some(CheckStatus::Passed)
+        );
         for status in [CheckStatus::Failed, CheckStatus::TimedOut] {
             let failed = settle_checked(status, 0, 5);
             assert_eq!(failed.job_state, JobState::Queued, "{status:?}");
@@ -362,11 +363,22 @@ mod tests {
     fn a_check_that_cannot_start_blocks_and_one_cut_short_decides_nothing() {
         let missing = settle_checked(CheckStatus::CannotStart, 4, 5);
         assert_eq!(missing.job_state, JobState::Blocked);
-        assert!(matches!(missing.job_reason, Some(JobReason::CheckCannotStart(_))));
-        assert!(missing.job_reason.unwrap().to_string().contains("owl requeue"));
+        assert!(matches!(
+            missing.job_reason,
+            Some(JobReason::CheckCannotStart(_))
+        ));
+        assert!(missing
+            .job_reason
+            .unwrap()
+            .to_string()
+            .contains("owl requeue"));
         let stopped = settle_checked(CheckStatus::NotFinished, 4, 5);
         assert_eq!(stopped.job_state, JobState::Queued);
-        assert!(stopped.job_reason.unwrap().to_string().contains("did not finish"));
+        assert!(stopped
+            .job_reason
+            .unwrap()
+            .to_string()
+            .contains("did not finish"));
     }
 
     #[test]

@@ -115,7 +115,12 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
 /// takes its processes for a lost Run's.
 const HAND_CHECK_RUN: i64 = 0;
 
-fn print_result(json: bool, job_id: &str, record: &CheckRecord, log: &std::path::Path) -> Result<()> {
+fn print_result(
+    json: bool,
+    job_id: &str,
+    record: &CheckRecord,
+    log: &std::path::Path,
+) -> Result<()> {
     if json {
         return print_json(&CheckedJson {
             job_id,

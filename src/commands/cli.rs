@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 
 use super::{
     add::AddArgs,
-    check::CheckArgs,
     cancel::{CancelArgs, RequeueArgs},
+    check::CheckArgs,
     clean::CleanArgs,
     doctor::DoctorArgs,
     jobs::JobsArgs,

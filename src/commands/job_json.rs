@@ -86,7 +86,11 @@ fn verified(state: crate::model::JobState, last: Option<&crate::model::CheckReco
 
 impl<'a> JobJson<'a> {
     /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
-    pub(super) fn new(worktrees: &'a str, job: &'a Job, runs: &'a [crate::model::Run]) -> JobJson<'a> {
+    pub(super) fn new(
+        worktrees: &'a str,
+        job: &'a Job,
+        runs: &'a [crate::model::Run],
+    ) -> JobJson<'a> {
         let last_check = runs.iter().rev().find_map(|r| r.check.as_ref());
         JobJson {
             id: &job.id,

@@ -238,7 +238,14 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.runs_text()
     );
     match (&j.check, j.verified) {
-        (_, true) => outln!("  check:    verified: {}", runs.iter().rev().find_map(|r| r.check.as_ref()).map(|c| c.to_string()).unwrap_or_default()),
+        (_, true) => outln!(
+            "  check:    verified: {}",
+            runs.iter()
+                .rev()
+                .find_map(|r| r.check.as_ref())
+                .map(|c| c.to_string())
+                .unwrap_or_default()
+        ),
         (Some(check), false) => outln!(
             "  check:    {} (timeout {}; decides when the agent says done)",
             crate::model::command_line(check.command),

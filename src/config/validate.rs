@@ -125,7 +125,11 @@ pub(super) fn validate(
 }
 
 /// A check's argv: a program first, never an empty list (no check is no key at all).
-fn check_argv(key: &str, argv: Option<Vec<String>>, place: &Place) -> Result<Option<Vec<String>>, Error> {
+fn check_argv(
+    key: &str,
+    argv: Option<Vec<String>>,
+    place: &Place,
+) -> Result<Option<Vec<String>>, Error> {
     match argv {
         Some(argv) if argv.first().is_none_or(|p| p.trim().is_empty()) => Err(place.at(
             key,
@@ -152,7 +156,10 @@ fn repos(
         if let Some(d) = repo.check_timeout.filter(|d| *d < Duration::from_secs(1)) {
             return Err(place.at(
                 &format!("{here}.checkTimeout"),
-                format!("checkTimeout {} is below its minimum of 1s", format_duration(d)),
+                format!(
+                    "checkTimeout {} is below its minimum of 1s",
+                    format_duration(d)
+                ),
             ));
         }
         let check = check_argv(&format!("{here}.check"), repo.check, place)?;

@@ -121,7 +121,10 @@ impl fmt::Display for CheckRecord {
             }
             (CheckStatus::Failed, None) => write!(f, "`{command}` failed after {took}"),
             (CheckStatus::TimedOut, _) => {
-                write!(f, "`{command}` was still running at its timeout ({took}) and was killed")
+                write!(
+                    f,
+                    "`{command}` was still running at its timeout ({took}) and was killed"
+                )
             }
             (CheckStatus::CannotStart, _) => write!(
                 f,
@@ -166,9 +169,11 @@ mod tests {
             rec(CheckStatus::Passed, Some(0), None).to_string(),
             "`sh -c 'test -f fixed'` passed in 1s"
         );
-        assert!(rec(CheckStatus::CannotStart, None, Some("'sh' is not on PATH"))
-            .to_string()
-            .ends_with("cannot start: 'sh' is not on PATH"));
+        assert!(
+            rec(CheckStatus::CannotStart, None, Some("'sh' is not on PATH"))
+                .to_string()
+                .ends_with("cannot start: 'sh' is not on PATH")
+        );
         for status in CheckStatus::ALL {
             assert_eq!(status.as_str().parse::<CheckStatus>(), Ok(status));
         }

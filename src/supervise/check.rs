@@ -105,7 +105,10 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
     // What the check left behind (a server it forked, a build daemon) dies with it.
     let left = executor.kill_leftovers(&id);
     if left > 0 {
-        tracing::info!(run_id = run.run_id, "the check left {left} processes; killed");
+        tracing::info!(
+            run_id = run.run_id,
+            "the check left {left} processes; killed"
+        );
     }
     for done in readers {
         let _ = done.recv_timeout(DRAIN_WAIT);
@@ -139,9 +142,18 @@ pub(crate) fn check_env(account: &crate::config::Account) -> (Vec<(String, Strin
 /// Whether a variable's name says it holds a credential.
 fn names_a_credential(key: &str) -> bool {
     let key = key.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE"]
-        .iter()
-        .any(|word| key.contains(word))
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+        "COOKIE",
+    ]
+    .iter()
+    .any(|word| key.contains(word))
 }
 
 /// Passed on exit 0; anything else failed.
@@ -213,7 +225,10 @@ impl Bounded {
         }
         if now.len() < bytes.len() && !self.cut {
             self.cut = true;
-            let _ = writeln!(self.file, "\n[owl: the check's output was cut at {OUTPUT_CAP} bytes]");
+            let _ = writeln!(
+                self.file,
+                "\n[owl: the check's output was cut at {OUTPUT_CAP} bytes]"
+            );
         }
     }
 
@@ -264,11 +279,18 @@ mod tests {
             Ok(dir.path().join("./check.sh"))
         );
         assert_eq!(
-            resolve_program("check.sh", Path::new("/"), &dir.path().display().to_string()),
+            resolve_program(
+                "check.sh",
+                Path::new("/"),
+                &dir.path().display().to_string()
+            ),
             Ok(script)
         );
         let missing = resolve_program("no-such-check", dir.path(), "/nowhere:/bin").unwrap_err();
-        assert_eq!(missing, "'no-such-check' is not found on PATH (/nowhere:/bin)");
+        assert_eq!(
+            missing,
+            "'no-such-check' is not found on PATH (/nowhere:/bin)"
+        );
         assert_eq!(
             resolve_program("./gone", dir.path(), "/bin"),
             Err("'./gone' does not exist".into())
@@ -286,7 +308,10 @@ mod tests {
         }
         b.take(b"\nthe last words\n");
         let written = std::fs::metadata(&path).unwrap().len();
-        assert!(written > OUTPUT_CAP && written < OUTPUT_CAP + 200, "{written}");
+        assert!(
+            written > OUTPUT_CAP && written < OUTPUT_CAP + 200,
+            "{written}"
+        );
         assert!(b.tail().ends_with("the last words\n"));
         assert!(b.tail().len() <= 2 * crate::model::TAIL_BYTES);
     }

@@ -286,3 +286,145 @@ fn a_notify_command_is_bounded_in_every_direction() {
     assert!(!seen.contains("owl-test-secret"), "{seen}");
     assert!(seen.contains("HOME="), "{seen}");
 }
+
+/// Runs contrib/notify-pull-request on `payload` with a fake `gh` first on PATH (it writes
+/// its argv, one per line, and its cwd to `gh.txt`); what `gh` was told, if it ran.
+fn run_pull_request_hook(payload: &Value, args: &[&str]) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let said = dir.path().join("gh.txt");
+    let gh = dir.path().join("gh");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\npwd > {s}\nprintf '%s\\n' \"$@\" >> {s}\n",
+            s = said.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = std::process::Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/contrib/notify-pull-request"
+    ))
+    .args(args)
+    .env("PATH", path)
+    .stdin(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(payload.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    std::fs::read_to_string(said).ok()
+}
+
+#[test]
+fn the_pull_request_hook_pushes_a_verified_branch_and_opens_a_draft_and_nothing_else() {
+    let env = TestEnv::new();
+    let remote = env.dir.path().join("remote.git");
+    crate::support::git(
+        env.dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    crate::support::git(
+        &env.repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    crate::support::git(&env.repo, &["branch", "owl/ab12cd"]);
+    let payload = serde_json::json!({
+        "event": "job-done", "at": "2026-11-30T03:10:00Z", "job_id": "ab12cd",
+        "job_name": null, "job_state": "done", "job_reason": null,
+        "repo": env.repo.display().to_string(), "branch": "owl/ab12cd", "run_id": 3,
+        "account": "work", "outcome": "succeeded", "stop_reason": null, "cost_usd": 0.12,
+        "until": null, "prompt_summary": "Fix the flaky parser test",
+        "handoff": "status: done\n\nFixed the race; `$(rm -rf ~)` stays text.\n",
+        "check": {"command": ["sh", "-c", "test -f fixed"], "status": "passed",
+                  "exit_code": 0, "duration_ms": 42},
+        "verified": true
+    });
+    crate::support::assert_schema("notify", &payload);
+    let gh = run_pull_request_hook(&payload, &[]).expect("gh was not run");
+    let pushed = crate::support::git(&remote, &["rev-parse", "refs/heads/owl/ab12cd"]);
+    assert_eq!(
+        pushed.trim(),
+        crate::support::git(&env.repo, &["rev-parse", "owl/ab12cd"]).trim()
+    );
+    let lines: Vec<&str> = gh.lines().collect();
+    assert_eq!(
+        std::path::Path::new(lines[0]).canonicalize().unwrap(),
+        env.repo.canonicalize().unwrap()
+    );
+    assert_eq!(
+        &lines[1..8],
+        [
+            "pr",
+            "create",
+            "--draft",
+            "--head",
+            "owl/ab12cd",
+            "--title",
+            "Fix the flaky parser test"
+        ]
+    );
+    assert_eq!(lines[8], "--body");
+    assert!(
+        gh.contains("Verified by owl: `'sh' '-c' 'test -f fixed'` exited 0 in 42 ms."),
+        "{gh}"
+    );
+    assert!(
+        gh.contains("Fixed the race; `$(rm -rf ~)` stays text."),
+        "{gh}"
+    );
+
+    // Done on the agent's word alone, or another event: nothing pushed, no pull request.
+    for (key, value) in [
+        ("verified", Value::Bool(false)),
+        ("event", "run-ended".into()),
+    ] {
+        let mut other = payload.clone();
+        other[key] = value;
+        other["branch"] = "owl/other".into();
+        crate::support::git(&env.repo, &["branch", "owl/other"]);
+        assert_eq!(run_pull_request_hook(&other, &[]), None, "{key}");
+        let refs = crate::support::git(&remote, &["for-each-ref", "--format=%(refname)"]);
+        assert!(!refs.contains("owl/other"), "{refs}");
+        crate::support::git(&env.repo, &["branch", "-D", "owl/other"]);
+    }
+}
+
+#[test]
+fn a_claimed_done_that_fails_its_check_is_told_and_a_verified_done_carries_its_check() {
+    let (env, path) = notify_env("", "");
+    env.script(&done_script("success.jsonl", 0));
+    env.add_with(&["--check", "sh -c 'test -f fixed'"], "Fix it\nwith care");
+    env.tick();
+    let got = notes(&path);
+    let events: Vec<&str> = got.iter().map(|n| n["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["run-ended", "check-failed"]);
+    assert_eq!(got[1]["check"]["status"], "failed");
+    assert_eq!(got[1]["check"]["exit_code"], 1);
+    assert_eq!(got[1]["verified"], false);
+    assert_eq!(got[1]["prompt_summary"], "Fix it");
+    env.script("read-prompt\nwrite fixed yes\\n\nwrite .owl/handoff.md status: done\\n\\nFixed.\\n\ncommit fix\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n");
+    env.tick();
+    let got = notes(&path);
+    let done = got.last().unwrap();
+    for note in &got {
+        crate::support::assert_schema("notify", note);
+    }
+    assert_eq!(done["event"], "job-done", "{got:?}");
+    assert_eq!(done["verified"], true);
+    assert_eq!(done["check"]["status"], "passed");
+    assert_eq!(
+        done["check"]["command"],
+        serde_json::json!(["sh", "-c", "test -f fixed"])
+    );
+    assert_eq!(done["handoff"], "status: done\n\nFixed.\n");
+}

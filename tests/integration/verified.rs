@@ -26,14 +26,20 @@ fn a_job_claimed_done_whose_check_fails_runs_again_told_why_and_is_done_once_it_
     env.script(&done_script("success.jsonl", 0));
     let id = env.add_with(&["--check", FIXED_CHECK], "Fix it");
     let shown = env.show(&id);
-    assert_eq!(shown["check"]["command"][2], "echo \"fixed is missing\" >&2; test -f fixed");
+    assert_eq!(
+        shown["check"]["command"][2],
+        "echo \"fixed is missing\" >&2; test -f fixed"
+    );
     assert_eq!(shown["check"]["timeout_secs"], 1800);
 
     let tick = env.tick();
     assert_eq!(tick["job_state"], "queued", "{tick}");
     let shown = env.show(&id);
     let reason = shown["reason"].as_str().unwrap();
-    assert!(reason.contains("its check failed") && reason.contains("exited 1"), "{reason}");
+    assert!(
+        reason.contains("its check failed") && reason.contains("exited 1"),
+        "{reason}"
+    );
     assert_eq!(shown["verified"], false);
     let check = &shown["runs"][0]["check"];
     assert_eq!(check["status"], "failed", "{shown}");
@@ -69,7 +75,11 @@ fn a_check_that_hangs_is_killed_at_its_timeout_with_what_it_started() {
     let shown = env.show(&id);
     assert_eq!(shown["runs"][0]["check"]["status"], "timed_out", "{shown}");
     assert_eq!(shown["check"]["timeout_secs"], 1);
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(!alive(pid), "the check's sleep outlived its timeout");
 }
 
@@ -82,10 +92,16 @@ fn a_check_that_cannot_start_blocks_the_job_with_the_fix() {
     assert_eq!(tick["job_state"], "blocked", "{tick}");
     let shown = env.show(&id);
     let reason = shown["reason"].as_str().unwrap();
-    assert!(reason.contains("'owl-no-such-check' is not found on PATH"), "{reason}");
+    assert!(
+        reason.contains("'owl-no-such-check' is not found on PATH"),
+        "{reason}"
+    );
     assert!(reason.contains("owl requeue"), "{reason}");
     assert_eq!(shown["runs"][0]["check"]["status"], "cannot_start");
-    assert_eq!(shown["runs"][0]["check"]["exit_code"], serde_json::Value::Null);
+    assert_eq!(
+        shown["runs"][0]["check"]["exit_code"],
+        serde_json::Value::Null
+    );
     // The Run counts as one in which the model worked; the check itself charged nothing.
     assert_eq!(shown["counted_runs"], 1);
     assert_eq!(shown["runs"][0]["outcome"], "succeeded");
@@ -108,7 +124,11 @@ fn the_check_is_fixed_when_queued_whatever_the_config_or_the_branch_says_later()
         env.dir.path().join("creds").display()
     ));
     env.script("read-prompt\nwrite .owl/config.yaml defaults: {check: [true]}\\n\nwrite check.sh #!/bin/sh\\nexit 0\\n\nwrite .owl/handoff.md status: done\\n\ncommit tampered\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n");
-    let tick = env.owl().args(["tick", "--json", "--job", &id]).assert().success();
+    let tick = env
+        .owl()
+        .args(["tick", "--json", "--job", &id])
+        .assert()
+        .success();
     let tick: serde_json::Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
     assert_eq!(tick["job_state"], "queued", "{tick}");
     let check = &env.show(&id)["runs"][0]["check"];
@@ -117,13 +137,20 @@ fn the_check_is_fixed_when_queued_whatever_the_config_or_the_branch_says_later()
     // --no-check: the agent's word decides.
     assert_eq!(env.show(&opted_out)["check"], serde_json::Value::Null);
     env.script(&done_script("success.jsonl", 0));
-    let tick = env.owl().args(["tick", "--json", "--job", &opted_out]).assert().success();
+    let tick = env
+        .owl()
+        .args(["tick", "--json", "--job", &opted_out])
+        .assert()
+        .success();
     let tick: serde_json::Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
     assert_eq!(tick["job_state"], "done");
     assert_eq!(env.show(&opted_out)["verified"], false);
     // A Job queued now takes its repository's check.
     let later = env.add("Later");
-    assert_eq!(env.show(&later)["check"]["command"], serde_json::json!(["sh", "-c", "exit 4"]));
+    assert_eq!(
+        env.show(&later)["check"]["command"],
+        serde_json::json!(["sh", "-c", "exit 4"])
+    );
 }
 
 #[test]
@@ -148,7 +175,10 @@ fn add_refuses_an_empty_or_unsplittable_check_and_config_an_empty_one() {
     let out = env.owl().args(["config", "check"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("line 9") && err.contains("defaults.check"), "{err}");
+    assert!(
+        err.contains("line 9") && err.contains("defaults.check"),
+        "{err}"
+    );
     assert!(!env.state.join("owl.db").exists());
 }
 
@@ -164,7 +194,10 @@ fn a_sandboxed_accounts_check_writes_only_where_its_run_could() {
     let id = env.add_with(&["--check", &check], "Confined");
     let tick = env.tick();
     assert_eq!(tick["job_state"], "queued", "{tick}");
-    assert!(!outside.exists(), "the sandboxed check wrote outside its worktree");
+    assert!(
+        !outside.exists(),
+        "the sandboxed check wrote outside its worktree"
+    );
     let shown = env.show(&id);
     assert_eq!(shown["runs"][0]["check"]["status"], "failed", "{shown}");
     // Inside its worktree (the Job's own clone) it could write.
@@ -178,18 +211,28 @@ fn sigterm_during_a_check_stops_it_and_records_the_run_with_the_check_not_finish
     let env = TestEnv::new();
     env.script(&done_script("success.jsonl", 0));
     let pidfile = env.dir.path().join("check.pid");
-    let check = format!("sh -c 'echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 600'", pidfile.display());
+    let check = format!(
+        "sh -c 'echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 600'",
+        pidfile.display()
+    );
     let id = env.add_with(&["--check", &check], "Stopped mid-check");
     let tick = env.spawn_tick();
     wait_until("the check never started", || pidfile.exists());
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
     let out = tick.wait_with_output().unwrap();
     assert!(!alive(pid), "the check outlived owl's stop");
     let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(tick["job_state"], "queued", "{tick}");
     let shown = env.show(&id);
-    assert_eq!(shown["runs"][0]["check"]["status"], "not_finished", "{shown}");
+    assert_eq!(
+        shown["runs"][0]["check"]["status"], "not_finished",
+        "{shown}"
+    );
     assert!(shown["reason"].as_str().unwrap().contains("did not finish"));
 }
 
@@ -207,10 +250,17 @@ fn owl_killed_during_a_check_leaves_nothing_that_recovery_does_not_find() {
     let id = env.add_with(&["--check", &check], "Killed mid-check");
     let mut tick = env.spawn_tick();
     wait_until("the check never started", || pidfile.exists());
-    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     tick.kill().unwrap();
     tick.wait().unwrap();
-    assert!(alive(pid), "the escaped process should outlive owl until recovery");
+    assert!(
+        alive(pid),
+        "the escaped process should outlive owl until recovery"
+    );
     env.owl().args(["tick", "--json"]).assert().success();
     wait_until("recovery left the check's process alive", || !alive(pid));
     let shown = env.show(&id);
@@ -229,7 +279,10 @@ fn owl_check_runs_the_check_by_hand_and_never_beside_a_live_run() {
     let out = env.owl().args(["check", &id]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("exited 1") && text.contains("fixed is missing"), "{text}");
+    assert!(
+        text.contains("exited 1") && text.contains("fixed is missing"),
+        "{text}"
+    );
     let worktree = env.show(&id)["worktree"].as_str().unwrap().to_string();
     std::fs::write(Path::new(&worktree).join("fixed"), "by hand\n").unwrap();
     let out = env.owl().args(["check", "--json", &id]).output().unwrap();

@@ -83,8 +83,7 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
                     .as_deref()
                     .map(|n| format!(" — note: {}", esc(n)))
                     .unwrap_or_default()
-                    + &r
-                        .check_said
+                    + &r.check_said
                         .as_deref()
                         .map(|c| format!(" — check: {}", esc(c)))
                         .unwrap_or_default()

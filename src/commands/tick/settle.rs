@@ -40,23 +40,23 @@ pub(super) fn record(
     let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
         .then(|| neutralised_note(workspace.sealed()));
     let mut facts = crate::settlement::Facts {
-            run_id,
-            job,
-            account_name: account,
-            account: &ctx.config.accounts[account],
-            counted_runs: store.counted_runs(&job.id)?,
-            spent_usd: store.job_cost(&job.id).unwrap_or(0.0),
-            budget_usd: store.run(run_id)?.and_then(|run| run.budget_usd),
-            handoff: workspace.handoff(),
-            git: crate::settlement::GitAfter {
-                tampered,
-                safety_commit: home.safety_commit,
-                published: home.not_published,
-                head_after,
-                neutralised,
-            },
-            rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
-            check: None,
+        run_id,
+        job,
+        account_name: account,
+        account: &ctx.config.accounts[account],
+        counted_runs: store.counted_runs(&job.id)?,
+        spent_usd: store.job_cost(&job.id).unwrap_or(0.0),
+        budget_usd: store.run(run_id)?.and_then(|run| run.budget_usd),
+        handoff: workspace.handoff(),
+        git: crate::settlement::GitAfter {
+            tampered,
+            safety_commit: home.safety_commit,
+            published: home.not_published,
+            head_after,
+            neutralised,
+        },
+        rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
+        check: None,
     };
     let (mut settlement, mut classified) = crate::settlement::settle(report, &facts, now);
     if let (JobState::Done, Some(check)) = (settlement.job_state, &job.check) {
