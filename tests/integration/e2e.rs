@@ -627,3 +627,59 @@ fn e2e_a_full_model_week_holds_the_account_while_its_week_reads_30() {
     }
     assert!(mock.calls() >= 1);
 }
+
+#[test]
+#[ignore = "needs the real Claude Code CLI"]
+fn e2e_a_job_is_done_only_once_its_check_passes_on_the_second_run() {
+    let E2e { env, mock } = e2e("");
+    let id = env.add_with(
+        &[
+            "--check",
+            "sh -c 'echo \"no fixed yet\" >&2; test -f fixed'",
+        ],
+        "Make the check pass, hand off, and commit.",
+    );
+    let wt = worktree(&env, &id);
+    let handoff_and_commit = |files: &str| {
+        vec![
+            Reply::tool(
+                "Write",
+                json!({"file_path": wt.join(".owl/handoff.md"), "content": "status: done\n\nDone, I think.\n"}),
+            ),
+            Reply::tool(
+                "Bash",
+                json!({"command": format!("git add {files} && git commit -m 'Claim done'"), "description": "Commit"}),
+            ),
+            Reply::text("Done."),
+        ]
+    };
+    // The first Run claims done without the fix.
+    mock.script(handoff_and_commit(".owl/handoff.md"));
+    let tick = env.tick();
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_eq!(tick["job_state"], "queued", "{tick}");
+    let shown = env.show(&id);
+    assert_eq!(shown["runs"][0]["check"]["status"], "failed", "{shown}");
+    assert_eq!(shown["verified"], false);
+    let calls_first = mock.calls();
+
+    // The second makes the fix, and is told why it must.
+    let mut fix = vec![Reply::tool(
+        "Write",
+        json!({"file_path": wt.join("fixed"), "content": "yes\n"}),
+    )];
+    fix.extend(handoff_and_commit("fixed .owl/handoff.md"));
+    mock.script(fix);
+    let tick = env.tick();
+    assert_eq!(tick["job_state"], "done", "{tick}");
+    let second = mock.requests.lock().unwrap()[calls_first].to_string();
+    assert!(
+        second.contains("exited 1"),
+        "the second Run was not told: {second}"
+    );
+    assert!(second.contains("no fixed yet"), "{second}");
+    let shown = env.show(&id);
+    assert_eq!(shown["verified"], true, "{shown}");
+    assert_eq!(shown["runs"][1]["check"]["status"], "passed");
+    assert!(git(&env.repo, &["show", &format!("owl/{id}:fixed")]).contains("yes"));
+}
