@@ -431,6 +431,73 @@ fn run_report(r: &Run) -> RunReport {
     }
 }
 
+/// One Job of the report as text: its state, branch, cost, Runs and next step.
+fn print_job(job: &JobReport) {
+    outln!();
+    let name = job
+        .name
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    let reason = job
+        .reason
+        .as_deref()
+        .map(|r| format!(" — {r}"))
+        .unwrap_or_default();
+    let verified = if job.verified { " (verified)" } else { "" };
+    outln!("Job {}{name}: {}{verified}{reason}", job.id, job.state);
+    if let Some(check) = &job.check {
+        outln!("  check: {}", crate::model::command_line(check));
+    }
+    if let Some(commits) = job.commits {
+        outln!(
+            "  {}: {commits} commit{}, {} file{} changed, +{} -{}",
+            job.branch,
+            if commits == 1 { "" } else { "s" },
+            job.files_changed.unwrap_or(0),
+            if job.files_changed == Some(1) {
+                ""
+            } else {
+                "s"
+            },
+            job.insertions.unwrap_or(0),
+            job.deletions.unwrap_or(0)
+        );
+    }
+    let left = job
+        .budget_left_usd
+        .map(|b| format!(", ${b:.2} of its budget left"))
+        .unwrap_or_default();
+    outln!("  cost ${:.2}{left}", job.cost_usd);
+    for r in &job.runs {
+        let outcome = r.outcome.as_deref().unwrap_or("running");
+        let why = r
+            .stop_reason
+            .as_deref()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        outln!(
+            "  run {} on {} at {}: {outcome}{why}",
+            r.id,
+            r.account,
+            local_hm(r.started_at)
+        );
+        if let Some(note) = &r.note {
+            outln!("    note: {note}");
+        }
+        if let Some(said) = &r.check_said {
+            outln!("    check: {said}");
+        }
+    }
+    for d in &job.denied_tools {
+        outln!("  denied: {} {}", d.tool_name, d.detail);
+    }
+    match &job.next_step {
+        Some(next) => outln!("  next: {next}"),
+        None => outln!("  next: none (no Handoff yet)"),
+    }
+}
+
 fn print_text(report: &Report) {
     use std::io::IsTerminal;
     let colour = std::io::stdout().is_terminal();
@@ -441,69 +508,7 @@ fn print_text(report: &Report) {
     );
     outln!("{}", report.summary);
     for job in &report.jobs {
-        outln!();
-        let name = job
-            .name
-            .as_deref()
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default();
-        let reason = job
-            .reason
-            .as_deref()
-            .map(|r| format!(" — {r}"))
-            .unwrap_or_default();
-        let verified = if job.verified { " (verified)" } else { "" };
-        outln!("Job {}{name}: {}{verified}{reason}", job.id, job.state);
-        if let Some(check) = &job.check {
-            outln!("  check: {}", crate::model::command_line(check));
-        }
-        if let Some(commits) = job.commits {
-            outln!(
-                "  {}: {commits} commit{}, {} file{} changed, +{} -{}",
-                job.branch,
-                if commits == 1 { "" } else { "s" },
-                job.files_changed.unwrap_or(0),
-                if job.files_changed == Some(1) {
-                    ""
-                } else {
-                    "s"
-                },
-                job.insertions.unwrap_or(0),
-                job.deletions.unwrap_or(0)
-            );
-        }
-        let left = job
-            .budget_left_usd
-            .map(|b| format!(", ${b:.2} of its budget left"))
-            .unwrap_or_default();
-        outln!("  cost ${:.2}{left}", job.cost_usd);
-        for r in &job.runs {
-            let outcome = r.outcome.as_deref().unwrap_or("running");
-            let why = r
-                .stop_reason
-                .as_deref()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default();
-            outln!(
-                "  run {} on {} at {}: {outcome}{why}",
-                r.id,
-                r.account,
-                local_hm(r.started_at)
-            );
-            if let Some(note) = &r.note {
-                outln!("    note: {note}");
-            }
-            if let Some(said) = &r.check_said {
-                outln!("    check: {said}");
-            }
-        }
-        for d in &job.denied_tools {
-            outln!("  denied: {} {}", d.tool_name, d.detail);
-        }
-        match &job.next_step {
-            Some(next) => outln!("  next: {next}"),
-            None => outln!("  next: none (no Handoff yet)"),
-        }
+        print_job(job);
     }
     for account in &report.accounts {
         outln!();

@@ -237,6 +237,17 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.priority,
         j.runs_text()
     );
+    print_check(&j, runs);
+    outln!(
+        "  prompt:   {}",
+        crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
+    );
+    outln!();
+    print_handoff_and_runs(ctx, handoff.as_deref(), run_rows);
+}
+
+/// The Job's check: verified, what it is, or none.
+fn print_check(j: &JobJson, runs: &[Run]) {
     match (&j.check, j.verified) {
         (_, true) => outln!(
             "  check:    verified: {}",
@@ -253,12 +264,6 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         ),
         (None, false) => outln!("  check:    none: the agent's word decides"),
     }
-    outln!(
-        "  prompt:   {}",
-        crate::text::truncate(j.prompt.trim(), 200).replace('\n', "\n            ")
-    );
-    outln!();
-    print_handoff_and_runs(ctx, handoff.as_deref(), run_rows);
 }
 
 /// The Handoff at the branch head, then each Run.

@@ -305,3 +305,18 @@ fn owl_check_runs_the_check_by_hand_and_never_beside_a_live_run() {
     env.release();
     tick.wait_with_output().unwrap();
 }
+
+#[test]
+fn the_example_config_reads_with_its_check_and_a_repositorys_own() {
+    let env = TestEnv::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.yaml");
+    let out = env
+        .owl()
+        .args(["--config", example, "config", "check"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(text.contains("checkTimeout: 30m"), "{text}");
+    assert!(text.contains("src/myproject"), "{text}");
+    assert!(text.contains("checkTimeout: 20m"), "{text}");
+}

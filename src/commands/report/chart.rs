@@ -178,6 +178,8 @@ mod tests {
                 ended_at: Some(at("2026-11-30T02:00:00Z")),
                 cost_usd: None,
                 note: None,
+                check: None,
+                check_said: None,
             }],
         };
         let rows = account_rows(&account, since, until, false);

@@ -25,6 +25,27 @@ td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical
 .run{fill:#8c959f}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
 @media print{body{margin:0}}";
 
+/// One Run of a Job's cell: how it ended, what owl noted, what its check found.
+fn run_line(r: &super::RunReport, local: &dyn Fn(&DateTime<Utc>) -> String) -> String {
+    let mut line = format!(
+        "run {} on {} at {}: {}",
+        r.id,
+        esc(&r.account),
+        esc(&local(&r.started_at)),
+        esc(r.outcome.as_deref().unwrap_or("running")),
+    );
+    if let Some(s) = &r.stop_reason {
+        line.push_str(&format!(" ({})", esc(s)));
+    }
+    if let Some(n) = &r.note {
+        line.push_str(&format!(" — note: {}", esc(n)));
+    }
+    if let Some(c) = &r.check_said {
+        line.push_str(&format!(" — check: {}", esc(c)));
+    }
+    line
+}
+
 fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -64,31 +85,7 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
     );
     out.push_str("<h2>Jobs</h2>\n<table><tr><th>Job</th><th>State</th><th>Branch</th><th>Cost</th><th>Runs</th><th>Next</th></tr>\n");
     for job in &report.jobs {
-        let runs: Vec<String> = job
-            .runs
-            .iter()
-            .map(|r| {
-                format!(
-                    "run {} on {} at {}: {}{}",
-                    r.id,
-                    esc(&r.account),
-                    esc(&local(&r.started_at)),
-                    esc(r.outcome.as_deref().unwrap_or("running")),
-                    r.stop_reason
-                        .as_deref()
-                        .map(|s| format!(" ({})", esc(s)))
-                        .unwrap_or_default()
-                ) + &r
-                    .note
-                    .as_deref()
-                    .map(|n| format!(" — note: {}", esc(n)))
-                    .unwrap_or_default()
-                    + &r.check_said
-                        .as_deref()
-                        .map(|c| format!(" — check: {}", esc(c)))
-                        .unwrap_or_default()
-            })
-            .collect();
+        let runs: Vec<String> = job.runs.iter().map(|r| run_line(r, &local)).collect();
         let denied: String = job
             .denied_tools
             .iter()
