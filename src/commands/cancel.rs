@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use super::Ctx;
 use crate::bad_input;
-use crate::model::{JobReason, JobState};
+use crate::model::{CheckStatus, JobReason, JobState};
 
 /// Cancels a Job; a tick supervising its Run sees the state within a second and stops it.
 /// What `owl cancel` was asked.
@@ -71,6 +71,15 @@ pub(super) fn requeue(ctx: &Ctx, args: &RequeueArgs) -> Result<u8> {
     }
     let mut store = existing_store(ctx, id)?;
     let job = ctx.job(&store, id)?;
+    let mut reason = JobReason::Requeued;
+    if let Some(JobReason::CheckCannotStart(_)) = &job.reason {
+        // The work was claimed done and is unchanged: its check runs again now, and a
+        // Run is spent only if it fails.
+        match check_again(ctx, &mut store, &job)? {
+            Rechecked::Decided(code) => return Ok(code),
+            Rechecked::Failed(record) => reason = JobReason::CheckFailed(record),
+        }
+    }
     if !matches!(
         job.state,
         JobState::Failed | JobState::Blocked | JobState::Cancelled
@@ -87,12 +96,63 @@ pub(super) fn requeue(ctx: &Ctx, args: &RequeueArgs) -> Result<u8> {
     store.set_job_limits(id, max_runs, max_job_budget_usd.or(job.max_job_budget_usd))?;
     let from = [JobState::Failed, JobState::Blocked, JobState::Cancelled];
     let now = crate::clock::now()?;
-    if !store.move_job(id, &from, JobState::Queued, Some(&JobReason::Requeued), now)? {
+    if !store.move_job(id, &from, JobState::Queued, Some(&reason), now)? {
         let state = state_now(&store, id)?;
         crate::bad_input!("job {id} became {state} meanwhile; nothing was requeued");
     }
     outln!("{id} queued (up to {} more Runs)", max_runs - runs);
     Ok(0)
+}
+
+/// What running a blocked Job's check again decided.
+enum Rechecked {
+    /// Done (it passed), or still blocked (it still cannot start, or cannot run now): the
+    /// exit code.
+    Decided(u8),
+    /// It ran and failed: the Job is queued again, its next Run told why.
+    Failed(crate::model::CheckRecord),
+}
+
+/// Runs the check of a Job blocked because its check could not start, for its newest Run.
+fn check_again(
+    ctx: &Ctx,
+    store: &mut crate::store::Store,
+    job: &crate::model::Job,
+) -> Result<Rechecked> {
+    let (Some(check), Some(run)) = (&job.check, store.runs_of(&job.id)?.pop()) else {
+        return Ok(Rechecked::Decided(crate::error::EXIT_FAILURE));
+    };
+    let log = ctx.config.state().run_check_log(&job.id, run.id);
+    let record = match super::check::check_now(ctx, store, job, check, &log)? {
+        Ok(record) => record,
+        Err(why) => {
+            errln!("owl: {why}; nothing was requeued");
+            return Ok(Rechecked::Decided(crate::error::EXIT_FAILURE));
+        }
+    };
+    store.set_run_check(run.id, &record)?;
+    let now = crate::clock::now()?;
+    let id = job.id.as_str();
+    match record.status {
+        CheckStatus::Passed => {
+            store.move_job(id, &[JobState::Blocked], JobState::Done, None, now)?;
+            outln!("{id} done: its check ran again and {record}");
+            Ok(Rechecked::Decided(crate::error::EXIT_OK))
+        }
+        CheckStatus::CannotStart => {
+            let still = JobReason::CheckCannotStart(record);
+            store.move_job(
+                id,
+                &[JobState::Blocked],
+                JobState::Blocked,
+                Some(&still),
+                now,
+            )?;
+            errln!("owl: {id} stays blocked: {still}");
+            Ok(Rechecked::Decided(crate::error::EXIT_FAILURE))
+        }
+        _ => Ok(Rechecked::Failed(record)),
+    }
 }
 
 /// The database, which a command about a Job never creates: with none, there is no Job.

@@ -41,34 +41,56 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             job.id
         );
     };
+    let log = ctx.config.state().hand_check_log(&job.id);
+    let record = match check_now(ctx, &store, &job, check, &log)? {
+        Ok(record) => record,
+        Err(why) => {
+            errln!("owl: {why}");
+            return Ok(crate::error::EXIT_FAILURE);
+        }
+    };
+    print_result(args.json, &job.id, &record, &log)?;
+    Ok(if record.passed() {
+        crate::error::EXIT_OK
+    } else {
+        crate::error::EXIT_FAILURE
+    })
+}
+
+/// Runs a Job's check now in its worktree, through the Executor of the Account its Runs
+/// ran on, its output to `log`; why not, when it cannot run now (no worktree, a live Run).
+pub(super) fn check_now(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    job: &crate::model::Job,
+    check: &crate::model::Check,
+    log: &std::path::Path,
+) -> Result<Result<CheckRecord, String>> {
     if job.state == crate::model::JobState::Running {
-        errln!(
-            "owl: a Run of job {} is live (the Job is running): try again when it ends",
+        return Ok(Err(format!(
+            "a Run of job {} is live (the Job is running): try again when it ends",
             job.id
-        );
-        return Ok(crate::error::EXIT_FAILURE);
+        )));
     }
     let worktree = ctx.worktrees_dir().join(&job.id);
     if !worktree.is_dir() {
-        errln!(
-            "owl: job {} has no worktree at {} (no Run has worked on it yet, or `owl clean` \
+        return Ok(Err(format!(
+            "job {} has no worktree at {} (no Run has worked on it yet, or `owl clean` \
              removed it)",
             job.id,
             worktree.display()
-        );
-        return Ok(crate::error::EXIT_FAILURE);
+        )));
     }
     let state = ctx.config.state();
     ensure_private_dir(&state.logs(&job.id))?;
     // Held by the tick for a Run's whole life: taken here, no Run of this Job starts
     // while the check runs, and none is live when it starts.
     let Some(_held) = crate::lock::try_lock(&state.job_lock(&job.id))? else {
-        errln!(
-            "owl: a Run of job {} is live (or its check is being run by hand): try again \
-             when it ends",
+        return Ok(Err(format!(
+            "a Run of job {} is live (or its check is being run by hand): try again when it \
+             ends",
             job.id
-        );
-        return Ok(crate::error::EXIT_FAILURE);
+        )));
     };
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     // The Account its Runs ran on, and its Executor: the check runs where they did.
@@ -77,18 +99,14 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         .as_deref()
         .or(job.account.as_deref())
         .and_then(|name| ctx.config.accounts.get(name))
-        .unwrap_or_else(|| {
-            ctx.config
-                .accounts
-                .values()
-                .next()
-                .expect("config validation requires an Account")
-        });
+        .or_else(|| ctx.config.accounts.values().next());
+    let Some(account) = account else {
+        return Ok(Err("no Account is configured to run the check as".into()));
+    };
     let executor = ctx.executor_of(account);
-    let log = state.hand_check_log(&job.id);
     let (env_set, env_remove) = crate::supervise::check::check_env(account);
     let files = state.logs(&job.id).join("check.files");
-    let record = crate::supervise::check::run_check(
+    Ok(Ok(crate::supervise::check::run_check(
         executor.as_ref(),
         crate::supervise::check::CheckRun {
             check,
@@ -99,16 +117,10 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             run_id: HAND_CHECK_RUN,
             env_set,
             env_remove,
-            output: create_private_file(&log)?,
+            output: create_private_file(log)?,
             latch: &latch,
         },
-    );
-    print_result(args.json, &job.id, &record, &log)?;
-    Ok(if record.passed() {
-        crate::error::EXIT_OK
-    } else {
-        crate::error::EXIT_FAILURE
-    })
+    )))
 }
 
 /// The Run id a check by hand is marked with: no Run's (ids start at 1), so no recovery

@@ -261,6 +261,19 @@ impl Store {
             .optional()?)
     }
 
+    /// Records what a finished Run's check found when it was run again (`owl requeue` of a
+    /// Job whose check could not start).
+    pub fn set_run_check(&mut self, run_id: i64, check: &crate::model::CheckRecord) -> Result<()> {
+        let data = serde_json::to_string(check)?;
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET check_data = ?2 WHERE id = ?1",
+                params![run_id, data],
+            )?;
+            Ok(())
+        })
+    }
+
     /// The Runs of one Job, oldest first.
     pub fn runs_of(&self, job_id: &str) -> Result<Vec<Run>> {
         let mut stmt = self.conn.prepare(&format!(

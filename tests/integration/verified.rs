@@ -84,8 +84,8 @@ fn a_check_that_hangs_is_killed_at_its_timeout_with_what_it_started() {
 }
 
 #[test]
-fn a_check_that_cannot_start_blocks_the_job_with_the_fix() {
-    let env = TestEnv::new();
+fn a_check_that_cannot_start_blocks_the_job_and_requeue_after_the_fix_runs_it_again() {
+    let mut env = TestEnv::new();
     env.script(&done_script("success.jsonl", 0));
     let id = env.add_with(&["--check", "owl-no-such-check --all"], "Missing tool");
     let tick = env.tick();
@@ -105,6 +105,28 @@ fn a_check_that_cannot_start_blocks_the_job_with_the_fix() {
     // The Run counts as one in which the model worked; the check itself charged nothing.
     assert_eq!(shown["counted_runs"], 1);
     assert_eq!(shown["runs"][0]["outcome"], "succeeded");
+
+    // Requeued before the fix: the check runs again, still cannot start; nothing moves.
+    let out = env.owl().args(["requeue", &id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stays blocked"));
+    assert_eq!(env.show(&id)["state"], "blocked");
+    // The tool installed: requeue runs the check on the work as it is, no Run spent.
+    let bin = env.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tool = bin.join("owl-no-such-check");
+    std::fs::write(&tool, "#!/bin/sh\ntest \"$1\" = --all\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    env.extra_env.push(("PATH".into(), path));
+    let out = env.owl().args(["requeue", &id]).assert().success();
+    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("done: its check ran again"));
+    let shown = env.show(&id);
+    assert_eq!(shown["state"], "done", "{shown}");
+    assert_eq!(shown["verified"], true);
+    assert_eq!(shown["run_count"], 1, "no Run was spent");
+    assert_eq!(shown["runs"][0]["check"]["status"], "passed");
 }
 
 #[test]
