@@ -11,6 +11,27 @@ const FIXED_CHECK: &str = r#"sh -c 'echo "fixed is missing" >&2; test -f fixed'"
 /// A Run that makes the check pass: writes `fixed`, hands off done and commits both.
 const FIXING_SCRIPT: &str = "read-prompt\nwrite fixed yes\\n\nwrite .owl/handoff.md status: done\\n\\nFixed.\\n\ncommit fix\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n";
 
+/// Queues a Job whose check writes a pid to `pidfile` (whole, by a rename), starts a tick
+/// in the background and waits until its check has: the Job, the tick, the pid.
+fn tick_into_check(
+    env: &TestEnv,
+    check: &str,
+    pidfile: &Path,
+) -> (String, std::process::Child, i32) {
+    let id = env.add_with(&["--check", check], "Stopped mid-check");
+    let tick = env.spawn_tick();
+    wait_until("the check never started", || pidfile.exists());
+    (id, tick, read_pid(pidfile))
+}
+
+fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 fn logs_check(env: &TestEnv, run: i64) -> String {
     let out = env
         .owl()
@@ -75,11 +96,7 @@ fn a_check_that_hangs_is_killed_at_its_timeout_with_what_it_started() {
     let shown = env.show(&id);
     assert_eq!(shown["runs"][0]["check"]["status"], "timed_out", "{shown}");
     assert_eq!(shown["check"]["timeout_secs"], 1);
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = read_pid(&pidfile);
     assert!(!alive(pid), "the check's sleep outlived its timeout");
 }
 
@@ -237,14 +254,7 @@ fn sigterm_during_a_check_stops_it_and_records_the_run_with_the_check_not_finish
         "sh -c 'echo $$ > {}.tmp; mv {0}.tmp {0}; exec sleep 600'",
         pidfile.display()
     );
-    let id = env.add_with(&["--check", &check], "Stopped mid-check");
-    let tick = env.spawn_tick();
-    wait_until("the check never started", || pidfile.exists());
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (id, tick, pid) = tick_into_check(&env, &check, &pidfile);
     unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
     let out = tick.wait_with_output().unwrap();
     assert!(!alive(pid), "the check outlived owl's stop");
@@ -269,14 +279,7 @@ fn owl_killed_during_a_check_leaves_nothing_that_recovery_does_not_find() {
         "sh -c 'test -e {0} && exit 0; setsid sleep 600 & echo $! > {0}.tmp; mv {0}.tmp {0}; wait'",
         pidfile.display()
     );
-    let id = env.add_with(&["--check", &check], "Killed mid-check");
-    let mut tick = env.spawn_tick();
-    wait_until("the check never started", || pidfile.exists());
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let (id, mut tick, pid) = tick_into_check(&env, &check, &pidfile);
     tick.kill().unwrap();
     tick.wait().unwrap();
     assert!(
