@@ -6,7 +6,8 @@ use std::path::Path;
 use crate::support::{alive, done_script, held_run_script, wait_until, TestEnv};
 
 /// A check that fails until a file `fixed` is in the worktree, saying so on stderr.
-const FIXED_CHECK: &str = r#"sh -c 'echo "fixed is missing" >&2; test -f fixed'"#;
+/// What it prints starts with an escape sequence, which owl shows and never passes on.
+const FIXED_CHECK: &str = r#"sh -c 'printf "\033[2Jfixed is missing\n" >&2; test -f fixed'"#;
 
 /// A Run that makes the check pass: writes `fixed`, hands off done and commits both.
 const FIXING_SCRIPT: &str = "read-prompt\nwrite fixed yes\\n\nwrite .owl/handoff.md status: done\\n\\nFixed.\\n\ncommit fix\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n";
@@ -47,9 +48,14 @@ fn a_job_claimed_done_whose_check_fails_runs_again_told_why_and_is_done_once_it_
     env.script(&done_script("success.jsonl", 0));
     let id = env.add_with(&["--check", FIXED_CHECK], "Fix it");
     let shown = env.show(&id);
+    // Split as a shell would: the quoted script is one argument, its backslashes kept.
     assert_eq!(
-        shown["check"]["command"][2],
-        "echo \"fixed is missing\" >&2; test -f fixed"
+        shown["check"]["command"],
+        serde_json::json!([
+            "sh",
+            "-c",
+            r#"printf "\033[2Jfixed is missing\n" >&2; test -f fixed"#
+        ])
     );
     assert_eq!(shown["check"]["timeout_secs"], 1800);
 
@@ -66,7 +72,12 @@ fn a_job_claimed_done_whose_check_fails_runs_again_told_why_and_is_done_once_it_
     assert_eq!(check["status"], "failed", "{shown}");
     assert_eq!(check["exit_code"], 1);
     assert_eq!(shown["counted_runs"], 1);
-    assert!(logs_check(&env, 1).contains("fixed is missing"));
+    let printed = logs_check(&env, 1);
+    assert!(printed.contains("\\x1b[2Jfixed is missing"), "{printed}");
+    assert!(
+        !printed.contains('\x1b'),
+        "an escape reached the terminal: {printed:?}"
+    );
 
     env.script(FIXING_SCRIPT);
     let tick = env.tick();
@@ -75,6 +86,10 @@ fn a_job_claimed_done_whose_check_fails_runs_again_told_why_and_is_done_once_it_
     let prompt = env.recorded("stdin.jsonl");
     assert!(prompt.contains("exited 1"), "{prompt}");
     assert!(prompt.contains("fixed is missing"), "{prompt}");
+    assert!(
+        !prompt.contains("\\u001b"),
+        "an escape reached the prompt: {prompt}"
+    );
     let shown = env.show(&id);
     assert_eq!(shown["verified"], true, "{shown}");
     assert_eq!(shown["last_check"]["status"], "passed");
