@@ -30,7 +30,8 @@ pub(crate) struct LostRun {
 /// with what its transcript says, its Job back in the queue (a lost Run counts toward
 /// `maxRuns`).
 ///
-/// Call only while holding the tick lock: then no live tick can be supervising a Run.
+/// Call only while holding the pick lock: a live tick has recorded its supervisor with its
+/// Run by then, and a Run whose supervisor lives is left to it.
 pub(crate) fn recover_lost_runs(
     store: &mut Store,
     config: &Config,
@@ -41,12 +42,8 @@ pub(crate) fn recover_lost_runs(
         // Asked of the Executor that ran it, whichever Accounts use now.
         let executor = crate::supervise::executor_of_run(run.executor, config);
         if executor.supervisor_alive(&supervisor_of(&run)) {
-            // Alive yet not holding the lock: not ours to judge. Leave it for a later tick.
-            tracing::warn!(
-                run = run.run_id,
-                "run {} is marked running by a live owl",
-                run.run_id
-            );
+            // Its tick lives and supervises it (several Runs go on at once, one per Account).
+            tracing::debug!(run = run.run_id, "run {} is live", run.run_id);
             continue;
         }
         let killed = executor.kill_lost(&lost_processes(&run));
@@ -175,6 +172,20 @@ fn read_tail(path: &Path, cap: u64) -> Option<Vec<u8>> {
 }
 
 /// Who supervised a Run, as recorded with it.
+/// The Runs marked running whose supervising tick lives, oldest first: what holds each
+/// Account now, told by the supervisor recorded with the Run (never by a lock file alone,
+/// which someone may delete under it).
+pub(crate) fn live_runs(store: &Store, config: &Config) -> Result<Vec<RunIdentity>> {
+    Ok(store
+        .running_identities()?
+        .into_iter()
+        .filter(|run| {
+            crate::supervise::executor_of_run(run.executor, config)
+                .supervisor_alive(&supervisor_of(run))
+        })
+        .collect())
+}
+
 pub(crate) fn supervisor_of(run: &RunIdentity) -> Supervisor {
     Supervisor {
         pid: run.owl_pid,

@@ -107,7 +107,9 @@ pub(crate) fn plan(
 
     let local = now.with_timezone(&Local).time();
     let outside = window.filter(|w| !w.contains(local));
-    let running = jobs.iter().find(|j| j.state == JobState::Running);
+    // A Run in progress holds its own Account only (the caller marks it unschedulable):
+    // the Jobs behind it may run on the others.
+    let running: Vec<&PlanJob> = jobs.iter().filter(|j| j.state == JobState::Running).collect();
 
     let mut queue = Vec::new();
     let mut chosen: Option<(String, String)> = None;
@@ -125,11 +127,10 @@ pub(crate) fn plan(
                 .map(|a| a.name.clone())
                 .collect(),
         };
-        let reason = match (eligible, outside, running, &chosen) {
+        let reason = match (eligible, outside, &chosen) {
             (false, ..) => reason,
-            (true, Some(w), _, _) => format!("ready, but outside the schedule window {w}"),
-            (true, None, Some(r), _) => format!("ready, after the Run of {} in progress", r.id),
-            (true, None, None, None) => {
+            (true, Some(w), _) => format!("ready, but outside the schedule window {w}"),
+            (true, None, None) => {
                 chosen = Some((job.id.clone(), account.clone().unwrap_or_default()));
                 let name = account.as_deref().unwrap_or("?");
                 let view = accounts.iter().find(|a| a.name == name);
@@ -144,7 +145,7 @@ pub(crate) fn plan(
                     None => format!("next: runs on {name}"),
                 }
             }
-            (true, None, None, Some((first, _))) => format!("ready, after {first}"),
+            (true, None, Some((first, _))) => format!("ready, after {first}"),
         };
         queue.push(QueueEntry {
             job_id: job.id.clone(),
@@ -160,7 +161,7 @@ pub(crate) fn plan(
     let decision = match chosen {
         Some((job_id, account)) => Decision::Run { job_id, account },
         None => Decision::Idle {
-            reason: idle_reason(&queue, accounts, outside, running),
+            reason: idle_reason(&queue, accounts, outside, &running),
         },
     };
     Plan { queue, decision }
@@ -219,10 +220,15 @@ fn idle_reason(
     queue: &[QueueEntry],
     accounts: &[AccountView],
     outside: Option<TimeWindow>,
-    running: Option<&PlanJob>,
+    running: &[&PlanJob],
 ) -> String {
-    if let Some(job) = running {
-        return format!("a Run of {} is in progress", job.id);
+    // Nothing but what runs already: the queue is not waiting for anything.
+    if !running.is_empty() && queue.iter().all(|q| q.state == JobState::Running) {
+        let ids: Vec<&str> = running.iter().map(|j| j.id.as_str()).collect();
+        return match ids.as_slice() {
+            [one] => format!("a Run of {one} is in progress"),
+            many => format!("Runs of {} are in progress", many.join(", ")),
+        };
     }
     if queue.is_empty() {
         return "the queue is empty".into();

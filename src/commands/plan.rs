@@ -11,11 +11,42 @@ use crate::driver;
 use crate::schedule::{self, fmt_percent, AccountView, Decision, Plan};
 use crate::store::Store;
 
-/// Reads the state and decides what a tick would do now.
+/// The Accounts no Run may start on now, each with why: a live Run holds it, or this tick
+/// was started for another Account.
+pub(super) type Occupied = BTreeMap<String, String>;
+
+/// The Accounts live Runs hold, as the store records them (a Run whose supervisor lives).
+pub(super) fn occupied_by_live_runs(ctx: &Ctx, store: &Store) -> Result<Occupied> {
+    Ok(crate::recover::live_runs(store, &ctx.config)?
+        .into_iter()
+        .map(|run| {
+            let why = format!(
+                "busy: run {} of job {} is live on it",
+                run.run_id, run.job_id
+            );
+            (run.account, why)
+        })
+        .collect())
+}
+
+/// Reads the state and decides what a tick would do now, with every Account a live Run
+/// holds taken.
 pub(super) fn make_plan(
     ctx: &Ctx,
     store: &Store,
     now: DateTime<Utc>,
+) -> Result<(Vec<AccountView>, Plan)> {
+    let occupied = occupied_by_live_runs(ctx, store)?;
+    plan_around(ctx, store, now, &occupied)
+}
+
+/// Reads the state and decides what a tick would do now, with the `occupied` Accounts
+/// taken: no Run starts on them, and what waits for them says why.
+pub(super) fn plan_around(
+    ctx: &Ctx,
+    store: &Store,
+    now: DateTime<Utc>,
+    occupied: &Occupied,
 ) -> Result<(Vec<AccountView>, Plan)> {
     let jobs = store.plan_jobs()?;
     let snapshots = store.latest_snapshots()?;
@@ -25,7 +56,15 @@ pub(super) fn make_plan(
         note.login_seen = store.account_has_succeeded(name)?;
         notes.insert(name.clone(), note);
     }
-    let views = account_views(ctx, &snapshots, notes, now);
+    let mut views = account_views(ctx, &snapshots, notes, now);
+    for view in views.iter_mut() {
+        if let Some(why) = occupied.get(&view.name) {
+            view.schedulable = false;
+            view.brief = format!("{}: {why}", view.name);
+            view.reason = view.brief.clone();
+            view.occupied = Some(why.clone());
+        }
+    }
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
     if let Decision::Run { job_id, .. } = &plan.decision {
         // A Run on a full disk cannot be recorded: it would only be lost and run again.
@@ -131,7 +170,10 @@ pub(super) fn print_account(a: &AccountView, now: DateTime<Utc>) {
     } else {
         "not schedulable"
     };
-    let reason = a.standing.explain(now);
+    let reason = match &a.occupied {
+        Some(why) => why.clone(),
+        None => a.standing.explain(now),
+    };
     outln!("  {}: {state} — {reason}", a.name);
     if let Some(why) = &a.agent_problem {
         outln!("    agent CLI refused at the last tick: {why}");

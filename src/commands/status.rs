@@ -11,7 +11,10 @@ use crate::schedule::{AccountView, Decision, Plan, QueueEntry};
 
 #[derive(Debug, Serialize)]
 struct StatusJson {
+    /// The oldest Run in progress (`live_runs` lists them all).
     running: Option<RunningJson>,
+    /// Every Run in progress, oldest first: one per Account at most.
+    live_runs: Vec<RunningJson>,
     accounts: Vec<AccountJson>,
     queue: Vec<QueueJson>,
     /// What the next tick would do: the Job it would run, or null.
@@ -23,7 +26,7 @@ struct StatusJson {
     summary: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 struct RunningJson {
     job_id: String,
     run_id: i64,
@@ -119,30 +122,33 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
     let Some(store) = ctx.read_store()? else {
         let views = super::plan::account_views(ctx, &[], Default::default(), now);
         let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
-        let out = report(None, &views, &plan, Vec::new(), Vec::new());
+        let out = report(Vec::new(), &views, &plan, Vec::new(), Vec::new());
         return emit(ctx, json, &out, &views, now);
     };
-    let running = store.running_runs()?.into_iter().next_back();
     let (views, plan) = super::plan::make_plan(ctx, &store, now)?;
     let identities = store.running_identities()?;
-    let running = running.map(|r| RunningJson {
-        supervisor_alive: identities
-            .iter()
-            .find(|i| i.run_id == r.id)
-            .is_some_and(|i| {
-                crate::supervise::executor_of_run(i.executor, &ctx.config)
-                    .supervisor_alive(&crate::recover::supervisor_of(i))
-            }),
-        job_id: r.job_id,
-        run_id: r.id,
-        account: r.account,
-        pid: r.pid,
-        started_at: rfc3339(r.started_at),
-        elapsed_secs: (now - r.started_at).num_seconds().max(0),
-        last_event: r.last_event,
-        api_retries: r.api_retries,
-        session_id: r.session_id,
-    });
+    let live: Vec<RunningJson> = store
+        .running_runs()?
+        .into_iter()
+        .map(|r| RunningJson {
+            supervisor_alive: identities
+                .iter()
+                .find(|i| i.run_id == r.id)
+                .is_some_and(|i| {
+                    crate::supervise::executor_of_run(i.executor, &ctx.config)
+                        .supervisor_alive(&crate::recover::supervisor_of(i))
+                }),
+            job_id: r.job_id,
+            run_id: r.id,
+            account: r.account,
+            pid: r.pid,
+            started_at: rfc3339(r.started_at),
+            elapsed_secs: (now - r.started_at).num_seconds().max(0),
+            last_event: r.last_event,
+            api_retries: r.api_retries,
+            session_id: r.session_id,
+        })
+        .collect();
     let attention = store
         .jobs_in(&[JobState::Blocked, JobState::Failed])?
         .into_iter()
@@ -171,21 +177,22 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
             check_said: r.check.as_ref().map(|c| c.to_string()),
         })
         .collect();
-    let out = report(running, &views, &plan, attention, recent);
+    let out = report(live, &views, &plan, attention, recent);
     emit(ctx, json, &out, &views, now)
 }
 
 /// Everything status says, in the shape `--json` prints.
 fn report(
-    running: Option<RunningJson>,
+    live: Vec<RunningJson>,
     views: &[AccountView],
     plan: &Plan,
     attention: Vec<QueueJson>,
     recent_runs: Vec<RecentRunJson>,
 ) -> StatusJson {
     StatusJson {
-        summary: summary(running.as_ref(), views, plan),
-        running,
+        summary: summary(&live, views, plan),
+        running: live.first().cloned(),
+        live_runs: live,
         accounts: views.iter().map(account_json).collect(),
         queue: plan.queue.iter().map(queue_json).collect(),
         next: match &plan.decision {
@@ -200,26 +207,33 @@ fn report(
     }
 }
 
-/// The Run in flight, and whether its tick still supervises it.
-fn print_running(running: Option<&RunningJson>) {
-    match running {
-        Some(r) => outln!(
-            "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
-            r.job_id,
-            r.run_id,
-            r.account,
-            r.pid.map_or("?".into(), |p| p.to_string()),
-            human(chrono::Duration::seconds(r.elapsed_secs)),
-            r.last_event.as_deref().unwrap_or("none yet"),
-            if r.api_retries > 0 {
-                format!(" ({} API retries)", r.api_retries)
-            } else {
-                String::new()
-            }
-        ),
-        None => outln!("Running: nothing"),
+/// The Runs in flight, and whether their ticks still supervise them.
+fn print_running(live: &[RunningJson]) {
+    if live.is_empty() {
+        outln!("Running: nothing");
     }
-    if let Some(r) = running.as_ref().filter(|r| !r.supervisor_alive) {
+    for r in live {
+        print_live_run(r);
+    }
+}
+
+/// One Run in flight, and whether its tick still supervises it.
+fn print_live_run(r: &RunningJson) {
+    outln!(
+        "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
+        r.job_id,
+        r.run_id,
+        r.account,
+        r.pid.map_or("?".into(), |p| p.to_string()),
+        human(chrono::Duration::seconds(r.elapsed_secs)),
+        r.last_event.as_deref().unwrap_or("none yet"),
+        if r.api_retries > 0 {
+            format!(" ({} API retries)", r.api_retries)
+        } else {
+            String::new()
+        }
+    );
+    if !r.supervisor_alive {
         outln!(
             "  but the tick supervising run {} is gone: the next tick records it lost, kills what is left of it, and queues job {} again",
             r.run_id, r.job_id
@@ -272,14 +286,14 @@ fn emit(
         return Ok(0);
     }
     let StatusJson {
-        running,
+        live_runs,
         queue,
         attention,
         recent_runs,
         summary,
         ..
     } = out;
-    print_running(running.as_ref());
+    print_running(live_runs);
     outln!();
     outln!("Accounts:");
     for a in views {
@@ -310,9 +324,17 @@ fn emit(
     Ok(0)
 }
 
-fn summary(running: Option<&RunningJson>, views: &[AccountView], plan: &Plan) -> String {
-    if let Some(r) = running {
-        return format!("A Run is in progress: job {} (run {}).", r.job_id, r.run_id);
+fn summary(live: &[RunningJson], views: &[AccountView], plan: &Plan) -> String {
+    match live {
+        [] => {}
+        [r] => return format!("A Run is in progress: job {} (run {}).", r.job_id, r.run_id),
+        runs => {
+            let each: Vec<String> = runs
+                .iter()
+                .map(|r| format!("job {} (run {}) on {}", r.job_id, r.run_id, r.account))
+                .collect();
+            return format!("{} Runs are in progress: {}.", runs.len(), each.join(", "));
+        }
     }
     if let Decision::Run { job_id, account } = &plan.decision {
         if let Some(problem) = views

@@ -22,6 +22,7 @@ mod housekeeping;
 mod live;
 mod observer;
 mod pick;
+mod seats;
 mod settle;
 mod start;
 
@@ -41,7 +42,7 @@ enum TickAction {
     /// Nothing was eligible, or nothing could start.
     #[default]
     Idle,
-    /// Another tick holds the lock.
+    /// Every Account it could use is running a Run, or `maxConcurrentRuns` are live.
     Busy,
 }
 
@@ -77,53 +78,59 @@ pub(crate) struct TickArgs {
     /// (said loudly on stderr). Logins, backoffs and the Job's own state still hold.
     #[arg(long, requires = "job")]
     pub ignore_ceiling: bool,
+    /// Consider only this Account: its own Jobs and the unbound ones (one timer per
+    /// Account: `owl@NAME.timer`).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let (dry_run, json) = (args.dry_run, args.json);
-    if let Some(id) = &args.job {
-        // Refused before anything is made: on a fresh install no Job exists.
-        if ctx.read_store()?.is_none() {
-            crate::bad_input!("no job '{id}': no jobs have been added yet");
-        }
-    }
+    refuse_bad_input(ctx, args)?;
     ensure_private_dir(&ctx.config.state_dir)?;
-    let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
-        let holder = crate::lock::holder(&ctx.lock_path())
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        let reason = format!("another tick holds {}{holder}", ctx.lock_path().display());
-        return report(json, TickJson::said(TickAction::Busy, reason, dry_run));
+    // Held while this tick picks and records its Run, never through the Run: ticks on
+    // other Accounts pick beside a live Run.
+    let pick = match take_pick_lock(ctx)? {
+        Ok(pick) => pick,
+        Err(reason) => return report(json, TickJson::said(TickAction::Busy, reason, dry_run)),
     };
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     if !dry_run {
-        super::plan::notice_logins(ctx, &mut store, now)?;
-        // Put back the space a full disk took, once there is room again.
-        crate::disk::ensure_reserve(&ctx.config.state_dir);
-        recover(ctx, &mut store, now)?;
-        prune(ctx, &mut store, now)?;
+        tidy(ctx, &mut store, now)?;
+    }
+    let seats = seats::Seats::take(ctx, &store, args.account.as_deref())?;
+    if let Some(reason) = seats.full(ctx.config.max_concurrent_runs, ctx.config.accounts.len()) {
+        return report(json, TickJson::said(TickAction::Busy, reason, dry_run));
     }
     let mut machine_problem = false;
+    let occupied = &seats.occupied;
     let decision = match &args.job {
-        Some(id) => choose_job(ctx, &mut store, id, args.ignore_ceiling, now)?,
-        None => choose(ctx, &mut store, now, dry_run, json, &mut machine_problem)?,
+        Some(id) => choose_job(ctx, &mut store, id, args.ignore_ceiling, now, occupied)?,
+        None => choose(
+            ctx,
+            &mut store,
+            now,
+            dry_run,
+            json,
+            &mut machine_problem,
+            occupied,
+        )?,
     };
     let (job_id, account) = match decision {
+        Decision::Idle { reason } if !machine_problem && !store.plan_jobs()?.is_empty() => {
+            match seats.all_busy() {
+                Some(busy) => return report(json, TickJson::said(TickAction::Busy, busy, dry_run)),
+                None => return idle(json, args, reason, dry_run),
+            }
+        }
         Decision::Idle { reason } if machine_problem => {
             // A Job held back by this machine (its CLI not found, no bubblewrap, no login
             // in the store), not by a wait: a script must be able to tell.
             report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
             return Ok(crate::error::EXIT_FAILURE);
         }
-        Decision::Idle { reason } if args.job.is_some() => {
-            // Asked for one Job that cannot run: a script must be able to tell.
-            report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
-            return Ok(crate::error::EXIT_FAILURE);
-        }
-        Decision::Idle { reason } => {
-            return report(json, TickJson::said(TickAction::Idle, reason, dry_run))
-        }
+        Decision::Idle { reason } => return idle(json, args, reason, dry_run),
         Decision::Run { job_id, account } => (job_id, account),
     };
     if dry_run {
@@ -140,9 +147,86 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
             },
         );
     }
-    let out = run_job(ctx, &mut store, &job_id, &account, args.ignore_ceiling, now)?;
+    // Held for the Run's whole life: no other tick starts a Run on this Account, and
+    // `owl check` never runs beside it.
+    let _run_lock = seats.keep(&account);
+    ensure_private_dir(&ctx.config.state().logs(&job_id))?;
+    let Some(_job_lock) = crate::lock::try_lock(&ctx.config.state().job_lock(&job_id))? else {
+        let reason = format!("job {job_id}'s check is being run by hand (`owl check`)");
+        return report(json, TickJson::said(TickAction::Idle, reason, dry_run));
+    };
+    let out = run_job(
+        ctx,
+        &mut store,
+        &job_id,
+        &account,
+        args.ignore_ceiling,
+        now,
+        pick,
+    )?;
     report(json, out)
 }
+
+/// What is refused before anything is made: `--job` on a fresh install (no Job exists),
+/// an unknown `--account`.
+fn refuse_bad_input(ctx: &Ctx, args: &TickArgs) -> Result<()> {
+    if let Some(id) = &args.job {
+        if ctx.read_store()?.is_none() {
+            crate::bad_input!("no job '{id}': no jobs have been added yet");
+        }
+    }
+    if let Some(name) = &args.account {
+        if !ctx.config.accounts.contains_key(name) {
+            let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
+            crate::bad_input!(
+                "--account {name}: no such Account in {}{}",
+                ctx.config.source,
+                crate::config::did_you_mean(name, &known)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The pick lock, waited for a while; why not, when another tick kept it all that time.
+fn take_pick_lock(ctx: &Ctx) -> Result<Result<crate::lock::Held, String>> {
+    if let Some(pick) = crate::lock::lock_within(&ctx.lock_path(), PICK_WAIT)? {
+        return Ok(Ok(pick));
+    }
+    let holder = crate::lock::holder(&ctx.lock_path())
+        .map(|pid| format!(" (pid {pid})"))
+        .unwrap_or_default();
+    Ok(Err(format!(
+        "another tick has been picking for over {}s, holding {}{holder}",
+        PICK_WAIT.as_secs(),
+        ctx.lock_path().display()
+    )))
+}
+
+/// What a tick does before it picks: a login noticed, the disk's reserve put back, lost
+/// Runs recorded, old figures pruned.
+fn tidy(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    super::plan::notice_logins(ctx, store, now)?;
+    // Put back the space a full disk took, once there is room again.
+    crate::disk::ensure_reserve(&ctx.config.state_dir);
+    recover(ctx, store, now)?;
+    prune(ctx, store, now)
+}
+
+/// An idle tick's report; asked for one Job that cannot run, exit 1: a script must be able
+/// to tell.
+fn idle(json: bool, args: &TickArgs, reason: String, dry_run: bool) -> Result<u8> {
+    report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
+    Ok(if args.job.is_some() {
+        crate::error::EXIT_FAILURE
+    } else {
+        crate::error::EXIT_OK
+    })
+}
+
+/// How long a tick waits for another to finish picking (a probe, a version check and
+/// making a worktree happen under it, never a Run).
+const PICK_WAIT: Duration = Duration::from_secs(120);
 
 impl TickJson {
     fn said(action: TickAction, reason: String, dry_run: bool) -> TickJson {
@@ -169,15 +253,10 @@ fn run_job(
     account: &str,
     ignore_ceiling: bool,
     now: DateTime<Utc>,
+    pick: crate::lock::Held,
 ) -> Result<TickJson> {
     let account = account.to_string();
     let job_id = job_id.to_string();
-    // Held for the Run's whole life, its check included: `owl check` never runs beside it.
-    ensure_private_dir(&ctx.config.state().logs(&job_id))?;
-    let Some(_job_held) = crate::lock::try_lock(&ctx.config.state().job_lock(&job_id))? else {
-        let reason = format!("job {job_id}'s check is being run by hand (`owl check`)");
-        return Ok(TickJson::said(TickAction::Idle, reason, false));
-    };
     // From the pick on, a stop signal is kept, not owl's death: before the Run is recorded
     // it starts nothing; after, the Run ends at once and is recorded interrupted.
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
@@ -224,6 +303,9 @@ fn run_job(
         &latch,
         now,
     )?;
+    // The Run is recorded (its Job running, its supervisor named) or will not start: the
+    // next tick may pick.
+    drop(pick);
     let Some((run_id, budget_usd)) = started else {
         return not_started(store, &job, account);
     };

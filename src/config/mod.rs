@@ -63,6 +63,9 @@ pub struct Config {
     /// What owl does with an agent CLI outside its tested range.
     pub agent_verification: AgentVerification,
     pub commit_author: String,
+    /// How many Runs one state dir takes at once (one per Account at most, whatever this
+    /// says: an Account runs one at a time). Default: one per Account.
+    pub max_concurrent_runs: u32,
     pub defaults: JobDefaults,
     pub schedule: Schedule,
     pub accounts: BTreeMap<String, Account>,
@@ -260,6 +263,16 @@ impl StateDir<'_> {
     /// The agent's stderr of a Run, beside its transcript.
     pub fn run_stderr(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.stderr.txt"))
+    }
+
+    /// An Account's run lock: held by a tick for the whole life of a Run on that Account.
+    pub fn account_lock(&self, account: &str) -> PathBuf {
+        self.locks().join(format!("{account}.lock"))
+    }
+
+    /// Where the Accounts' run locks are.
+    pub fn locks(&self) -> PathBuf {
+        self.0.join("locks")
     }
 
     /// Held by a tick while it runs a Job, and by `owl check` while it checks one: a

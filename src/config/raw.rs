@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub(super) snapshot_retention: Option<Duration>,
     pub(super) agent_verification: Option<super::AgentVerification>,
     pub(super) commit_author: Option<String>,
+    pub(super) max_concurrent_runs: Option<u32>,
     pub(super) defaults: Option<RawDefaults>,
     pub(super) schedule: Option<RawSchedule>,
     pub(super) accounts: Option<BTreeMap<String, RawAccount>>,

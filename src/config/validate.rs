@@ -97,6 +97,15 @@ pub(super) fn validate(
     let sandbox = sandbox(raw.sandbox.unwrap_or_default(), &place)?;
     let state_dir = state_dir(raw.state_dir.as_deref(), &place)?;
     let repos = repos(raw.repos.unwrap_or_default(), &place)?;
+    if raw.max_concurrent_runs == Some(0) {
+        return Err(place.at(
+            "maxConcurrentRuns",
+            "maxConcurrentRuns must be at least 1".into(),
+        ));
+    }
+    let max_concurrent_runs = raw
+        .max_concurrent_runs
+        .unwrap_or(accounts.len().max(1) as u32);
     Ok(Config {
         source: source.to_string(),
         state_dir,
@@ -112,6 +121,7 @@ pub(super) fn validate(
         commit_author: raw
             .commit_author
             .unwrap_or_else(|| "owl <owl@localhost>".into()),
+        max_concurrent_runs,
         defaults,
         schedule: Schedule {
             window: raw.schedule.and_then(|s| s.window),

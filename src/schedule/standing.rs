@@ -33,6 +33,10 @@ pub(crate) struct AccountView {
     pub login_seen: bool,
     /// Its credential store is empty: a probe would find no login there.
     pub store_empty: bool,
+    /// Why no Run may start on it now whatever its standing: a live Run holds it, or the
+    /// tick was started for another Account.
+    #[serde(skip)]
+    pub occupied: Option<String>,
 }
 
 /// Where an Account stands for scheduling, with the facts that decide it.
@@ -314,6 +318,7 @@ fn account_view(
         outages: note.outages,
         last_probe: note.last_probe,
         last_probe_at: note.last_probe_at,
+        occupied: None,
     }
 }
 

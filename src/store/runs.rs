@@ -35,6 +35,7 @@ pub struct RunStart {
 pub struct RunIdentity {
     pub run_id: i64,
     pub job_id: String,
+    pub account: String,
     pub owl_pid: Option<i64>,
     pub owl_start_time: Option<i64>,
     pub boot_id: Option<String>,
@@ -226,7 +227,7 @@ impl Store {
     pub fn running_identities(&self) -> Result<Vec<RunIdentity>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
-             executor FROM runs WHERE outcome IS NULL ORDER BY id",
+             executor, account FROM runs WHERE outcome IS NULL ORDER BY id",
         )?;
         let rows = stmt
             .query_map([], |r| {
@@ -243,6 +244,7 @@ impl Store {
                         .as_deref()
                         .and_then(ExecutorKind::from_name)
                         .unwrap_or_default(),
+                    account: r.get(8)?,
                 })
             })?
             .collect::<rusqlite::Result<_>>()?;

@@ -21,6 +21,7 @@ mod notify;
 mod output;
 mod report;
 mod sandbox;
+mod several;
 mod shell;
 mod snapshots;
 mod support;

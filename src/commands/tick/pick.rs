@@ -1,6 +1,7 @@
 //! Which Job the tick runs, on which Account: the plan, the probe before the pick, and the
 //! hold a Run of this machine keeps.
 
+use super::super::plan::{plan_around, Occupied};
 use super::*;
 
 /// The decision for `tick --job ID`: that Job, on the Account the plan gives it, or why not.
@@ -11,10 +12,11 @@ pub(super) fn choose_job(
     id: &str,
     ignore_ceiling: bool,
     now: DateTime<Utc>,
+    occupied: &Occupied,
 ) -> Result<Decision> {
     let job = ctx.job(store, id)?;
     // As a tick would: an Account whose figure is too old to trust is probed first.
-    let (views, _) = super::super::plan::make_plan(ctx, store, now)?;
+    let (views, _) = plan_around(ctx, store, now, occupied)?;
     let stale: Vec<String> = views
         .iter()
         .filter(|v| job.account.as_ref().is_none_or(|a| a == &v.name))
@@ -24,7 +26,7 @@ pub(super) fn choose_job(
     for account in &stale {
         probe_account(ctx, store, account, now)?;
     }
-    let (views, plan) = super::super::plan::make_plan(ctx, store, now)?;
+    let (views, plan) = plan_around(ctx, store, now, occupied)?;
     let idle = |reason: String| Ok(Decision::Idle { reason });
     let Some(entry) = plan.queue.iter().find(|q| q.job_id == job.id) else {
         return idle(format!(
@@ -56,7 +58,8 @@ pub(super) fn choose_job(
                 | crate::schedule::Standing::UnderCeilings { .. }
                 | crate::schedule::Standing::NoCeiling
                 | crate::schedule::Standing::Reactive { .. }
-        ) && job.account.as_ref().is_none_or(|a| a == &v.name)
+        ) && v.occupied.is_none()
+            && job.account.as_ref().is_none_or(|a| a == &v.name)
     };
     match views.iter().find(usable) {
         Some(view) => {
@@ -86,9 +89,10 @@ pub(super) fn choose(
     dry_run: bool,
     json: bool,
     machine_problem: &mut bool,
+    occupied: &Occupied,
 ) -> Result<Decision> {
     let mut probed = std::collections::BTreeSet::new();
-    let mut planned = super::super::plan::make_plan(ctx, store, now)?;
+    let mut planned = plan_around(ctx, store, now, occupied)?;
     let local = now.with_timezone(&chrono::Local).time();
     let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
     // Only when there is work that could use what a probe finds.
@@ -104,7 +108,7 @@ pub(super) fn choose(
             probe_account(ctx, store, account, now)?;
         }
         if !parked.is_empty() {
-            planned = super::super::plan::make_plan(ctx, store, now)?;
+            planned = plan_around(ctx, store, now, occupied)?;
         }
     }
     loop {
@@ -146,7 +150,7 @@ pub(super) fn choose(
             return Ok(plan.decision.clone());
         }
         // Something changed: plan again.
-        planned = super::super::plan::make_plan(ctx, store, now)?;
+        planned = plan_around(ctx, store, now, occupied)?;
     }
 }
 

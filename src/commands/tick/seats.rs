@@ -1,0 +1,98 @@
+//! Which Accounts this tick may start a Run on: those no live Run holds, whose run lock it took, within `maxConcurrentRuns` and the `--account` it was given.
+
+use std::collections::BTreeMap;
+
+use super::super::plan::Occupied;
+use super::*;
+
+/// The Accounts a tick found free, their run locks held, and those it found taken.
+pub(super) struct Seats {
+    /// The Accounts no Run may start on now, and why.
+    pub occupied: Occupied,
+    /// The run locks of the free Accounts: the tick keeps the one its Run is on.
+    free: BTreeMap<String, crate::lock::Held>,
+    /// The Runs in progress on this state dir, in words, oldest first.
+    live: Vec<String>,
+}
+
+impl Seats {
+    /// Looks at every Account (or only `only`): one a live Run holds, as the store records
+    /// it, is taken; so is one whose run lock another tick holds (its Run recorded and
+    /// ending, or being settled); the others' run locks are taken.
+    pub(super) fn take(ctx: &Ctx, store: &Store, only: Option<&str>) -> Result<Seats> {
+        let live_runs = crate::recover::live_runs(store, &ctx.config)?;
+        let live = live_runs
+            .iter()
+            .map(|r| format!("run {} of job {} on {}", r.run_id, r.job_id, r.account))
+            .collect();
+        let mut occupied = super::super::plan::occupied_by_live_runs(ctx, store)?;
+        ensure_private_dir(&ctx.config.state().locks())?;
+        let mut free = BTreeMap::new();
+        for name in ctx.config.accounts.keys() {
+            if only.is_some_and(|only| only != name) {
+                let why = format!("this tick runs only {} (--account)", only.unwrap_or(""));
+                occupied.insert(name.clone(), why);
+                continue;
+            }
+            if occupied.contains_key(name) {
+                continue;
+            }
+            let path = ctx.config.state().account_lock(name);
+            match crate::lock::try_lock(&path)? {
+                Some(held) => {
+                    free.insert(name.clone(), held);
+                }
+                None => {
+                    let holder = crate::lock::holder(&path)
+                        .map(|pid| format!(" (pid {pid})"))
+                        .unwrap_or_default();
+                    let why = format!("busy: another tick holds its run lock{holder}");
+                    occupied.insert(name.clone(), why);
+                }
+            }
+        }
+        Ok(Seats {
+            occupied,
+            free,
+            live,
+        })
+    }
+
+    /// Why no Run may start at all: `maxConcurrentRuns` Runs are live already (with one
+    /// per Account allowed, every Account is busy).
+    pub(super) fn full(&self, cap: u32, accounts: usize) -> Option<String> {
+        if self.live.len() < cap as usize {
+            return None;
+        }
+        if cap as usize >= accounts {
+            return self.all_busy();
+        }
+        Some(format!(
+            "maxConcurrentRuns is {cap} and {} live: {}",
+            if self.live.len() == 1 {
+                "one Run is".to_string()
+            } else {
+                format!("{} Runs are", self.live.len())
+            },
+            self.live.join(", ")
+        ))
+    }
+
+    /// Why a tick with queued work found nothing to start: every Account it could use is
+    /// busy; `None` when none is (the queue waits for something else).
+    pub(super) fn all_busy(&self) -> Option<String> {
+        let busy: Vec<String> = self
+            .occupied
+            .iter()
+            .filter(|(_, why)| why.starts_with("busy"))
+            .map(|(name, why)| format!("{name} ({why})"))
+            .collect();
+        (self.free.is_empty() && !busy.is_empty())
+            .then(|| format!("every Account is busy: {}", busy.join("; ")))
+    }
+
+    /// Keeps the run lock of `account` for the Run, letting the others go.
+    pub(super) fn keep(mut self, account: &str) -> Option<crate::lock::Held> {
+        self.free.remove(account)
+    }
+}

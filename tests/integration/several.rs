@@ -1,0 +1,261 @@
+//! More of the night: one Run per Account at a time, several Accounts at once; the locks
+//! and everything that assumed one live Run.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{alive, held_run_script, wait_until, TestEnv, LOGGED_IN_STORE};
+
+/// A test env with `accounts` plan Accounts on the fake agent (the first is `work`), each
+/// with its own logged-in credential store, and `extra` config lines.
+fn accounts_env(accounts: &[&str], extra: &str) -> TestEnv {
+    let env = TestEnv::new();
+    let mut body = String::from("accounts:\n");
+    for name in accounts {
+        let store = env.dir.path().join(format!("creds-{name}"));
+        std::fs::create_dir_all(&store).unwrap();
+        std::fs::write(store.join(".credentials.json"), LOGGED_IN_STORE).unwrap();
+        body.push_str(&format!(
+            "  {name}:\n    credentialStore: {}\n",
+            store.display()
+        ));
+    }
+    env.write_config(&format!("{body}{extra}"));
+    env
+}
+
+/// Every Run the state dir has in progress, as `status --json` lists them.
+fn live_runs(env: &TestEnv) -> Vec<Value> {
+    env.status()["live_runs"].as_array().unwrap().clone()
+}
+
+fn finish(tick: Child) -> Value {
+    let out = tick.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Waits until every tick but `keep` of them has ended.
+fn wait_until_running(ticks: &mut [Child], keep: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ticks
+        .iter_mut()
+        .map(|t| t.try_wait().unwrap().is_none())
+        .filter(|running| *running)
+        .count()
+        > keep
+    {
+        assert!(Instant::now() < deadline, "the ticks did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sixteen_ticks_at_once_over_three_accounts_start_exactly_three_runs() {
+    let env = accounts_env(&["work", "two", "three"], "");
+    env.script(&held_run_script(
+        &env.release_file(),
+        "write .owl/handoff.md status: done\\n\ncommit handoff\n",
+    ));
+    let jobs: Vec<String> = (0..5).map(|i| env.add(&format!("Job {i}"))).collect();
+    let mut ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
+    // Three Runs hold their Accounts until released: every other tick met them live.
+    wait_until_running(&mut ticks, 3);
+    let live = live_runs(&env);
+    assert_eq!(live.len(), 3, "{live:?}");
+    let mut accounts: Vec<&str> = live
+        .iter()
+        .map(|r| r["account"].as_str().unwrap())
+        .collect();
+    accounts.sort();
+    assert_eq!(accounts, ["three", "two", "work"]);
+    let mut live_jobs: Vec<&str> = live.iter().map(|r| r["job_id"].as_str().unwrap()).collect();
+    live_jobs.sort();
+    live_jobs.dedup();
+    assert_eq!(live_jobs.len(), 3, "one Job ran twice: {live:?}");
+    assert_eq!(env.status()["running"]["run_id"], live[0]["run_id"]);
+    env.release();
+    let actions: Vec<String> = ticks
+        .into_iter()
+        .map(|t| finish(t)["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "ran").count(),
+        3,
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().all(|a| a == "ran" || a == "busy"),
+        "{actions:?}"
+    );
+    let ran: usize = jobs
+        .iter()
+        .map(|j| env.show(j)["runs"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(ran, 3);
+}
+
+#[test]
+fn a_run_lock_or_pick_lock_deleted_under_a_live_run_starts_no_second_run_there() {
+    let env = accounts_env(&["work"], "");
+    env.script(&held_run_script(&env.release_file(), ""));
+    env.add("First");
+    env.add("Second");
+    let first = env.spawn_tick();
+    env.wait_running();
+    // A cleanup script removes every lock file under the live Run.
+    std::fs::remove_file(env.state.join("locks/work.lock")).unwrap();
+    std::fs::remove_file(env.state.join("tick.lock")).unwrap();
+    let second = env.tick();
+    assert_eq!(second["action"], "busy", "{second}");
+    assert_eq!(live_runs(&env).len(), 1);
+    // Replaced by another file: the same.
+    std::fs::write(env.state.join("locks/work.lock"), "").unwrap();
+    let third = env.tick();
+    assert_eq!(third["action"], "busy", "{third}");
+    env.release();
+    assert_eq!(finish(first)["action"], "ran");
+    assert_eq!(live_runs(&env).len(), 0);
+}
+
+#[test]
+fn max_concurrent_runs_caps_the_runs_of_a_state_dir() {
+    let env = accounts_env(&["work", "two"], "maxConcurrentRuns: 1\n");
+    env.script(&held_run_script(&env.release_file(), ""));
+    env.add("First");
+    env.add("Second");
+    let first = env.spawn_tick();
+    env.wait_running();
+    let second = env.tick();
+    assert_eq!(second["action"], "busy", "{second}");
+    let reason = second["reason"].as_str().unwrap();
+    assert!(reason.contains("maxConcurrentRuns is 1"), "{reason}");
+    env.release();
+    finish(first);
+    env.write_config("accounts:\n  work: {}\nmaxConcurrentRuns: 0\n");
+    let out = env.owl().args(["config", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("maxConcurrentRuns must be at least 1"));
+}
+
+#[test]
+fn a_tick_for_one_account_takes_its_jobs_and_the_unbound_ones_only() {
+    let env = accounts_env(&["work", "two"], "");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let bound_elsewhere = env.add_with(&["--account", "two"], "On two");
+    let unbound = env.add("Anywhere");
+    let tick = env
+        .owl()
+        .args(["tick", "--json", "--account", "work"])
+        .assert()
+        .success();
+    let tick: Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
+    assert_eq!(tick["job_id"], unbound.as_str(), "{tick}");
+    assert_eq!(tick["account"], "work");
+    let tick = env
+        .owl()
+        .args(["tick", "--json", "--account", "work"])
+        .assert()
+        .success();
+    let tick: Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert_eq!(env.show(&bound_elsewhere)["state"], "queued");
+    let out = env
+        .owl()
+        .args(["tick", "--account", "wrok"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean 'work'"));
+}
+
+/// Two Runs live at once, on `work` and `two`, each held until `release`; their ticks.
+fn two_live_runs(env: &TestEnv) -> (Child, Child) {
+    let a = env.spawn_tick();
+    wait_until("the first Run never started", || live_runs(env).len() == 1);
+    let b = env.spawn_tick();
+    wait_until("the second Run never started", || {
+        live_runs(env)
+            .iter()
+            .filter(|r| !r["pid"].is_null())
+            .count()
+            == 2
+    });
+    (a, b)
+}
+
+#[test]
+fn sigterm_to_one_tick_and_a_cancel_of_one_run_stop_only_that_run() {
+    let env = accounts_env(&["work", "two", "three"], "");
+    env.script(&held_run_script(&env.release_file(), ""));
+    let jobs: Vec<String> = (0..3).map(|i| env.add(&format!("Job {i}"))).collect();
+    let (a, b) = two_live_runs(&env);
+    let c = env.spawn_tick();
+    wait_until("the third Run never started", || {
+        live_runs(&env)
+            .iter()
+            .filter(|r| !r["pid"].is_null())
+            .count()
+            == 3
+    });
+    let live = live_runs(&env);
+    let job_of = |i: usize| live[i]["job_id"].as_str().unwrap().to_string();
+    let pid_of = |i: usize| live[i]["pid"].as_i64().unwrap() as i32;
+    // SIGTERM to the first tick: its Run alone is interrupted.
+    unsafe { libc::kill(a.id() as i32, libc::SIGTERM) };
+    let stopped = finish(a);
+    assert_eq!(stopped["outcome"], "interrupted", "{stopped}");
+    assert_eq!(stopped["job_id"], job_of(0).as_str());
+    assert!(alive(pid_of(1)) && alive(pid_of(2)));
+    // A cancel of the second Run's Job: that Run alone is stopped.
+    env.owl().args(["cancel", &job_of(1)]).assert().success();
+    let cancelled = finish(b);
+    assert_eq!(cancelled["job_state"], "cancelled", "{cancelled}");
+    assert!(alive(pid_of(2)));
+    assert_eq!(live_runs(&env).len(), 1);
+    env.release();
+    assert_eq!(finish(c)["action"], "ran");
+    assert_eq!(jobs.len(), 3);
+}
+
+#[test]
+fn kill_9_of_one_of_two_live_ticks_loses_only_its_run() {
+    let env = accounts_env(&["work", "two"], "");
+    env.script(&held_run_script(&env.release_file(), ""));
+    env.add("First");
+    env.add("Second");
+    let (mut a, b) = two_live_runs(&env);
+    let live = live_runs(&env);
+    let lost_job = live[0]["job_id"].as_str().unwrap().to_string();
+    let lost_pid = live[0]["pid"].as_i64().unwrap() as i32;
+    let kept_pid = live[1]["pid"].as_i64().unwrap() as i32;
+    a.kill().unwrap();
+    a.wait().unwrap();
+    // The next tick records the killed one's Run lost and kills what is left of it; the
+    // other Run goes on. (It is a tick for the live Run's Account, so that it starts no
+    // Run of its own on the freed one.)
+    let kept_account = live[1]["account"].as_str().unwrap();
+    let next = env
+        .owl()
+        .args(["tick", "--json", "--account", kept_account])
+        .assert()
+        .success();
+    let next: Value = serde_json::from_slice(&next.get_output().stdout).unwrap();
+    assert_eq!(next["action"], "busy", "{next}");
+    wait_until("the lost Run's agent outlived recovery", || {
+        !alive(lost_pid)
+    });
+    assert!(alive(kept_pid), "the live Run was taken for a lost one");
+    assert_eq!(live_runs(&env).len(), 1);
+    assert_eq!(env.show(&lost_job)["runs"][0]["outcome"], "lost");
+    env.release();
+    let other = finish(b);
+    assert_eq!(other["action"], "ran");
+    assert_eq!(other["outcome"], "succeeded", "{other}");
+}
