@@ -109,7 +109,10 @@ pub(crate) fn plan(
     let outside = window.filter(|w| !w.contains(local));
     // A Run in progress holds its own Account only (the caller marks it unschedulable):
     // the Jobs behind it may run on the others.
-    let running: Vec<&PlanJob> = jobs.iter().filter(|j| j.state == JobState::Running).collect();
+    let running: Vec<&PlanJob> = jobs
+        .iter()
+        .filter(|j| j.state == JobState::Running)
+        .collect();
 
     let mut queue = Vec::new();
     let mut chosen: Option<(String, String)> = None;

@@ -171,3 +171,43 @@ fn the_readmes_completions_and_man_block_works_as_printed_on_an_empty_home() {
         .expect("man (from the man-db package) reads the page");
     assert!(String::from_utf8_lossy(&man.stdout).contains("owl tick"));
 }
+
+/// The units as the README installs them pass `systemd-analyze verify` with nothing to say:
+/// the single timer and the per-Account template pair, for an instance.
+#[test]
+fn the_units_and_the_per_account_templates_verify_clean() {
+    let home = empty_home();
+    let units = home.path().join(".config/systemd/user");
+    std::fs::create_dir_all(&units).unwrap();
+    for unit in ["owl.service", "owl.timer", "owl@.service", "owl@.timer"] {
+        std::fs::copy(format!("{ROOT}/contrib/{unit}"), units.join(unit)).unwrap();
+    }
+    // ExecStart= names where `cargo install` puts owl: it must be there to verify.
+    let bin = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_owl"), bin.join("owl")).unwrap();
+    let runtime = home.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--user", "owl.timer", "owl.service"])
+        .args(["owl@work.timer", "owl@work.service"])
+        .env("HOME", home.path())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .expect("systemd-analyze (Debian's systemd package; .ci/run installs it)");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "verify has something to say"
+    );
+    let service = read("contrib/owl@.service");
+    assert!(
+        service.contains("ExecStart=%h/.cargo/bin/owl tick --account %i"),
+        "{service}"
+    );
+    // The README's template steps copy both.
+    assert!(read("README.md").contains("cp contrib/owl@.service contrib/owl@.timer"));
+}
