@@ -227,6 +227,8 @@ impl World {
             disallowed_tools: vec![],
             model: None,
             check: None,
+            after: vec![],
+            base_after: None,
         };
         // Runs end one every five minutes, back from now: 100,000 of them span a year.
         let mut ended = 0i64;

@@ -65,6 +65,9 @@ pub(crate) struct QueueEntry {
     /// bound to none): counted by name, never by matching words in `reason`.
     #[serde(skip)]
     pub waits_for: Vec<String>,
+    /// The Jobs it waits for that are not done yet.
+    #[serde(skip)]
+    pub after: Vec<String>,
 }
 
 /// What a tick would do now.
@@ -122,7 +125,7 @@ pub(crate) fn plan(
             job.state == JobState::Waiting && job.not_before.is_some_and(|t| t > now);
         let waits_for: Vec<String> = match (&job.account, eligible, job.state) {
             (_, true, _) | (_, _, JobState::Running) => Vec::new(),
-            _ if waits_for_time => Vec::new(),
+            _ if waits_for_time || unmet(job).next().is_some() => Vec::new(),
             (Some(name), false, _) => vec![name.clone()],
             (None, false, _) => accounts
                 .iter()
@@ -158,6 +161,7 @@ pub(crate) fn plan(
             eligible,
             reason,
             waits_for,
+            after: unmet(job).map(|(id, _)| id.clone()).collect(),
         });
     }
 
@@ -170,12 +174,27 @@ pub(crate) fn plan(
     Plan { queue, decision }
 }
 
+/// The Jobs `job` waits for that are not done, with their states.
+fn unmet(job: &PlanJob) -> impl Iterator<Item = &(String, JobState)> {
+    job.after
+        .iter()
+        .filter(|(_, state)| *state != JobState::Done)
+}
+
 /// Whether a Job may run now, on which Account, and why not.
 fn judge(
     job: &PlanJob,
     accounts: &[AccountView],
     now: DateTime<Utc>,
 ) -> (bool, Option<String>, String) {
+    if job.state != JobState::Running {
+        let waits: Vec<String> = unmet(job)
+            .map(|(id, state)| format!("{id} ({state})"))
+            .collect();
+        if !waits.is_empty() {
+            return (false, None, format!("after {}", waits.join(", ")));
+        }
+    }
     match job.state {
         JobState::Running => return (false, job.account.clone(), "running now".into()),
         JobState::Waiting => {
@@ -262,6 +281,20 @@ fn idle_reason(
             parts.push(format!("{} ({n} {} {verb} for it)", a.brief, jobs_word(n)));
         }
     }
+    let after: Vec<&QueueEntry> = queue.iter().filter(|q| !q.after.is_empty()).collect();
+    let open = queue
+        .iter()
+        .filter(|q| q.state != JobState::Running)
+        .count();
+    if parts.is_empty() && !after.is_empty() && after.len() == open {
+        return match after.as_slice() {
+            [one] => format!("{} waits: {}", one.job_id, one.reason),
+            many => format!(
+                "every queued Job waits for another; first {}: {}",
+                many[0].job_id, many[0].reason
+            ),
+        };
+    }
     if parts.is_empty() && waiting > 0 {
         let next = queue.iter().filter_map(|q| q.not_before).min();
         return match next {
@@ -328,6 +361,8 @@ mod tests {
             disallowed_tools: vec![],
             model: None,
             check: None,
+            after: vec![],
+            base_after: None,
             state: JobState::Queued,
             reason: None,
             not_before: None,
@@ -358,6 +393,37 @@ mod tests {
     }
 
     const NOW: &str = "2026-11-30T02:00:00Z";
+
+    #[test]
+    fn a_job_after_another_waits_until_it_is_done_and_says_for_what() {
+        let views = account_views(&cfg(), &[], &BTreeMap::new(), t(NOW));
+        let mut second = PlanJob::from(&job("b", 9, None));
+        second.state = JobState::Waiting;
+        let first = PlanJob::from(&job("a", 0, None));
+        for (state, eligible) in [
+            (JobState::Queued, false),
+            (JobState::Failed, false),
+            (JobState::Done, true),
+        ] {
+            second.after = vec![("a".into(), state)];
+            let p = super::plan(&[first.clone(), second.clone()], &views, None, t(NOW));
+            let b = p.queue.iter().find(|q| q.job_id == "b").unwrap();
+            assert_eq!(b.eligible, eligible, "{state}: {b:?}");
+            if !eligible {
+                assert_eq!(b.reason, format!("after a ({state})"));
+                assert_eq!(b.after, ["a"]);
+            }
+        }
+        // Only Jobs that wait for others: the idle reason says so.
+        second.after = vec![("a".into(), JobState::Blocked)];
+        let p = super::plan(&[second], &views, None, t(NOW));
+        assert_eq!(
+            p.decision,
+            Decision::Idle {
+                reason: "b waits: after a (blocked)".into()
+            }
+        );
+    }
 
     #[test]
     fn priority_first_then_oldest() {

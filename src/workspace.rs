@@ -14,6 +14,22 @@ pub(crate) use seal::Tampered;
 mod prepare;
 pub(crate) use prepare::*;
 
+/// Where a stacked Job starts: the commit `branch` points at in `repo` now; `None` when
+/// there is no such branch (its Job never ran).
+pub(crate) fn branch_tip(repo: &Path, branch: &str) -> Result<Option<String>> {
+    let r = Repository::open(repo).with_context(|| format!("opening {}", repo.display()))?;
+    let found = match r.find_branch(branch, BranchType::Local) {
+        Ok(b) => b,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("finding {branch} in {}", repo.display())),
+    };
+    Ok(found
+        .get()
+        .peel_to_commit()
+        .ok()
+        .map(|c| c.id().to_string()))
+}
+
 /// Checks that `repo` is a git repository and `base` resolves to a commit; returns the
 /// repository's canonical path and the base commit's id.
 pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {

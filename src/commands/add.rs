@@ -15,9 +15,14 @@ pub(crate) struct AddArgs {
     /// The git repository to work in (default: the current directory).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<std::path::PathBuf>,
-    /// The ref the Job's branch starts from, resolved to its commit now.
-    #[arg(long, value_name = "REF", default_value = "HEAD")]
-    pub base: String,
+    /// The ref the Job's branch starts from, resolved to its commit now (default: HEAD; with
+    /// one --after Job in the same repository, that Job's branch tip when it is done).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// Run only once this Job is done (verified, where it has a check); repeatable. With one
+    /// in the same repository and no --base, the branch starts where that Job's ended.
+    #[arg(long, value_name = "JOB")]
+    pub after: Vec<String>,
     /// The Account to run on (default: defaults.account, else the one with the most headroom).
     #[arg(long, value_name = "NAME")]
     pub account: Option<String>,
@@ -57,7 +62,8 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         Some(r) => r.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let (repo, base_commit) = crate::workspace::check_repo(&repo, &args.base)
+    let base = args.base.clone().unwrap_or_else(|| "HEAD".into());
+    let (repo, base_commit) = crate::workspace::check_repo(&repo, &base)
         .map_err(|e| crate::error::Error::bad_input(format!("{e:#}")))?;
 
     let defaults = &ctx.config.defaults;
@@ -72,20 +78,7 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
             );
         }
     }
-    for (flag, value) in [
-        ("--max-budget-usd", args.max_budget_usd),
-        ("--max-job-budget-usd", args.max_job_budget_usd),
-    ] {
-        if value.is_some_and(|x| !x.is_finite() || x <= 0.0) {
-            bad_input!("{flag} must be a finite number greater than 0");
-        }
-    }
-    if args.max_budget_usd.is_some() {
-        check_budget_cap(ctx, account.as_deref())?;
-    }
-    if args.max_runs == Some(0) {
-        bad_input!("--max-runs must be at least 1");
-    }
+    check_limits(ctx, &args, account.as_deref())?;
     let check = job_check(ctx, &args, &repo)?;
 
     // Every check that can refuse comes before the state dir is created: exit 2 changes
@@ -98,6 +91,11 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
             }
         }
     }
+    let after = match ctx.read_store()? {
+        Some(store) => check_after(&store, &args.after)?,
+        None if args.after.is_empty() => Vec::new(),
+        None => bad_input!("--after {}: no jobs have been added yet", args.after[0]),
+    };
     let mut store = ctx.open_store()?;
     let id = match &args.name {
         Some(name) => name.clone(),
@@ -108,7 +106,7 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         name: args.name.clone(),
         prompt,
         repo: repo.display().to_string(),
-        base: args.base.clone(),
+        base,
         base_commit,
         account,
         priority: args.priority.unwrap_or(defaults.priority),
@@ -121,10 +119,32 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         disallowed_tools: defaults.disallowed_tools.clone(),
         model: defaults.model.clone(),
         check,
+        base_after: stacked_on(&after, &repo, args.base.is_some()),
+        after: after.into_iter().map(|j| j.id).collect(),
     };
     store.insert_job(&job, crate::clock::now()?)?;
     outln!("{id}");
     Ok(crate::error::EXIT_OK)
+}
+
+/// The budgets and `--max-runs`: numbers a Job can keep, and a per-Run cap only where the
+/// Account's CLI can keep one.
+fn check_limits(ctx: &Ctx, args: &AddArgs, account: Option<&str>) -> Result<()> {
+    for (flag, value) in [
+        ("--max-budget-usd", args.max_budget_usd),
+        ("--max-job-budget-usd", args.max_job_budget_usd),
+    ] {
+        if value.is_some_and(|x| !x.is_finite() || x <= 0.0) {
+            bad_input!("{flag} must be a finite number greater than 0");
+        }
+    }
+    if args.max_budget_usd.is_some() {
+        check_budget_cap(ctx, account)?;
+    }
+    if args.max_runs == Some(0) {
+        bad_input!("--max-runs must be at least 1");
+    }
+    Ok(())
 }
 
 /// The Job's check, fixed now: `--check`, `--no-check`, or the configured default.
@@ -149,6 +169,47 @@ fn job_check(
         argv,
         timeout_secs: ctx.config.check_timeout(repo).as_secs(),
     }))
+}
+
+/// The Jobs `--after` names, each known (by id or name) and not cancelled: a cancelled
+/// one would never be done.
+fn check_after(store: &crate::store::Store, after: &[String]) -> Result<Vec<crate::model::Job>> {
+    let mut jobs: Vec<crate::model::Job> = Vec::new();
+    for id in after {
+        let Some(job) = store.job(id)? else {
+            let mut known = Vec::new();
+            store.for_each_listed_job(true, |j| {
+                known.push(j.id.to_string());
+                Ok(())
+            })?;
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            bad_input!("--after {id}: no such job{}", did_you_mean(id, &known));
+        };
+        if job.state == crate::model::JobState::Cancelled {
+            bad_input!("--after {id}: job {id} is cancelled, so it will never be done");
+        }
+        if !jobs.iter().any(|j| j.id == job.id) {
+            jobs.push(job);
+        }
+    }
+    Ok(jobs)
+}
+
+/// The Job a new one stacks on: with no `--base` and exactly one `--after` Job in the same
+/// repository, that one (its branch tip, resolved at the first Run).
+fn stacked_on(
+    after: &[crate::model::Job],
+    repo: &std::path::Path,
+    explicit_base: bool,
+) -> Option<String> {
+    let same: Vec<&crate::model::Job> = after
+        .iter()
+        .filter(|j| std::path::Path::new(&j.repo) == repo)
+        .collect();
+    match (explicit_base, same.as_slice()) {
+        (false, [one]) => Some(one.id.clone()),
+        _ => None,
+    }
 }
 
 /// A Job name is its id and its branch `owl/<name>`: refused unless both are safe.

@@ -39,6 +39,10 @@ pub(crate) struct JobJson<'a> {
     pub last_check: Option<CheckResultJson<'a>>,
     /// Done, and its check passed at the end: the work is verified, not only claimed.
     pub verified: bool,
+    /// The Jobs it waits for (`add --after`): it runs once every one is done.
+    pub after: Vec<String>,
+    /// The Job whose branch tip it starts from (resolved at its first Run); null: `base`.
+    pub base_after: Option<&'a str>,
 }
 
 /// A Job's check as `--json` prints it.
@@ -114,6 +118,8 @@ impl<'a> JobJson<'a> {
             check: job.check.as_ref().map(CheckJson::of),
             last_check: last_check.map(CheckResultJson::of),
             verified: verified(job.state, last_check),
+            after: job.after.clone(),
+            base_after: job.base_after.as_deref(),
         }
     }
 
@@ -142,6 +148,8 @@ impl<'a> JobJson<'a> {
             check: job.check.as_ref().map(CheckJson::of),
             last_check: job.last_check.as_ref().map(CheckResultJson::of),
             verified: verified(job.state, job.last_check.as_ref()),
+            after: job.after.clone(),
+            base_after: job.base_after,
         }
     }
 }

@@ -51,6 +51,11 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
         }
         listed += 1;
         let prompt = job.prompt.lines().next().unwrap_or("");
+        // The chain first: what it waits for.
+        let prompt = match job.after.as_slice() {
+            [] => prompt.to_string(),
+            after => format!("[after {}] {prompt}", after.join(", ")),
+        };
         outln!(
             "{:<14} {:<10} {:>4} {:>7}  {:<10} {:<9} {}",
             job.id,
@@ -59,7 +64,7 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
             runs_column(job),
             job.account.unwrap_or("any"),
             check_column(job),
-            crate::text::truncate(prompt, 60)
+            crate::text::truncate(&prompt, 60)
         );
         Ok(())
     })?;

@@ -72,6 +72,8 @@ pub(super) struct JobReport {
     pub check: Option<Vec<String>>,
     /// Done, and its check passed: verified, not only claimed.
     pub verified: bool,
+    /// The Jobs it waits for (`add --after`).
+    pub after: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -322,6 +324,7 @@ fn job_report(
         next_step: next_step(job),
         runs: job_runs.iter().map(|r| run_report(r)).collect(),
         check: job.check.as_ref().map(|c| c.argv.clone()),
+        after: job.after.clone(),
         verified: job.state == crate::model::JobState::Done
             && all_runs
                 .iter()
@@ -448,6 +451,9 @@ fn print_job(job: &JobReport) {
     outln!("Job {}{name}: {}{verified}{reason}", job.id, job.state);
     if let Some(check) = &job.check {
         outln!("  check: {}", crate::model::command_line(check));
+    }
+    if !job.after.is_empty() {
+        outln!("  after: {}", job.after.join(", "));
     }
     if let Some(commits) = job.commits {
         outln!(

@@ -207,16 +207,7 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
     if let Some(t) = &j.not_before {
         outln!("  waits until {t}");
     }
-    // The commit `base` named at `add` is where the branch starts; the ref may have moved.
-    match j.base_commit {
-        Some(commit) => outln!(
-            "  repo:     {} (base {} at {})",
-            j.repo,
-            j.base,
-            &commit[..commit.len().min(12)]
-        ),
-        None => outln!("  repo:     {} (base {})", j.repo, j.base),
-    }
+    print_base(&j, summary.is_none());
     outln!(
         "  branch:   {}{}",
         j.branch,
@@ -244,6 +235,28 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
     );
     outln!();
     print_handoff_and_runs(ctx, handoff.as_deref(), run_rows);
+}
+
+/// Where the Job's branch starts, and the Jobs it waits for. A stacked Job whose branch is
+/// not made yet starts where the Job it waits for ends.
+fn print_base(j: &JobJson, unmade: bool) {
+    match (j.base_after, j.base_commit) {
+        (Some(dep), _) if unmade => outln!(
+            "  repo:     {} (base: where job {dep} ends, its branch's tip at this Job's first Run)",
+            j.repo
+        ),
+        // The commit `base` named at `add` is where the branch starts; the ref may have moved.
+        (_, Some(commit)) => outln!(
+            "  repo:     {} (base {} at {})",
+            j.repo,
+            j.base,
+            &commit[..commit.len().min(12)]
+        ),
+        (_, None) => outln!("  repo:     {} (base {})", j.repo, j.base),
+    }
+    if !j.after.is_empty() {
+        outln!("  after:    {}", j.after.join(", "));
+    }
 }
 
 /// The Job's check: verified, what it is, or none.

@@ -185,6 +185,11 @@ pub struct Job {
     pub model: Option<String>,
     /// The check its work must pass to be done; `None`: the agent's word decides.
     pub check: Option<Check>,
+    /// The Jobs it waits for: it runs once every one of them is done.
+    pub after: Vec<String>,
+    /// The Job whose branch tip it starts from, resolved when its first Run prepares its
+    /// worktree (so the work stacks); `None`: `base` as given.
+    pub base_after: Option<String>,
     pub state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
     pub reason: Option<JobReason>,
@@ -223,6 +228,8 @@ pub struct NewJob {
     pub disallowed_tools: Vec<String>,
     pub model: Option<String>,
     pub check: Option<Check>,
+    pub after: Vec<String>,
+    pub base_after: Option<String>,
 }
 
 /// One execution of the agent on a Job.
@@ -383,6 +390,8 @@ pub struct PlanJob {
     pub account: Option<String>,
     pub not_before: Option<DateTime<Utc>>,
     pub reason: Option<String>,
+    /// The Jobs it waits for, each with its state now.
+    pub after: Vec<(String, JobState)>,
 }
 
 impl From<&Job> for PlanJob {
@@ -394,6 +403,7 @@ impl From<&Job> for PlanJob {
             account: j.account.clone(),
             not_before: j.not_before,
             reason: j.reason.as_ref().map(|r| r.to_string()),
+            after: Vec::new(),
         }
     }
 }

@@ -148,6 +148,8 @@ pub enum JobReason {
     /// The Job's check cannot start (its program missing or not executable): the
     /// environment's fault, for a person to fix before `owl requeue`.
     CheckCannotStart(CheckRecord),
+    /// It waits for other Jobs to be done (`owl add --after`).
+    After { jobs: Vec<String> },
     /// Words from before reasons were typed (a database older than schema 10).
     Note { text: String },
 }
@@ -188,6 +190,7 @@ impl fmt::Display for JobReason {
                 f,
                 "{check}; install it or fix the check in config.yaml, then `owl requeue` the job"
             ),
+            JobReason::After { jobs } => write!(f, "after {}", jobs.join(", ")),
             JobReason::Note { text } => f.write_str(text),
         }
     }

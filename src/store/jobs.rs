@@ -11,7 +11,7 @@ use crate::model::{Job, JobReason, JobState, NewJob};
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
-    reason_data, check_argv, check_timeout_secs";
+    reason_data, check_argv, check_timeout_secs, base_after";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let state: String = r.get(15)?;
@@ -41,6 +41,9 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
         updated_at: time_col(r.get(19)?).unwrap_or_default(),
         base_commit: r.get(20)?,
         check: check_from(r.get(22)?, r.get(23)?),
+        base_after: r.get(24)?,
+        // Filled by `Store::job` from `job_deps`.
+        after: Vec::new(),
     })
 }
 
@@ -78,40 +81,58 @@ pub struct ListedJob<'r> {
     pub check: Option<crate::model::Check>,
     /// What its latest check found, if one ran.
     pub last_check: Option<crate::model::CheckRecord>,
+    /// The Jobs it waits for.
+    pub after: Vec<String>,
+    /// The Job whose branch tip it starts from, when its first Run resolves it.
+    pub base_after: Option<&'r str>,
 }
 
 impl Store {
     /// Queues a new Job; fails when its id is taken.
     pub fn insert_job(&mut self, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
+        self.write(|tx| insert_one(tx, job, now))
+    }
+
+    /// Queues new Jobs all at once or none: one transaction (`owl add --from`).
+    pub fn insert_jobs(&mut self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<()> {
+        self.write(|tx| {
+            for job in jobs {
+                insert_one(tx, job, now)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The Jobs `id` waits for, in the order given.
+    pub fn job_deps(&self, id: &str) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT after_id FROM job_deps WHERE job_id = ?1 ORDER BY rowid")?;
+        let deps = stmt
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(deps)
+    }
+
+    /// The Jobs that wait for `id`.
+    pub fn dependents(&self, id: &str) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT job_id FROM job_deps WHERE after_id = ?1 ORDER BY rowid")?;
+        let deps = stmt
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(deps)
+    }
+
+    /// A stacked Job's base, resolved at its first Run: the commit its dependency's branch
+    /// ended at, named as that branch.
+    pub fn set_base(&mut self, id: &str, base: &str, commit: &str) -> Result<()> {
         self.write(|tx| {
             tx.execute(
-                &format!(
-                    "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-                     (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'queued',NULL,NULL,?16,?16,?17,NULL,?18,?19)"
-                ),
-                params![
-                    job.id,
-                    job.name,
-                    job.prompt,
-                    job.repo,
-                    job.base,
-                    job.account,
-                    job.priority,
-                    job.max_runs,
-                    job.max_run_time_secs as i64,
-                    job.max_budget_usd,
-                    job.max_job_budget_usd,
-                    job.permission_mode,
-                    json_vec(&job.allowed_tools),
-                    json_vec(&job.disallowed_tools),
-                    job.model,
-                    rfc3339(now),
-                    job.base_commit,
-                    job.check.as_ref().map(|c| json_vec(&c.argv)),
-                    job.check.as_ref().map(|c| c.timeout_secs as i64),
-                ],
-            )
-            .with_context(|| format!("inserting job {}", job.id))?;
+                "UPDATE jobs SET base = ?2, base_commit = ?3 WHERE id = ?1",
+                params![id, base, commit],
+            )?;
             Ok(())
         })
     }
@@ -127,14 +148,21 @@ impl Store {
 
     /// One Job by id.
     pub fn job(&self, id: &str) -> Result<Option<Job>> {
-        Ok(self
+        let job = self
             .conn
             .query_row(
                 &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
                 [id],
                 job_from_row,
             )
-            .optional()?)
+            .optional()?;
+        match job {
+            Some(mut job) => {
+                job.after = self.job_deps(&job.id)?;
+                Ok(Some(job))
+            }
+            None => Ok(None),
+        }
     }
 
     /// The Jobs in any of `states`, in the order they were added: through the state index,
@@ -145,9 +173,12 @@ impl Store {
             "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) \
              ORDER BY seq"
         ))?;
-        let jobs = stmt
+        let mut jobs: Vec<Job> = stmt
             .query_map([serde_json::to_string(&states)?], job_from_row)?
             .collect::<rusqlite::Result<_>>()?;
+        for job in &mut jobs {
+            job.after = self.job_deps(&job.id)?;
+        }
         Ok(jobs)
     }
 
@@ -170,6 +201,7 @@ impl Store {
                         .as_str_or_null()?
                         .and_then(crate::clock::parse),
                     reason: r.get(6)?,
+                    after: Vec::new(),
                 };
                 Ok((r.get::<_, i64>(0)?, job))
             })?
@@ -177,7 +209,34 @@ impl Store {
         // In the order they were added: sorted here, since the three states' runs of the
         // index each come in order but not merged.
         jobs.sort_unstable_by_key(|(seq, _)| *seq);
-        Ok(jobs.into_iter().map(|(_, job)| job).collect())
+        let mut jobs: Vec<crate::model::PlanJob> = jobs.into_iter().map(|(_, job)| job).collect();
+        // What each open Job waits for, with its state now.
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT d.job_id, d.after_id, a.state FROM job_deps d \
+             JOIN jobs j ON j.id = d.job_id JOIN jobs a ON a.id = d.after_id \
+             WHERE j.state IN ('queued', 'running', 'waiting') ORDER BY d.rowid",
+        )?;
+        let deps = stmt
+            .query_map([], |r| {
+                let state: String = r.get(2)?;
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    state.parse().unwrap_or(JobState::Failed),
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<(String, String, JobState)>>>()?;
+        let index: std::collections::HashMap<String, usize> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id.clone(), i))
+            .collect();
+        for (job_id, after, state) in deps {
+            if let Some(&i) = index.get(&job_id) {
+                jobs[i].after.push((after, state));
+            }
+        }
+        Ok(jobs)
     }
 
     /// Calls `each` with every Job (finished ones only when `all`) as listings show it, in
@@ -199,7 +258,9 @@ impl Store {
              (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id AND outcome IS NOT NULL \
               AND (cause IS NULL OR cause = 'job')), check_argv, check_timeout_secs, \
              (SELECT check_data FROM runs WHERE runs.job_id = jobs.id \
-              AND check_data IS NOT NULL ORDER BY id DESC LIMIT 1) \
+              AND check_data IS NOT NULL ORDER BY id DESC LIMIT 1), \
+             (SELECT json_group_array(after_id) FROM job_deps WHERE job_id = jobs.id), \
+             base_after \
              FROM jobs {filter} ORDER BY seq"
         ))?;
         let mut rows = stmt.query([])?;
@@ -226,6 +287,8 @@ impl Store {
                 counted_runs: r.get::<_, i64>(15)?.max(0) as usize,
                 check: check_from(r.get(16)?, r.get(17)?),
                 last_check: opt_text(18)?.and_then(|c| serde_json::from_str(c).ok()),
+                after: opt_text(19)?.map(parse_json_vec).unwrap_or_default(),
+                base_after: opt_text(20)?,
             })?;
         }
         Ok(())
@@ -299,4 +362,57 @@ impl Store {
             .optional()?;
         Ok(s.and_then(|s| s.parse().ok()))
     }
+}
+
+/// Inserts one new Job and what it waits for: `waiting` (after those Jobs) when it waits for
+/// any, else `queued`.
+fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
+    let (state, reason) = match job.after.is_empty() {
+        true => (JobState::Queued, None),
+        false => (
+            JobState::Waiting,
+            Some(JobReason::After {
+                jobs: job.after.clone(),
+            }),
+        ),
+    };
+    tx.execute(
+        &format!(
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
+             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20)"
+        ),
+        params![
+            job.id,
+            job.name,
+            job.prompt,
+            job.repo,
+            job.base,
+            job.account,
+            job.priority,
+            job.max_runs,
+            job.max_run_time_secs as i64,
+            job.max_budget_usd,
+            job.max_job_budget_usd,
+            job.permission_mode,
+            json_vec(&job.allowed_tools),
+            json_vec(&job.disallowed_tools),
+            job.model,
+            rfc3339(now),
+            job.base_commit,
+            job.check.as_ref().map(|c| json_vec(&c.argv)),
+            job.check.as_ref().map(|c| c.timeout_secs as i64),
+            job.base_after,
+            state.as_str(),
+            reason.as_ref().map(|r| r.to_string()),
+            reason.as_ref().map(JobReason::to_stored),
+        ],
+    )
+    .with_context(|| format!("inserting job {}", job.id))?;
+    for after in &job.after {
+        tx.execute(
+            "INSERT OR IGNORE INTO job_deps (job_id, after_id) VALUES (?1, ?2)",
+            params![job.id, after],
+        )?;
+    }
+    Ok(())
 }

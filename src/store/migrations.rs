@@ -225,6 +225,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN check_timeout_secs INTEGER;
     ALTER TABLE runs ADD COLUMN check_data TEXT;
     "#,
+    // 18: Jobs that wait for Jobs (`owl add --after`), and the Job whose branch tip a
+    // stacked Job starts from, resolved at its first Run.
+    r#"
+    CREATE TABLE job_deps (
+        job_id TEXT NOT NULL,
+        after_id TEXT NOT NULL,
+        PRIMARY KEY (job_id, after_id)
+    );
+    CREATE INDEX job_deps_after ON job_deps(after_id);
+    ALTER TABLE jobs ADD COLUMN base_after TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -441,6 +441,8 @@ mod tests {
             disallowed_tools: vec![],
             model: None,
             check: None,
+            after: vec![],
+            base_after: None,
         }
     }
 

@@ -3,7 +3,7 @@
 use super::*;
 
 /// Creates the Job's branch from its base ref and its worktree, or reuses both.
-pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
+pub(crate) fn prepare(job: &Job, worktrees_dir: &Path, author: &str) -> Result<Workspace> {
     let repo =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
@@ -13,12 +13,8 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
     let branch = match repo.find_branch(&branch_name, BranchType::Local) {
         Ok(b) => b,
         Err(_) => {
-            let base = repo
-                .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))
-                .and_then(|o| o.peel_to_commit())
-                .with_context(|| format!("resolving base '{}' in {}", job.base, job.repo))?;
-            repo.branch(&branch_name, &base, false)
-                .with_context(|| format!("creating branch {branch_name} in {}", job.repo))?
+            start_branch(&repo, job, author)?;
+            repo.find_branch(&branch_name, BranchType::Local)?
         }
     };
     let path = worktree_path(worktrees_dir, &job.id);
@@ -27,7 +23,7 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
         return match existing_worktree(job, &path, &branch_name)? {
             Some(wt) => Ok(wt),
             // A sandboxed Run's clone gave way: made again as a worktree.
-            None => prepare(job, worktrees_dir),
+            None => prepare(job, worktrees_dir, author),
         };
     }
     let name = worktree_name(&job.id);
@@ -101,7 +97,7 @@ fn existing_worktree(job: &Job, path: &Path, branch_name: &str) -> Result<Option
 /// sandbox can write the clone, never the user's `.git`. A worktree left there by a local
 /// Run gives way to the clone when it holds no uncommitted work (its commits are on the
 /// branch).
-pub(crate) fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace> {
+pub(crate) fn prepare_clone(job: &Job, worktrees_dir: &Path, author: &str) -> Result<Workspace> {
     let user =
         Repository::open(&job.repo).with_context(|| format!("opening repository {}", job.repo))?;
     let branch_name = job.branch();
@@ -110,15 +106,7 @@ pub(crate) fn prepare_clone(job: &Job, worktrees_dir: &Path) -> Result<Workspace
     }
     let start = match user.find_branch(&branch_name, BranchType::Local) {
         Ok(b) => b.get().peel_to_commit()?,
-        Err(_) => {
-            let base = user
-                .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))
-                .and_then(|o| o.peel_to_commit())
-                .with_context(|| format!("resolving base '{}' in {}", job.base, job.repo))?;
-            user.branch(&branch_name, &base, false)
-                .with_context(|| format!("creating branch {branch_name} in {}", job.repo))?;
-            base
-        }
+        Err(_) => start_branch(&user, job, author)?,
     };
     let path = worktree_path(worktrees_dir, &job.id);
     clear_half_made(&path)?;
@@ -237,4 +225,43 @@ pub(super) fn create_private_dir(dir: &Path) -> Result<()> {
 
 pub(super) fn worktree_name(job_id: &str) -> String {
     format!("owl-{job_id}")
+}
+
+/// Makes the Job's branch at its base. A Handoff the base already holds (a stacked Job's
+/// base is where the Job it waits for said `status: done`; a branch of owl's merged into
+/// main leaves one too) is not this Job's: owl commits its removal first, so that only the
+/// Job's own Runs can say it is done.
+fn start_branch<'r>(repo: &'r Repository, job: &Job, author: &str) -> Result<git2::Commit<'r>> {
+    let branch_name = job.branch();
+    let base = repo
+        .revparse_single(job.base_commit.as_deref().unwrap_or(&job.base))
+        .and_then(|o| o.peel_to_commit())
+        .with_context(|| format!("resolving base '{}' in {}", job.base, job.repo))?;
+    let start = match without_handoff(repo, &base, author)? {
+        Some(start) => start,
+        None => base,
+    };
+    repo.branch(&branch_name, &start, false)
+        .with_context(|| format!("creating branch {branch_name} in {}", job.repo))?;
+    Ok(start)
+}
+
+/// A commit on `base` that removes its Handoff; `None` when it holds none.
+fn without_handoff<'r>(
+    repo: &'r Repository,
+    base: &git2::Commit<'r>,
+    author: &str,
+) -> Result<Option<git2::Commit<'r>>> {
+    let tree = base.tree()?;
+    if tree.get_path(Path::new(HANDOFF_PATH)).is_err() {
+        return Ok(None);
+    }
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    update.remove(HANDOFF_PATH);
+    let without = repo.find_tree(update.create_updated(repo, &tree)?)?;
+    let (name, email) = super::parse_author(author);
+    let sig = git2::Signature::now(&name, &email)?;
+    let message = "owl: start without the base's Handoff, which is not this Job's";
+    let id = repo.commit(None, &sig, &sig, message, &without, &[base])?;
+    Ok(Some(repo.find_commit(id)?))
 }

@@ -4,6 +4,7 @@
 mod architecture;
 mod bad_input;
 mod ceilings;
+mod chains;
 mod codex;
 mod commands;
 mod conformance;

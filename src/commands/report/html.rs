@@ -100,7 +100,12 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
         out.push_str(&format!(
             "<tr><td>{}{}</td><td>{}{}</td><td>{}<br><span class=\"muted\">{}</span></td><td>${:.2}{}</td><td>{}{denied}</td><td>{}</td></tr>\n",
             esc(&job.id),
-            job.name.as_deref().map(|n| format!(" ({})", esc(n))).unwrap_or_default(),
+            job.name.as_deref().map(|n| format!(" ({})", esc(n))).unwrap_or_default()
+                + &if job.after.is_empty() {
+                    String::new()
+                } else {
+                    format!("<br><span class=\"muted\">after {}</span>", esc(&job.after.join(", ")))
+                },
             esc(&job.state) + if job.verified { " (verified)" } else { "" },
             job.reason.as_deref().map(|r| format!("<br><span class=\"muted\">{}</span>", esc(r))).unwrap_or_default(),
             esc(&job.branch),

@@ -11,10 +11,12 @@ pub(super) fn working_copy(
     job: &Job,
     now: DateTime<Utc>,
 ) -> Result<Workspace> {
+    let stacked = stack_base(store, job)?;
+    let job = stacked.as_ref().unwrap_or(job);
     let prepared = if executor.own_clone() {
-        crate::workspace::prepare_clone(job, &ctx.worktrees_dir())
+        crate::workspace::prepare_clone(job, &ctx.worktrees_dir(), &ctx.config.commit_author)
     } else {
-        crate::workspace::prepare(job, &ctx.worktrees_dir())
+        crate::workspace::prepare(job, &ctx.worktrees_dir(), &ctx.config.commit_author)
     };
     match prepared {
         Ok(w) => Ok(w),
@@ -51,6 +53,35 @@ pub(super) fn working_copy(
             )))
         }
     }
+}
+
+/// A stacked Job's first Run starts where the Job it waits for ended: that Job's branch
+/// tip, resolved now and recorded as its base; `None` when there is nothing to resolve (not
+/// stacked, or its branch is made already).
+fn stack_base(store: &mut Store, job: &Job) -> Result<Option<Job>> {
+    let Some(dep) = &job.base_after else {
+        return Ok(None);
+    };
+    let repo = std::path::Path::new(&job.repo);
+    if crate::workspace::branch_tip(repo, &job.branch())?.is_some() {
+        return Ok(None);
+    }
+    let branch = format!("{}{dep}", crate::model::BRANCH_PREFIX);
+    let Some(commit) = crate::workspace::branch_tip(repo, &branch)? else {
+        tracing::warn!(
+            "job {}: {branch} is not in {}; it starts from its own base {}",
+            job.id,
+            job.repo,
+            job.base
+        );
+        return Ok(None);
+    };
+    store.set_base(&job.id, &branch, &commit)?;
+    Ok(Some(Job {
+        base: branch,
+        base_commit: Some(commit),
+        ..job.clone()
+    }))
 }
 
 /// A cancel (or another hand) moved the Job since the pick: no agent starts.
