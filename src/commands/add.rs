@@ -1,6 +1,7 @@
 //! `owl add`: check the repository and the base, then queue a Job and print its id alone.
 
 use std::io::Read;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -8,6 +9,8 @@ use super::Ctx;
 use crate::bad_input;
 use crate::config::{did_you_mean, is_safe_name};
 use crate::model::NewJob;
+
+mod from;
 
 /// What `owl add` was asked.
 #[derive(Debug, clap::Args)]
@@ -49,6 +52,10 @@ pub(crate) struct AddArgs {
     /// No check for this Job, whatever config.yaml says: the agent's word decides.
     #[arg(long)]
     pub no_check: bool,
+    /// Queue every Job of a plan file (YAML, or JSON Lines for `.jsonl`), all or none;
+    /// prints their ids, one a line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file", "name", "after", "check", "no_check", "base", "repo", "account", "priority", "max_runs", "max_budget_usd", "max_job_budget_usd"])]
+    pub from: Option<PathBuf>,
     /// Read the prompt from a file.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     pub prompt_file: Option<std::path::PathBuf>,
@@ -57,113 +64,259 @@ pub(crate) struct AddArgs {
 }
 
 pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
+    if let Some(file) = &args.from {
+        return from::run(ctx, file);
+    }
     let prompt = read_prompt(&args)?;
     let repo = match &args.repo {
         Some(r) => r.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let base = args.base.clone().unwrap_or_else(|| "HEAD".into());
-    let (repo, base_commit) = crate::workspace::check_repo(&repo, &base)
-        .map_err(|e| crate::error::Error::bad_input(format!("{e:#}")))?;
+    let check = match (&args.check, args.no_check) {
+        (_, true) => AskedCheck::Off,
+        (Some(line), false) => AskedCheck::Line(line.clone()),
+        (None, false) => AskedCheck::Default,
+    };
+    let asked = Asked {
+        prompt,
+        repo,
+        base: args.base.clone(),
+        account: args.account.clone(),
+        priority: args.priority,
+        max_runs: args.max_runs,
+        max_budget_usd: args.max_budget_usd,
+        max_job_budget_usd: args.max_job_budget_usd,
+        name: args.name.clone(),
+        check,
+        after: args.after.clone(),
+    };
+    // Every check that can refuse comes before the state dir is created: exit 2 changes
+    // nothing, not even on a fresh install.
+    let known = ctx.read_store()?;
+    let batch = Batch {
+        store: known.as_ref(),
+        earlier: &[],
+    };
+    let mut job = match build(ctx, asked, &batch, Spelling::Flags)? {
+        Ok(job) => job,
+        Err(refused) => bad_input!("{}", refused.why),
+    };
+    drop(known);
+    let mut store = ctx.open_store()?;
+    if job.id.is_empty() {
+        job.id = fresh_id(&store, &[])?;
+    }
+    store.insert_job(&job, crate::clock::now()?)?;
+    outln!("{}", job.id);
+    Ok(crate::error::EXIT_OK)
+}
 
+/// A Job as asked for, by `owl add`'s flags or an entry of `owl add --from FILE`, before it
+/// is checked.
+#[derive(Debug, Default)]
+pub(super) struct Asked {
+    pub prompt: String,
+    pub repo: PathBuf,
+    pub base: Option<String>,
+    pub account: Option<String>,
+    pub priority: Option<i64>,
+    pub max_runs: Option<u32>,
+    pub max_budget_usd: Option<f64>,
+    pub max_job_budget_usd: Option<f64>,
+    pub name: Option<String>,
+    pub check: AskedCheck,
+    pub after: Vec<String>,
+}
+
+/// The check asked for.
+#[derive(Debug, Default)]
+pub(super) enum AskedCheck {
+    /// The repository's, else `defaults.check`.
+    #[default]
+    Default,
+    /// None: the agent's word decides.
+    Off,
+    /// A command line, split as a shell would.
+    Line(String),
+    /// argv.
+    Argv(Vec<String>),
+}
+
+/// Why an asked Job is refused: the key at fault, as a plan file spells it (its line is
+/// the one told), and why, in the words of the input it came from.
+#[derive(Debug)]
+pub(super) struct Refused {
+    pub key: &'static str,
+    pub why: String,
+}
+
+/// How a key is named back to the user: `--max-runs` on the command line, `maxRuns` in a
+/// plan file.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Spelling {
+    Flags,
+    Keys,
+}
+
+impl Spelling {
+    /// `key` (camelCase) as this input spells it.
+    fn of(self, key: &str) -> String {
+        match self {
+            Spelling::Keys => key.to_string(),
+            Spelling::Flags => {
+                let mut flag = String::from("--");
+                for c in key.chars() {
+                    if c.is_ascii_uppercase() {
+                        flag.push('-');
+                    }
+                    flag.push(c.to_ascii_lowercase());
+                }
+                flag
+            }
+        }
+    }
+}
+
+/// The Jobs an asked one may name: the store's, and those of the same file made before it.
+pub(super) struct Batch<'a> {
+    pub store: Option<&'a crate::store::Store>,
+    pub earlier: &'a [NewJob],
+}
+
+/// Checks an asked Job and makes it whole: its repository and base, Account, limits,
+/// check, name and the Jobs it waits for. An unnamed Job's id is left empty, for the
+/// caller to draw once the store is open.
+pub(super) fn build(
+    ctx: &Ctx,
+    asked: Asked,
+    batch: &Batch,
+    spelling: Spelling,
+) -> Result<Result<NewJob, Refused>> {
+    let refuse = |key: &'static str, why: String| Ok(Err(Refused { key, why }));
+    let base = asked.base.clone().unwrap_or_else(|| "HEAD".into());
+    let (repo, base_commit) = match crate::workspace::check_repo(&asked.repo, &base) {
+        Ok(found) => found,
+        Err(e) => return refuse("repo", format!("{e:#}")),
+    };
     let defaults = &ctx.config.defaults;
-    let account = args.account.clone().or_else(|| defaults.account.clone());
+    let account = asked.account.clone().or_else(|| defaults.account.clone());
     if let Some(name) = &account {
         if !ctx.config.accounts.contains_key(name) {
             let known: Vec<&str> = ctx.config.accounts.keys().map(String::as_str).collect();
-            bad_input!(
+            let why = format!(
                 "account '{name}' is not configured in {}{}",
                 ctx.config.source,
                 did_you_mean(name, &known)
             );
+            return refuse("account", why);
         }
     }
-    check_limits(ctx, &args, account.as_deref())?;
-    let check = job_check(ctx, &args, &repo)?;
-
-    // Every check that can refuse comes before the state dir is created: exit 2 changes
-    // nothing, not even on a fresh install.
-    if let Some(name) = &args.name {
-        check_name(name)?;
-        if let Some(store) = ctx.read_store()? {
-            if store.job_exists(name)? {
-                bad_input!("a job named '{name}' exists already");
-            }
+    if let Err(refused) = check_limits(ctx, &asked, account.as_deref(), spelling) {
+        return Ok(Err(refused));
+    }
+    let check = match job_check(ctx, &asked.check, &repo, spelling) {
+        Ok(check) => check,
+        Err(why) => return refuse("check", why),
+    };
+    if let Some(name) = &asked.name {
+        if let Err(why) = check_name(name, batch)? {
+            return refuse("name", why);
         }
     }
-    let after = match ctx.read_store()? {
-        Some(store) => check_after(&store, &args.after)?,
-        None if args.after.is_empty() => Vec::new(),
-        None => bad_input!("--after {}: no jobs have been added yet", args.after[0]),
+    let after = match check_after(batch, &asked.after, spelling)? {
+        Ok(after) => after,
+        Err(why) => return refuse("after", why),
     };
-    let mut store = ctx.open_store()?;
-    let id = match &args.name {
-        Some(name) => name.clone(),
-        None => fresh_id(&store)?,
-    };
-    let job = NewJob {
-        id: id.clone(),
-        name: args.name.clone(),
-        prompt,
+    Ok(Ok(NewJob {
+        id: asked.name.clone().unwrap_or_default(),
+        name: asked.name.clone(),
+        prompt: asked.prompt,
         repo: repo.display().to_string(),
         base,
         base_commit,
         account,
-        priority: args.priority.unwrap_or(defaults.priority),
-        max_runs: args.max_runs.unwrap_or(defaults.max_runs),
+        priority: asked.priority.unwrap_or(defaults.priority),
+        max_runs: asked.max_runs.unwrap_or(defaults.max_runs),
         max_run_time_secs: defaults.max_run_time.as_secs(),
-        max_budget_usd: args.max_budget_usd.or(defaults.max_budget_usd),
-        max_job_budget_usd: args.max_job_budget_usd.or(defaults.max_job_budget_usd),
+        max_budget_usd: asked.max_budget_usd.or(defaults.max_budget_usd),
+        max_job_budget_usd: asked.max_job_budget_usd.or(defaults.max_job_budget_usd),
         permission_mode: defaults.permission_mode.clone(),
         allowed_tools: defaults.allowed_tools.clone(),
         disallowed_tools: defaults.disallowed_tools.clone(),
         model: defaults.model.clone(),
         check,
-        base_after: stacked_on(&after, &repo, args.base.is_some()),
-        after: after.into_iter().map(|j| j.id).collect(),
-    };
-    store.insert_job(&job, crate::clock::now()?)?;
-    outln!("{id}");
-    Ok(crate::error::EXIT_OK)
+        base_after: stacked_on(&after, &repo, asked.base.is_some()),
+        after: after.into_iter().map(|(id, _)| id).collect(),
+    }))
 }
 
-/// The budgets and `--max-runs`: numbers a Job can keep, and a per-Run cap only where the
+/// The budgets and the most Runs: numbers a Job can keep, and a per-Run cap only where the
 /// Account's CLI can keep one.
-fn check_limits(ctx: &Ctx, args: &AddArgs, account: Option<&str>) -> Result<()> {
-    for (flag, value) in [
-        ("--max-budget-usd", args.max_budget_usd),
-        ("--max-job-budget-usd", args.max_job_budget_usd),
+fn check_limits(
+    ctx: &Ctx,
+    asked: &Asked,
+    account: Option<&str>,
+    spelling: Spelling,
+) -> Result<(), Refused> {
+    for (key, value) in [
+        ("maxBudgetUsd", asked.max_budget_usd),
+        ("maxJobBudgetUsd", asked.max_job_budget_usd),
     ] {
         if value.is_some_and(|x| !x.is_finite() || x <= 0.0) {
-            bad_input!("{flag} must be a finite number greater than 0");
+            let why = format!(
+                "{} must be a finite number greater than 0",
+                spelling.of(key)
+            );
+            return Err(Refused { key, why });
         }
     }
-    if args.max_budget_usd.is_some() {
-        check_budget_cap(ctx, account)?;
+    if asked.max_budget_usd.is_some() {
+        if let Err(why) = check_budget_cap(ctx, account, &spelling.of("maxBudgetUsd")) {
+            return Err(Refused {
+                key: "maxBudgetUsd",
+                why,
+            });
+        }
     }
-    if args.max_runs == Some(0) {
-        bad_input!("--max-runs must be at least 1");
+    if asked.max_runs == Some(0) {
+        let why = format!("{} must be at least 1", spelling.of("maxRuns"));
+        return Err(Refused {
+            key: "maxRuns",
+            why,
+        });
     }
     Ok(())
 }
 
-/// The Job's check, fixed now: `--check`, `--no-check`, or the configured default.
+/// The Job's check, fixed now: the one asked for, none, or the configured default.
 fn job_check(
     ctx: &Ctx,
-    args: &AddArgs,
+    asked: &AskedCheck,
     repo: &std::path::Path,
-) -> Result<Option<crate::model::Check>> {
-    if args.no_check {
-        return Ok(None);
-    }
-    let Some(line) = &args.check else {
-        return Ok(ctx.config.default_check(repo));
+    spelling: Spelling,
+) -> Result<Option<crate::model::Check>, String> {
+    let key = spelling.of("check");
+    let argv = match asked {
+        AskedCheck::Off => return Ok(None),
+        AskedCheck::Default => return Ok(ctx.config.default_check(repo)),
+        AskedCheck::Argv(argv) => argv.clone(),
+        AskedCheck::Line(line) => match shlex::split(line) {
+            Some(argv) => argv,
+            None => {
+                return Err(format!(
+                    "{key} '{line}' has an unclosed quote or a trailing backslash"
+                ))
+            }
+        },
     };
-    let Some(argv) = shlex::split(line) else {
-        bad_input!("--check '{line}' has an unclosed quote or a trailing backslash");
-    };
-    if argv.first().is_none_or(|p| p.is_empty()) {
-        bad_input!("--check is empty: name the command to run (or use --no-check)");
+    if argv.first().is_none_or(|p| p.trim().is_empty()) {
+        let off = match spelling {
+            Spelling::Flags => "--no-check",
+            Spelling::Keys => "noCheck: true",
+        };
+        return Err(format!(
+            "{key} is empty: name the command to run (or use {off})"
+        ));
     }
     Ok(Some(crate::model::Check {
         argv,
@@ -171,61 +324,96 @@ fn job_check(
     }))
 }
 
-/// The Jobs `--after` names, each known (by id or name) and not cancelled: a cancelled
-/// one would never be done.
-fn check_after(store: &crate::store::Store, after: &[String]) -> Result<Vec<crate::model::Job>> {
-    let mut jobs: Vec<crate::model::Job> = Vec::new();
+/// The Jobs an asked one waits for, each known (the store's by id or name, or one of the
+/// same file made before it) and not cancelled, a cancelled one would never be done: each
+/// id with its repository.
+fn check_after(
+    batch: &Batch,
+    after: &[String],
+    spelling: Spelling,
+) -> Result<Result<Vec<(String, String)>, String>> {
+    let key = spelling.of("after");
+    let mut found: Vec<(String, String)> = Vec::new();
     for id in after {
-        let Some(job) = store.job(id)? else {
-            let mut known = Vec::new();
-            store.for_each_listed_job(true, |j| {
-                known.push(j.id.to_string());
-                Ok(())
-            })?;
-            let known: Vec<&str> = known.iter().map(String::as_str).collect();
-            bad_input!("--after {id}: no such job{}", did_you_mean(id, &known));
+        let job = match batch.earlier.iter().find(|j| &j.id == id) {
+            Some(j) => Some((
+                j.id.clone(),
+                j.repo.clone(),
+                crate::model::JobState::Waiting,
+            )),
+            None => match batch.store {
+                Some(store) => store.job(id)?.map(|j| (j.id, j.repo, j.state)),
+                None => None,
+            },
         };
-        if job.state == crate::model::JobState::Cancelled {
-            bad_input!("--after {id}: job {id} is cancelled, so it will never be done");
+        let Some((id, repo, state)) = job else {
+            let mut known: Vec<String> = batch.earlier.iter().map(|j| j.id.clone()).collect();
+            if let Some(store) = batch.store {
+                store.for_each_listed_job(true, |j| {
+                    known.push(j.id.to_string());
+                    Ok(())
+                })?;
+            }
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            return Ok(Err(format!(
+                "{key} {id}: no such job{}",
+                did_you_mean(id, &known)
+            )));
+        };
+        if state == crate::model::JobState::Cancelled {
+            return Ok(Err(format!(
+                "{key} {id}: job {id} is cancelled, so it will never be done"
+            )));
         }
-        if !jobs.iter().any(|j| j.id == job.id) {
-            jobs.push(job);
+        if !found.iter().any(|(known, _)| *known == id) {
+            found.push((id, repo));
         }
     }
-    Ok(jobs)
+    Ok(Ok(found))
 }
 
-/// The Job a new one stacks on: with no `--base` and exactly one `--after` Job in the same
-/// repository, that one (its branch tip, resolved at the first Run).
+/// The Job a new one stacks on: with no base asked for and exactly one Job it waits for
+/// in the same repository, that one (its branch tip, resolved at the first Run).
 fn stacked_on(
-    after: &[crate::model::Job],
+    after: &[(String, String)],
     repo: &std::path::Path,
     explicit_base: bool,
 ) -> Option<String> {
-    let same: Vec<&crate::model::Job> = after
+    let same: Vec<&(String, String)> = after
         .iter()
-        .filter(|j| std::path::Path::new(&j.repo) == repo)
+        .filter(|(_, r)| std::path::Path::new(r) == repo)
         .collect();
     match (explicit_base, same.as_slice()) {
-        (false, [one]) => Some(one.id.clone()),
+        (false, [(id, _)]) => Some(id.clone()),
         _ => None,
     }
 }
 
-/// A Job name is its id and its branch `owl/<name>`: refused unless both are safe.
-fn check_name(name: &str) -> Result<()> {
+/// A Job name is its id and its branch `owl/<name>`: refused unless both are safe and it
+/// is not taken.
+fn check_name(name: &str, batch: &Batch) -> Result<Result<(), String>> {
     if !is_safe_name(name) {
-        bad_input!(
+        return Ok(Err(format!(
             "job name '{name}' may hold only letters, digits, '.', '_' and '-', \
              must not start with '.' or '-', and must not contain '..'"
-        );
+        )));
     }
     // git's own reference-name rules: `a.` passes the check above and would fail only at
     // the first tick.
     if !git2::Reference::is_valid_name(&format!("refs/heads/owl/{name}")) {
-        bad_input!("job name '{name}' cannot name a git branch (owl/{name})");
+        return Ok(Err(format!(
+            "job name '{name}' cannot name a git branch (owl/{name})"
+        )));
     }
-    Ok(())
+    let taken = batch.earlier.iter().any(|j| j.id == name)
+        || match batch.store {
+            Some(store) => store.job_exists(name)?,
+            None => false,
+        };
+    if taken {
+        return Ok(Err(format!("a job named '{name}' exists already")));
+    }
+    Ok(Ok(()))
 }
 
 fn read_prompt(args: &AddArgs) -> Result<String> {
@@ -258,14 +446,15 @@ fn read_prompt(args: &AddArgs) -> Result<String> {
 
 /// A short random id, like a git short hash: typable, and unlikely to collide with a
 /// branch left by an earlier state dir.
-fn fresh_id(store: &crate::store::Store) -> Result<String> {
+pub(super) fn fresh_id(store: &crate::store::Store, batch: &[NewJob]) -> Result<String> {
     let mut urandom = std::fs::File::open("/dev/urandom").context("opening /dev/urandom")?;
     loop {
         let mut bytes = [0u8; 3];
         urandom.read_exact(&mut bytes)?;
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         // An id of digits only would read like a Run id.
-        if id.bytes().all(|b| b.is_ascii_digit()) || store.job_exists(&id)? {
+        let taken = batch.iter().any(|j| j.id == id) || store.job_exists(&id)?;
+        if id.bytes().all(|b| b.is_ascii_digit()) || taken {
             continue;
         }
         return Ok(id);
@@ -275,20 +464,20 @@ fn fresh_id(store: &crate::store::Store) -> Result<String> {
 /// `--max-budget-usd` is a cap the agent CLI keeps (Claude Code's own flag): refused for a
 /// Job whose Account's Driver cannot hand it on, or, with no Account named, when no
 /// configured Account can. Stored, it would promise what no one keeps.
-fn check_budget_cap(ctx: &Ctx, account: Option<&str>) -> Result<()> {
+fn check_budget_cap(ctx: &Ctx, account: Option<&str>, key: &str) -> Result<(), String> {
     let keeps =
         |a: &crate::config::Account| crate::driver::for_kind(a.driver).capabilities().budget_cap;
     let accounts = &ctx.config.accounts;
     match account {
-        Some(name) if !keeps(&accounts[name]) => bad_input!(
-            "--max-budget-usd: account '{name}' runs {}, whose CLI takes no per-Run budget \
+        Some(name) if !keeps(&accounts[name]) => Err(format!(
+            "{key}: account '{name}' runs {}, whose CLI takes no per-Run budget \
              cap, so none could be kept; leave it out, or use an Account on claude-code",
             accounts[name].driver.name()
-        ),
-        None if !accounts.values().any(keeps) => bad_input!(
-            "--max-budget-usd: no configured Account's CLI takes a per-Run budget cap \
+        )),
+        None if !accounts.values().any(keeps) => Err(format!(
+            "{key}: no configured Account's CLI takes a per-Run budget cap \
              (only claude-code does), so none could be kept; leave it out"
-        ),
+        )),
         _ => Ok(()),
     }
 }

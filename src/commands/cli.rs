@@ -40,7 +40,7 @@ pub(crate) enum Command {
     /// Accounts and their windows, the current Run, the queue, and why nothing runs.
     Status(StatusArgs),
     /// Queue a Job; prints its id alone on stdout.
-    Add(AddArgs),
+    Add(Box<AddArgs>),
     /// The Jobs (default: those not finished).
     Jobs(JobsArgs),
     /// One Job, its Runs and its Handoff.

@@ -44,7 +44,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Tick(args) => tick::run(&ctx, &args),
         Command::Status(args) => status::run(&ctx, &args),
-        Command::Add(args) => add::run(&ctx, args),
+        Command::Add(args) => add::run(&ctx, *args),
         Command::Jobs(args) => jobs::run(&ctx, &args),
         Command::Show(args) => show::run(&ctx, &args),
         Command::Logs(args) => logs::run(&ctx, &args),

@@ -15,7 +15,7 @@ mod raw;
 mod units;
 mod validate;
 
-use positions::Positions;
+pub(crate) use positions::Positions;
 pub use raw::did_you_mean;
 use raw::{de_percent, describe_yaml_error, RawConfig};
 pub use units::{format_duration, parse_duration, parse_size, ValueError, DEFAULT_MIN_FREE_SPACE};

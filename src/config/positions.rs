@@ -12,14 +12,14 @@ const MAX_EVENTS: usize = 200_000;
 /// The line (1-based) of every key and every value, by its dotted path
 /// (`accounts.work.limits.weeklyMax`, `defaults.allowedTools[2]`).
 #[derive(Debug, Default)]
-pub(super) struct Positions {
+pub(crate) struct Positions {
     keys: BTreeMap<String, usize>,
     values: BTreeMap<String, (usize, Option<String>)>,
 }
 
 /// Why a config's structure is refused before its values are read.
 #[derive(Debug, PartialEq)]
-pub(super) struct StructureError {
+pub(crate) struct StructureError {
     pub line: Option<usize>,
     pub message: String,
 }
@@ -39,7 +39,7 @@ enum Frame {
 
 impl Positions {
     /// Reads `text` once with the YAML parser, recording positions.
-    pub(super) fn read(text: &str) -> Result<Positions, StructureError> {
+    pub(crate) fn read(text: &str) -> Result<Positions, StructureError> {
         let mut parser = Parser::new_from_str(text);
         let mut out = Positions::default();
         let mut stack: Vec<Frame> = Vec::new();
@@ -117,8 +117,20 @@ impl Positions {
     }
 
     /// The line of the value at `path`.
-    pub(super) fn value_line(&self, path: &str) -> Option<usize> {
+    pub(crate) fn value_line(&self, path: &str) -> Option<usize> {
         self.values.get(path).map(|(line, _)| *line)
+    }
+
+    /// The keys of the mapping at `path`, each with its line: `after` for `[0].after`.
+    pub(crate) fn keys_under(&self, path: &str) -> BTreeMap<String, usize> {
+        let prefix = format!("{path}.");
+        self.keys
+            .iter()
+            .filter_map(|(k, line)| {
+                let key = k.strip_prefix(&prefix)?;
+                (!key.contains('.')).then(|| (key.to_string(), *line))
+            })
+            .collect()
     }
 
     /// The line of a scalar equal to `value` at `path` or below it: how an error that

@@ -123,3 +123,154 @@ fn add_after_refuses_an_unknown_or_cancelled_job_and_an_explicit_base_wins() {
     assert_eq!(shown["base"], "main");
     assert_eq!(shown["after"], serde_json::json!([second]));
 }
+
+fn jobs_json(env: &TestEnv) -> Vec<Value> {
+    let out = env
+        .owl()
+        .args(["jobs", "--all", "--json"])
+        .assert()
+        .success();
+    serde_json::from_slice::<Value>(&out.get_output().stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn add_from_a_yaml_plan_queues_every_job_with_its_chain_and_a_bad_entry_queues_none() {
+    let env = TestEnv::new();
+    let queued = env.add_with(&["--name", "earlier"], "Already queued");
+    // The plan sits beside the repository: `repo: repo` is taken from the file's directory.
+    let plan = env.dir.path().join("night.yaml");
+    let good = "\
+- name: parser
+  repo: repo
+  prompt: Port the parser
+  check: sh -c 'test -f ok'
+- repo: repo
+  prompt: Update the callers
+  after: [parser, earlier]
+  maxRuns: 2
+- name: docs
+  repo: repo
+  prompt: Document it
+  after: [parser]
+  check: [make, docs]
+";
+    // One bad entry, the third: an Account that is not configured, at its own line.
+    std::fs::write(
+        &plan,
+        good.replace(
+            "  after: [parser]\n",
+            "  after: [parser]\n  account: wrok\n",
+        ),
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .arg("add")
+        .arg("--from")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("night.yaml: line 13: account 'wrok' is not configured"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean 'work'"), "{err}");
+    assert_eq!(jobs_json(&env).len(), 1, "nothing was queued");
+
+    std::fs::write(&plan, good).unwrap();
+    let out = env
+        .owl()
+        .arg("add")
+        .arg("--from")
+        .arg(&plan)
+        .assert()
+        .success();
+    let ids: Vec<String> = String::from_utf8_lossy(&out.get_output().stdout)
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], "parser");
+    assert_eq!(ids[2], "docs");
+    let callers = env.show(&ids[1]);
+    assert_eq!(callers["after"], serde_json::json!(["parser", queued]));
+    assert_eq!(callers["state"], "waiting");
+    assert_eq!(callers["max_runs"], 2);
+    // Two Jobs it waits for in the same repository: no stacking, its base is HEAD.
+    assert_eq!(callers["base_after"], Value::Null);
+    assert_eq!(env.show("docs")["base_after"], "parser");
+    assert_eq!(
+        env.show("docs")["check"]["command"],
+        serde_json::json!(["make", "docs"])
+    );
+    assert_eq!(
+        env.show("parser")["check"]["command"],
+        serde_json::json!(["sh", "-c", "test -f ok"])
+    );
+}
+
+#[test]
+fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
+    let env = TestEnv::new();
+    let plan = env.dir.path().join("night.jsonl");
+    std::fs::write(
+        &plan,
+        "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\"}\n\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"maxRun\":3}\n",
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .arg("add")
+        .arg("--from")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("night.jsonl: line 3: unknown field `maxRun`"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &plan,
+        "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\",\"after\":[\"b\"]}\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"after\":[\"a\"]}\n",
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .arg("add")
+        .arg("--from")
+        .arg(&plan)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a cycle (a → b → a)"), "{err}");
+    assert!(
+        !env.state.join("owl.db").exists(),
+        "a refused plan made the state dir"
+    );
+
+    std::fs::write(
+        &plan,
+        "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\"}\n{\"repo\":\"repo\",\"prompt\":\"B\",\"after\":[\"a\"],\"noCheck\":true}\n",
+    )
+    .unwrap();
+    let out = env
+        .owl()
+        .arg("add")
+        .arg("--from")
+        .arg(&plan)
+        .assert()
+        .success();
+    let ids = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert_eq!(ids.lines().count(), 2, "{ids}");
+    assert_eq!(jobs_json(&env).len(), 2);
+}
