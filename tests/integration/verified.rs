@@ -359,4 +359,5 @@ fn the_example_config_reads_with_its_check_and_a_repositorys_own() {
     assert!(text.contains("checkTimeout: 30m"), "{text}");
     assert!(text.contains("src/myproject"), "{text}");
     assert!(text.contains("checkTimeout: 20m"), "{text}");
+    assert!(text.contains("maxConcurrentRuns: 2"), "{text}");
 }
