@@ -207,6 +207,27 @@ fn the_units_and_the_per_account_templates_verify_clean() {
         service.contains("ExecStart=%h/.cargo/bin/owl tick --account %i"),
         "{service}"
     );
-    // The README's template steps copy both.
-    assert!(read("README.md").contains("cp contrib/owl@.service contrib/owl@.timer"));
+    // The README's template steps, run as printed on an empty home, copy both.
+    let readme = read("README.md");
+    let block = readme
+        .split("**Several Accounts under systemd.**")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    let steps: Vec<&str> = block
+        .lines()
+        .take_while(|l| !l.starts_with("systemctl"))
+        .collect();
+    let fresh = empty_home();
+    let out = Command::new("/bin/sh")
+        .args(["-ec", &steps.join("\n")])
+        .env("HOME", fresh.path())
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for unit in ["owl@.service", "owl@.timer"] {
+        assert!(fresh.path().join(".config/systemd/user").join(unit).is_file());
+    }
 }

@@ -227,10 +227,16 @@ fn sigterm_to_one_tick_and_a_cancel_of_one_run_stop_only_that_run() {
 #[test]
 fn kill_9_of_one_of_two_live_ticks_loses_only_its_run() {
     let env = accounts_env(&["work", "two"], "");
-    env.script(&held_run_script(&env.release_file(), ""));
+    // Each agent leaves a tool process in a session of its own, as the Bash tool does.
+    env.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\nspawn-session 6173\nwait-for {}\nreplay success.jsonl 2 3\nwait-stdin-eof\n",
+        env.release_file().display()
+    ));
     env.add("First");
     env.add("Second");
     let (mut a, b) = two_live_runs(&env);
+    let tools = || crate::support::processes_with("sleep 6173").len();
+    wait_until("the agents' tools never started", || tools() == 2);
     let live = live_runs(&env);
     let lost_job = live[0]["job_id"].as_str().unwrap().to_string();
     let lost_pid = live[0]["pid"].as_i64().unwrap() as i32;
@@ -252,10 +258,13 @@ fn kill_9_of_one_of_two_live_ticks_loses_only_its_run() {
         !alive(lost_pid)
     });
     assert!(alive(kept_pid), "the live Run was taken for a lost one");
+    // Its survivor killed by its own marker; the live Run's tool untouched.
+    wait_until("the lost Run's tool survived recovery", || tools() == 1);
     assert_eq!(live_runs(&env).len(), 1);
     assert_eq!(env.show(&lost_job)["runs"][0]["outcome"], "lost");
     env.release();
     let other = finish(b);
     assert_eq!(other["action"], "ran");
     assert_eq!(other["outcome"], "succeeded", "{other}");
+    assert_eq!(tools(), 0, "the recorded Run's leftover was not killed");
 }
