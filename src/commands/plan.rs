@@ -11,22 +11,58 @@ use crate::driver;
 use crate::schedule::{self, fmt_percent, AccountView, Decision, Plan};
 use crate::store::Store;
 
-/// The Accounts no Run may start on now, each with why: a live Run holds it, or this tick
-/// was started for another Account.
-pub(super) type Occupied = BTreeMap<String, String>;
+/// The Accounts no Run may start on now, each with why.
+pub(super) type Occupied = BTreeMap<String, Taken>;
+
+/// Why no Run may start on an Account now, whatever its standing.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Taken {
+    /// A live Run holds it, as the store records it (its supervisor alive).
+    Run { run_id: i64, job_id: String },
+    /// Another tick holds its run lock (its Run ending, or being settled).
+    Locked { pid: Option<u32> },
+    /// This tick was started for another Account (`--account`).
+    NotThisTick { only: String },
+}
+
+impl Taken {
+    /// Taken by a Run (or a tick about one), not by this tick's own choice.
+    pub(super) fn is_busy(&self) -> bool {
+        !matches!(self, Taken::NotThisTick { .. })
+    }
+}
+
+impl std::fmt::Display for Taken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Taken::Run { run_id, job_id } => {
+                write!(f, "busy: run {run_id} of job {job_id} is live on it")
+            }
+            Taken::Locked { pid: Some(pid) } => {
+                write!(f, "busy: another tick (pid {pid}) holds its run lock")
+            }
+            Taken::Locked { pid: None } => f.write_str("busy: another tick holds its run lock"),
+            Taken::NotThisTick { only } => write!(f, "this tick runs only {only} (--account)"),
+        }
+    }
+}
 
 /// The Accounts live Runs hold, as the store records them (a Run whose supervisor lives).
 pub(super) fn occupied_by_live_runs(ctx: &Ctx, store: &Store) -> Result<Occupied> {
-    Ok(crate::recover::live_runs(store, &ctx.config)?
-        .into_iter()
+    Ok(occupied_by(&crate::recover::live_runs(store, &ctx.config)?))
+}
+
+/// The Accounts these live Runs hold.
+pub(super) fn occupied_by(live: &[crate::store::RunIdentity]) -> Occupied {
+    live.iter()
         .map(|run| {
-            let why = format!(
-                "busy: run {} of job {} is live on it",
-                run.run_id, run.job_id
-            );
-            (run.account, why)
+            let taken = Taken::Run {
+                run_id: run.run_id,
+                job_id: run.job_id.clone(),
+            };
+            (run.account.clone(), taken)
         })
-        .collect())
+        .collect()
 }
 
 /// Reads the state and decides what a tick would do now, with every Account a live Run
@@ -58,11 +94,11 @@ pub(super) fn plan_around(
     }
     let mut views = account_views(ctx, &snapshots, notes, now);
     for view in views.iter_mut() {
-        if let Some(why) = occupied.get(&view.name) {
+        if let Some(taken) = occupied.get(&view.name) {
             view.schedulable = false;
-            view.brief = format!("{}: {why}", view.name);
+            view.brief = format!("{}: {taken}", view.name);
             view.reason = view.brief.clone();
-            view.occupied = Some(why.clone());
+            view.occupied = Some(taken.to_string());
         }
     }
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);

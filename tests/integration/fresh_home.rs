@@ -228,6 +228,10 @@ fn the_units_and_the_per_account_templates_verify_clean() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     for unit in ["owl@.service", "owl@.timer"] {
-        assert!(fresh.path().join(".config/systemd/user").join(unit).is_file());
+        assert!(fresh
+            .path()
+            .join(".config/systemd/user")
+            .join(unit)
+            .is_file());
     }
 }

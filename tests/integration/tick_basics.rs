@@ -412,7 +412,7 @@ fn two_ticks_at_once_run_one_agent() {
     // Its one Account is taken by the live Run, which the reason names.
     let reason = second["reason"].as_str().unwrap();
     assert!(
-        reason.contains("every Account is busy") && reason.contains("run 1 of job"),
+        reason.contains("every Account is busy: work runs job") && reason.contains("(run 1)"),
         "{reason}"
     );
     let out = first.wait_with_output().unwrap();

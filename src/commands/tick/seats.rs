@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::plan::Occupied;
+use super::super::plan::{Occupied, Taken};
 use super::*;
 
 /// The Accounts a tick found free, their run locks held, and those it found taken.
@@ -25,13 +25,15 @@ impl Seats {
             .iter()
             .map(|r| format!("run {} of job {} on {}", r.run_id, r.job_id, r.account))
             .collect();
-        let mut occupied = super::super::plan::occupied_by_live_runs(ctx, store)?;
+        let mut occupied = super::super::plan::occupied_by(&live_runs);
         ensure_private_dir(&ctx.config.state().locks())?;
         let mut free = BTreeMap::new();
         for name in ctx.config.accounts.keys() {
-            if only.is_some_and(|only| only != name) {
-                let why = format!("this tick runs only {} (--account)", only.unwrap_or(""));
-                occupied.insert(name.clone(), why);
+            if let Some(only) = only.filter(|only| only != name) {
+                let taken = Taken::NotThisTick {
+                    only: only.to_string(),
+                };
+                occupied.insert(name.clone(), taken);
                 continue;
             }
             if occupied.contains_key(name) {
@@ -43,11 +45,8 @@ impl Seats {
                     free.insert(name.clone(), held);
                 }
                 None => {
-                    let holder = crate::lock::holder(&path)
-                        .map(|pid| format!(" (pid {pid})"))
-                        .unwrap_or_default();
-                    let why = format!("busy: another tick holds its run lock{holder}");
-                    occupied.insert(name.clone(), why);
+                    let pid = crate::lock::holder(&path);
+                    occupied.insert(name.clone(), Taken::Locked { pid });
                 }
             }
         }
@@ -84,8 +83,11 @@ impl Seats {
         let busy: Vec<String> = self
             .occupied
             .iter()
-            .filter(|(_, why)| why.starts_with("busy"))
-            .map(|(name, why)| format!("{name} ({why})"))
+            .filter(|(_, taken)| taken.is_busy())
+            .map(|(name, taken)| match taken {
+                Taken::Run { run_id, job_id } => format!("{name} runs job {job_id} (run {run_id})"),
+                other => format!("{name}: {other}"),
+            })
             .collect();
         (self.free.is_empty() && !busy.is_empty())
             .then(|| format!("every Account is busy: {}", busy.join("; ")))
