@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use support::{TestEnv, LOGGED_IN_STORE};
+use support::TestEnv;
 
 const JOBS: usize = 12;
 const ACCOUNTS: [&str; 3] = ["work", "two", "three"];
@@ -66,20 +66,12 @@ fn night(extra: &str) -> Night {
     let env = TestEnv::new();
     let log = env.dir.path().join("agent-times.log");
     let agent = wrapper(env.dir.path(), &log);
-    let mut body = format!(
-        "stateDir: {}\ngraceWindow: 2s\ndrivers:\n  claude-code:\n    command: {}\n{extra}accounts:\n",
+    let body = format!(
+        "stateDir: {}\ngraceWindow: 2s\ndrivers:\n  claude-code:\n    command: {}\n{extra}{}",
         env.state.display(),
-        agent.display()
+        agent.display(),
+        env.accounts_block(&ACCOUNTS)
     );
-    for name in ACCOUNTS {
-        let store = env.dir.path().join(format!("creds-{name}"));
-        std::fs::create_dir_all(&store).unwrap();
-        std::fs::write(store.join(".credentials.json"), LOGGED_IN_STORE).unwrap();
-        body.push_str(&format!(
-            "  {name}:\n    credentialStore: {}\n",
-            store.display()
-        ));
-    }
     std::fs::write(&env.config, body).unwrap();
     env.script(&format!(
         "read-prompt\nsleep {RUN_MS}\nwrite .owl/handoff.md status: done\\n\ncommit handoff\nreplay success.jsonl\nwait-stdin-eof\n"

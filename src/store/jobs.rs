@@ -114,17 +114,6 @@ impl Store {
         Ok(deps)
     }
 
-    /// The Jobs that wait for `id`.
-    pub fn dependents(&self, id: &str) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT job_id FROM job_deps WHERE after_id = ?1 ORDER BY rowid")?;
-        let deps = stmt
-            .query_map([id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(deps)
-    }
-
     /// A stacked Job's base, resolved at its first Run: the commit its dependency's branch
     /// ended at, named as that branch.
     pub fn set_base(&mut self, id: &str, base: &str, commit: &str) -> Result<()> {

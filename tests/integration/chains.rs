@@ -124,6 +124,17 @@ fn add_after_refuses_an_unknown_or_cancelled_job_and_an_explicit_base_wins() {
     assert_eq!(shown["after"], serde_json::json!([second]));
 }
 
+/// Writes `text` to the plan file and runs `owl add --from` on it.
+fn add_from(env: &TestEnv, plan: &std::path::Path, text: &str) -> std::process::Output {
+    std::fs::write(plan, text).unwrap();
+    env.owl()
+        .arg("add")
+        .arg("--from")
+        .arg(plan)
+        .output()
+        .unwrap()
+}
+
 fn jobs_json(env: &TestEnv) -> Vec<Value> {
     let out = env
         .owl()
@@ -159,21 +170,11 @@ fn add_from_a_yaml_plan_queues_every_job_with_its_chain_and_a_bad_entry_queues_n
   check: [make, docs]
 ";
     // One bad entry, the third: an Account that is not configured, at its own line.
-    std::fs::write(
-        &plan,
-        good.replace(
-            "  after: [parser]\n",
-            "  after: [parser]\n  account: wrok\n",
-        ),
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .output()
-        .unwrap();
+    let bad = good.replace(
+        "  after: [parser]\n",
+        "  after: [parser]\n  account: wrok\n",
+    );
+    let out = add_from(&env, &plan, &bad);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -183,15 +184,9 @@ fn add_from_a_yaml_plan_queues_every_job_with_its_chain_and_a_bad_entry_queues_n
     assert!(err.contains("did you mean 'work'"), "{err}");
     assert_eq!(jobs_json(&env).len(), 1, "nothing was queued");
 
-    std::fs::write(&plan, good).unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .assert()
-        .success();
-    let ids: Vec<String> = String::from_utf8_lossy(&out.get_output().stdout)
+    let out = add_from(&env, &plan, good);
+    assert!(out.status.success(), "{out:?}");
+    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(String::from)
         .collect();
@@ -219,18 +214,7 @@ fn add_from_a_yaml_plan_queues_every_job_with_its_chain_and_a_bad_entry_queues_n
 fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
     let env = TestEnv::new();
     let plan = env.dir.path().join("night.jsonl");
-    std::fs::write(
-        &plan,
-        "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\"}\n\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"maxRun\":3}\n",
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .output()
-        .unwrap();
+    let out = add_from(&env, &plan, "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\"}\n\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"maxRun\":3}\n");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -238,18 +222,7 @@ fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
         "{err}"
     );
 
-    std::fs::write(
-        &plan,
-        "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\",\"after\":[\"b\"]}\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"after\":[\"a\"]}\n",
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .output()
-        .unwrap();
+    let out = add_from(&env, &plan, "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\",\"after\":[\"b\"]}\n{\"name\":\"b\",\"repo\":\"repo\",\"prompt\":\"B\",\"after\":[\"a\"]}\n");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a cycle (a → b → a)"), "{err}");
@@ -258,19 +231,13 @@ fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
         "a refused plan made the state dir"
     );
 
-    std::fs::write(
+    let out = add_from(
+        &env,
         &plan,
         "{\"name\":\"a\",\"repo\":\"repo\",\"prompt\":\"A\"}\n{\"repo\":\"repo\",\"prompt\":\"B\",\"after\":[\"a\"],\"noCheck\":true}\n",
-    )
-    .unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .assert()
-        .success();
-    let ids = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    );
+    assert!(out.status.success(), "{out:?}");
+    let ids = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(ids.lines().count(), 2, "{ids}");
     assert_eq!(jobs_json(&env).len(), 2);
 }

@@ -6,23 +6,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{alive, held_run_script, wait_until, TestEnv, LOGGED_IN_STORE};
+use crate::support::{alive, held_run_script, wait_until, TestEnv};
 
 /// A test env with `accounts` plan Accounts on the fake agent (the first is `work`), each
 /// with its own logged-in credential store, and `extra` config lines.
 fn accounts_env(accounts: &[&str], extra: &str) -> TestEnv {
     let env = TestEnv::new();
-    let mut body = String::from("accounts:\n");
-    for name in accounts {
-        let store = env.dir.path().join(format!("creds-{name}"));
-        std::fs::create_dir_all(&store).unwrap();
-        std::fs::write(store.join(".credentials.json"), LOGGED_IN_STORE).unwrap();
-        body.push_str(&format!(
-            "  {name}:\n    credentialStore: {}\n",
-            store.display()
-        ));
-    }
-    env.write_config(&format!("{body}{extra}"));
+    env.write_config(&format!("{}{extra}", env.accounts_block(accounts)));
     env
 }
 

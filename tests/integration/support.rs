@@ -95,6 +95,22 @@ impl TestEnv {
         std::fs::write(&self.config, text).unwrap();
     }
 
+    /// The `accounts:` block of plan Accounts named `names`, each with a logged-in
+    /// credential store of its own under the test's dir.
+    pub fn accounts_block(&self, names: &[&str]) -> String {
+        let mut body = String::from("accounts:\n");
+        for name in names {
+            let store = self.dir.path().join(format!("creds-{name}"));
+            std::fs::create_dir_all(&store).unwrap();
+            std::fs::write(store.join(".credentials.json"), LOGGED_IN_STORE).unwrap();
+            body.push_str(&format!(
+                "  {name}:\n    credentialStore: {}\n",
+                store.display()
+            ));
+        }
+        body
+    }
+
     /// Sets what the fake agent does on its next Run.
     pub fn script(&self, text: &str) {
         std::fs::write(&self.script, text).unwrap();
