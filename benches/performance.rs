@@ -160,6 +160,14 @@ impl World {
         std::fs::write(repo.join("README.md"), "demo\n").unwrap();
         support::git(&repo, &["add", "README.md"]);
         support::git(&repo, &["commit", "-q", "-m", "initial"]);
+        // A plan login, as the real CLI leaves it: an Account whose store shows none is not
+        // scheduled, and its tick would measure nothing.
+        std::fs::create_dir_all(root.join("creds")).unwrap();
+        std::fs::write(
+            root.join("creds/.credentials.json"),
+            support::LOGGED_IN_STORE,
+        )
+        .unwrap();
         let config = root.join("config.yaml");
         std::fs::write(
             &config,

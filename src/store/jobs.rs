@@ -11,7 +11,7 @@ use crate::model::{Job, JobReason, JobState, NewJob};
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
-    reason_data, check_argv, check_timeout_secs, base_after";
+    reason_data, check_argv, check_timeout_secs, base_after, after_ids";
 
 fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
     let state: String = r.get(15)?;
@@ -245,11 +245,8 @@ impl Store {
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
              not_before, created_at, updated_at, base_commit, run_count, \
              (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id AND outcome IS NOT NULL \
-              AND (cause IS NULL OR cause = 'job')), check_argv, check_timeout_secs, \
-             (SELECT check_data FROM runs WHERE runs.job_id = jobs.id \
-              AND check_data IS NOT NULL ORDER BY id DESC LIMIT 1), \
-             (SELECT json_group_array(after_id) FROM job_deps WHERE job_id = jobs.id), \
-             base_after \
+              AND (cause IS NULL OR cause = 'job')), check_argv, check_timeout_secs, last_check, \
+             after_ids, base_after \
              FROM jobs {filter} ORDER BY seq"
         ))?;
         let mut rows = stmt.query([])?;
@@ -368,7 +365,7 @@ fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> R
     tx.execute(
         &format!(
             "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20)"
+             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20,?24)"
         ),
         params![
             job.id,
@@ -394,6 +391,7 @@ fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> R
             state.as_str(),
             reason.as_ref().map(|r| r.to_string()),
             reason.as_ref().map(JobReason::to_stored),
+            (!job.after.is_empty()).then(|| json_vec(&job.after)),
         ],
     )
     .with_context(|| format!("inserting job {}", job.id))?;

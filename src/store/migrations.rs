@@ -219,14 +219,17 @@ const MIGRATIONS: &[&str] = &[
         WHERE instr(agent_checked, char(9)) > 0;
     "#,
     // 17: a Job's check (argv as JSON, its timeout), fixed when it is queued; what the
-    // check found after a Run, as JSON (`model::CheckRecord`). NULL: no check.
+    // check found after a Run, as JSON (`model::CheckRecord`), on the Run and (the latest)
+    // on its Job, so that a listing of every Job reads it from the Job's row. NULL: none.
     r#"
     ALTER TABLE jobs ADD COLUMN check_argv TEXT;
     ALTER TABLE jobs ADD COLUMN check_timeout_secs INTEGER;
     ALTER TABLE runs ADD COLUMN check_data TEXT;
+    ALTER TABLE jobs ADD COLUMN last_check TEXT;
     "#,
     // 18: Jobs that wait for Jobs (`owl add --after`), and the Job whose branch tip a
-    // stacked Job starts from, resolved at its first Run.
+    // stacked Job starts from, resolved at its first Run. The same list on the Job's row
+    // (JSON, never changed after `add`), so that a listing of every Job reads no other table.
     r#"
     CREATE TABLE job_deps (
         job_id TEXT NOT NULL,
@@ -235,6 +238,7 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX job_deps_after ON job_deps(after_id);
     ALTER TABLE jobs ADD COLUMN base_after TEXT;
+    ALTER TABLE jobs ADD COLUMN after_ids TEXT;
     "#,
 ];
 

@@ -205,6 +205,15 @@ impl Store {
                         .transpose()?,
                 ],
             )?;
+            if finish.check.is_some() {
+                // The latest check, on its Job's row too: what a listing of every Job reads.
+                tx.execute(
+                    "UPDATE jobs SET last_check = \
+                     (SELECT check_data FROM runs WHERE id = ?1) \
+                     WHERE id = (SELECT job_id FROM runs WHERE id = ?1)",
+                    [run_id],
+                )?;
+            }
             // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.
             tx.execute(
                 "UPDATE jobs SET state = ?2, reason = ?3, not_before = ?4, updated_at = ?5, \
@@ -270,6 +279,10 @@ impl Store {
         self.write(|tx| {
             tx.execute(
                 "UPDATE runs SET check_data = ?2 WHERE id = ?1",
+                params![run_id, data],
+            )?;
+            tx.execute(
+                "UPDATE jobs SET last_check = ?2 WHERE id = (SELECT job_id FROM runs WHERE id = ?1)",
                 params![run_id, data],
             )?;
             Ok(())
