@@ -200,6 +200,9 @@ impl World {
             .env("HOME", &self.root)
             .env("TZ", "UTC")
             .env("FAKE_AGENT_SCRIPT", &self.script)
+            // The fake agent talks to no API; a probe told "unknown" checks that the API
+            // takes a connection (issue 23), and finds this loopback one.
+            .env("ANTHROPIC_BASE_URL", support::loopback_api())
             .env_remove("FAKE_AGENT_RECORD")
             .env_remove("OWL_LOG")
             .stdin(Stdio::null())
