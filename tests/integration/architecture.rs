@@ -355,7 +355,8 @@ const STATE_WORDS: [&str; 11] = [
     "waiting",
 ];
 
-/// The comparisons of `code` with a state's words (`== "rejected"`, `"done" =>`).
+/// The comparisons of `code` with a state's words (`== "rejected"`, `"done" =>`,
+/// `.starts_with("busy")`).
 fn word_comparisons(code: &str) -> Vec<String> {
     code.lines()
         .filter(|line| {
@@ -364,6 +365,9 @@ fn word_comparisons(code: &str) -> Vec<String> {
                 line.contains(&format!("== {quoted}"))
                     || line.contains(&format!("!= {quoted}"))
                     || line.trim_start().starts_with(&format!("{quoted} =>"))
+                    || ["starts_with", "ends_with", "contains"]
+                        .iter()
+                        .any(|f| line.contains(&format!(".{f}(\"{w}")))
             })
         })
         .map(|l| l.trim().to_string())
@@ -389,6 +393,11 @@ fn no_code_outside_a_driver_compares_a_states_words() {
     assert_eq!(
         word_comparisons("if info.status == \"rejected\" {\n    \"done\" => x,\n"),
         ["if info.status == \"rejected\" {", "\"done\" => x,"]
+    );
+    // A rendered reason searched for its first word (what the tick's busy test once did).
+    assert_eq!(
+        word_comparisons(".filter(|(_, why)| why.starts_with(\"busy\"))"),
+        [".filter(|(_, why)| why.starts_with(\"busy\"))"]
     );
 }
 
