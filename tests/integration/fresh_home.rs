@@ -55,21 +55,27 @@ fn the_crontab_line_works_as_printed_on_an_empty_home() {
     assert!(log.starts_with("idle: the queue is empty"), "{log}");
 }
 
-#[test]
-fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
+/// The README's shell block after `heading`, up to its first `systemctl` line: the steps
+/// that need no running systemd (making the folder, copying the units).
+fn readme_steps_before_systemctl(heading: &str) -> Vec<String> {
     let readme = read("README.md");
     let block = readme
-        .split("**systemd** (user units):")
+        .split(heading)
         .nth(1)
         .and_then(|rest| rest.split("```sh\n").nth(1))
         .and_then(|rest| rest.split("```").next())
         .unwrap();
-    // The steps that need no running systemd: making the folder and copying.
-    let steps: Vec<&str> = block
+    block
         .lines()
         .take_while(|l| !l.starts_with("systemctl"))
-        .collect();
-    assert!(steps.iter().any(|l| l.starts_with("cp ")), "{block}");
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
+    let steps = readme_steps_before_systemctl("**systemd** (user units):");
+    assert!(steps.iter().any(|l| l.starts_with("cp ")), "{steps:?}");
     let home = empty_home();
     let out = Command::new("/bin/sh")
         .args(["-ec", &steps.join("\n")])
@@ -208,17 +214,7 @@ fn the_units_and_the_per_account_templates_verify_clean() {
         "{service}"
     );
     // The README's template steps, run as printed on an empty home, copy both.
-    let readme = read("README.md");
-    let block = readme
-        .split("**Several Accounts under systemd.**")
-        .nth(1)
-        .and_then(|rest| rest.split("```sh\n").nth(1))
-        .and_then(|rest| rest.split("```").next())
-        .unwrap();
-    let steps: Vec<&str> = block
-        .lines()
-        .take_while(|l| !l.starts_with("systemctl"))
-        .collect();
+    let steps = readme_steps_before_systemctl("**Several Accounts under systemd.**");
     let fresh = empty_home();
     let out = Command::new("/bin/sh")
         .args(["-ec", &steps.join("\n")])

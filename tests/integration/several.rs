@@ -21,6 +21,16 @@ fn live_runs(env: &TestEnv) -> Vec<Value> {
     env.status()["live_runs"].as_array().unwrap().clone()
 }
 
+/// `owl tick --json --account NAME`, which must succeed.
+fn tick_for(env: &TestEnv, account: &str) -> Value {
+    let out = env
+        .owl()
+        .args(["tick", "--json", "--account", account])
+        .assert()
+        .success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
 fn finish(tick: Child) -> Value {
     let out = tick.wait_with_output().unwrap();
     assert!(
@@ -140,20 +150,10 @@ fn a_tick_for_one_account_takes_its_jobs_and_the_unbound_ones_only() {
     env.script(&crate::support::done_script("success.jsonl", 0));
     let bound_elsewhere = env.add_with(&["--account", "two"], "On two");
     let unbound = env.add("Anywhere");
-    let tick = env
-        .owl()
-        .args(["tick", "--json", "--account", "work"])
-        .assert()
-        .success();
-    let tick: Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
+    let tick = tick_for(&env, "work");
     assert_eq!(tick["job_id"], unbound.as_str(), "{tick}");
     assert_eq!(tick["account"], "work");
-    let tick = env
-        .owl()
-        .args(["tick", "--json", "--account", "work"])
-        .assert()
-        .success();
-    let tick: Value = serde_json::from_slice(&tick.get_output().stdout).unwrap();
+    let tick = tick_for(&env, "work");
     assert_eq!(tick["action"], "idle", "{tick}");
     assert_eq!(env.show(&bound_elsewhere)["state"], "queued");
     let out = env
@@ -237,12 +237,7 @@ fn kill_9_of_one_of_two_live_ticks_loses_only_its_run() {
     // other Run goes on. (It is a tick for the live Run's Account, so that it starts no
     // Run of its own on the freed one.)
     let kept_account = live[1]["account"].as_str().unwrap();
-    let next = env
-        .owl()
-        .args(["tick", "--json", "--account", kept_account])
-        .assert()
-        .success();
-    let next: Value = serde_json::from_slice(&next.get_output().stdout).unwrap();
+    let next = tick_for(&env, kept_account);
     assert_eq!(next["action"], "busy", "{next}");
     wait_until("the lost Run's agent outlived recovery", || {
         !alive(lost_pid)
