@@ -213,17 +213,7 @@ fn sixteen_ticks_at_once_run_exactly_one_agent() {
     let id = env.add("Once");
     let mut ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
     // The Run is held until every other tick has ended: all sixteen met it in progress.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ticks
-        .iter_mut()
-        .map(|t| t.try_wait().unwrap().is_none())
-        .filter(|running| *running)
-        .count()
-        > 1
-    {
-        assert!(Instant::now() < deadline, "the ticks did not end");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::support::wait_until_ticks_left(&mut ticks, 1, Duration::from_secs(60));
     env.release();
     let actions: Vec<String> = ticks
         .into_iter()

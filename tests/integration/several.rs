@@ -2,7 +2,7 @@
 //! and everything that assumed one live Run.
 
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -41,21 +41,6 @@ fn finish(tick: Child) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Waits until every tick but `keep` of them has ended.
-fn wait_until_running(ticks: &mut [Child], keep: usize) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while ticks
-        .iter_mut()
-        .map(|t| t.try_wait().unwrap().is_none())
-        .filter(|running| *running)
-        .count()
-        > keep
-    {
-        assert!(Instant::now() < deadline, "the ticks did not end");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 #[test]
 fn sixteen_ticks_at_once_over_three_accounts_start_exactly_three_runs() {
     let env = accounts_env(&["work", "two", "three"], "");
@@ -66,7 +51,7 @@ fn sixteen_ticks_at_once_over_three_accounts_start_exactly_three_runs() {
     let jobs: Vec<String> = (0..5).map(|i| env.add(&format!("Job {i}"))).collect();
     let mut ticks: Vec<Child> = (0..16).map(|_| env.spawn_tick()).collect();
     // Three Runs hold their Accounts until released: every other tick met them live.
-    wait_until_running(&mut ticks, 3);
+    crate::support::wait_until_ticks_left(&mut ticks, 3, Duration::from_secs(120));
     let live = live_runs(&env);
     assert_eq!(live.len(), 3, "{live:?}");
     let mut accounts: Vec<&str> = live

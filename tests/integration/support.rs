@@ -533,6 +533,29 @@ pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize
 }
 
 /// Waits until `done` holds, polling every 20 ms; fails with `never` after 30 s.
+/// Waits (at most `within`) until no more than `keep` of `ticks` are still running: the
+/// others met a Run in progress and ended.
+pub fn wait_until_ticks_left(
+    ticks: &mut [std::process::Child],
+    keep: usize,
+    within: std::time::Duration,
+) {
+    let deadline = std::time::Instant::now() + within;
+    while ticks
+        .iter_mut()
+        .map(|t| t.try_wait().unwrap().is_none())
+        .filter(|running| *running)
+        .count()
+        > keep
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ticks did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 pub fn wait_until(never: &str, done: impl Fn() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !done() {
