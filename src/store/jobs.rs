@@ -243,9 +243,8 @@ impl Store {
         };
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
-             not_before, created_at, updated_at, base_commit, run_count, \
-             (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id AND outcome IS NOT NULL \
-              AND (cause IS NULL OR cause = 'job')), check_argv, check_timeout_secs, last_check, \
+             not_before, created_at, updated_at, base_commit, run_count, counted_runs, \
+             check_argv, check_timeout_secs, last_check, \
              after_ids, base_after \
              FROM jobs {filter} ORDER BY seq"
         ))?;

@@ -240,6 +240,29 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE jobs ADD COLUMN base_after TEXT;
     ALTER TABLE jobs ADD COLUMN after_ids TEXT;
     "#,
+    // 19: each Job's counted Runs (ended, and the Job's doing) on its row, kept by the
+    // database itself as a Run is added, ends or is removed, so that listing ten thousand
+    // Jobs counts no Runs (as `run_count`, migration 9).
+    r#"
+    ALTER TABLE jobs ADD COLUMN counted_runs INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET counted_runs = (SELECT COUNT(*) FROM runs WHERE runs.job_id = jobs.id
+        AND outcome IS NOT NULL AND (cause IS NULL OR cause = 'job'));
+    CREATE TRIGGER runs_counted_added AFTER INSERT ON runs BEGIN
+        UPDATE jobs SET counted_runs = (SELECT COUNT(*) FROM runs WHERE runs.job_id = NEW.job_id
+            AND outcome IS NOT NULL AND (cause IS NULL OR cause = 'job'))
+        WHERE id = NEW.job_id;
+    END;
+    CREATE TRIGGER runs_counted_ended AFTER UPDATE OF outcome, cause ON runs BEGIN
+        UPDATE jobs SET counted_runs = (SELECT COUNT(*) FROM runs WHERE runs.job_id = NEW.job_id
+            AND outcome IS NOT NULL AND (cause IS NULL OR cause = 'job'))
+        WHERE id = NEW.job_id;
+    END;
+    CREATE TRIGGER runs_counted_removed AFTER DELETE ON runs BEGIN
+        UPDATE jobs SET counted_runs = (SELECT COUNT(*) FROM runs WHERE runs.job_id = OLD.job_id
+            AND outcome IS NOT NULL AND (cause IS NULL OR cause = 'job'))
+        WHERE id = OLD.job_id;
+    END;
+    "#,
 ];
 
 /// The schema version this binary writes.

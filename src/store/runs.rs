@@ -491,6 +491,15 @@ mod tests {
         let counted = all.iter().filter(|r| r.counts()).count() as u32;
         assert_eq!(store.counted_runs("j").unwrap(), counted);
         assert_eq!(counted, 3);
+        // The count on the Job's row, kept by the database, agrees (what listings read).
+        let mut listed = Vec::new();
+        store
+            .for_each_listed_job(true, |j| {
+                listed.push(j.counted_runs);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(listed, [counted as usize]);
         let cost = crate::model::total_cost(&all);
         assert!((store.job_cost("j").unwrap() - cost).abs() < 1e-9);
         assert!((cost - 0.85).abs() < 1e-9, "{cost}");
