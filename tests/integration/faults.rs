@@ -6,9 +6,8 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 
-use crate::support::{alive, done_script, held_run_script, TestEnv};
+use crate::support::{alive, done_script, finish, held_run_script, TestEnv};
 
 /// Waits (bounded) for a process to be gone; true when it is.
 fn gone_within(pid: i32, limit: Duration) -> bool {
@@ -38,16 +37,6 @@ fn wait_for_file(path: &Path) -> String {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn finish(child: Child) -> Value {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "tick failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn pids(text: &str) -> Vec<i32> {
@@ -215,10 +204,7 @@ fn sixteen_ticks_at_once_run_exactly_one_agent() {
     // The Run is held until every other tick has ended: all sixteen met it in progress.
     crate::support::wait_until_ticks_left(&mut ticks, 1, Duration::from_secs(60));
     env.release();
-    let actions: Vec<String> = ticks
-        .into_iter()
-        .map(|t| finish(t)["action"].as_str().unwrap().to_string())
-        .collect();
+    let actions = crate::support::actions(ticks);
     assert_eq!(
         actions.iter().filter(|a| *a == "ran").count(),
         1,

@@ -72,10 +72,9 @@ fn readme_steps_before_systemctl(heading: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
-    let steps = readme_steps_before_systemctl("**systemd** (user units):");
-    assert!(steps.iter().any(|l| l.starts_with("cp ")), "{steps:?}");
+/// Runs `steps` as printed, from the checkout, on an empty home, which must succeed;
+/// returns that home.
+fn run_on_empty_home(steps: &[String]) -> tempfile::TempDir {
     let home = empty_home();
     let out = Command::new("/bin/sh")
         .args(["-ec", &steps.join("\n")])
@@ -84,6 +83,14 @@ fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    home
+}
+
+#[test]
+fn the_readme_systemd_steps_copy_the_units_on_an_empty_home() {
+    let steps = readme_steps_before_systemctl("**systemd** (user units):");
+    assert!(steps.iter().any(|l| l.starts_with("cp ")), "{steps:?}");
+    let home = run_on_empty_home(&steps);
     assert!(home.path().join(".config/systemd/user/owl.timer").is_file());
 }
 
@@ -215,14 +222,7 @@ fn the_units_and_the_per_account_templates_verify_clean() {
     );
     // The README's template steps, run as printed on an empty home, copy both.
     let steps = readme_steps_before_systemctl("**Several Accounts under systemd.**");
-    let fresh = empty_home();
-    let out = Command::new("/bin/sh")
-        .args(["-ec", &steps.join("\n")])
-        .env("HOME", fresh.path())
-        .current_dir(ROOT)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let fresh = run_on_empty_home(&steps);
     for unit in ["owl@.service", "owl@.timer"] {
         assert!(fresh
             .path()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{alive, held_run_script, wait_until, TestEnv};
+use crate::support::{alive, finish, held_run_script, wait_until, TestEnv};
 
 /// A test env with `accounts` plan Accounts on the fake agent (the first is `work`), each
 /// with its own logged-in credential store, and `extra` config lines.
@@ -29,16 +29,6 @@ fn tick_for(env: &TestEnv, account: &str) -> Value {
         .assert()
         .success();
     serde_json::from_slice(&out.get_output().stdout).unwrap()
-}
-
-fn finish(tick: Child) -> Value {
-    let out = tick.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -66,10 +56,7 @@ fn sixteen_ticks_at_once_over_three_accounts_start_exactly_three_runs() {
     assert_eq!(live_jobs.len(), 3, "one Job ran twice: {live:?}");
     assert_eq!(env.status()["running"]["run_id"], live[0]["run_id"]);
     env.release();
-    let actions: Vec<String> = ticks
-        .into_iter()
-        .map(|t| finish(t)["action"].as_str().unwrap().to_string())
-        .collect();
+    let actions = crate::support::actions(ticks);
     assert_eq!(
         actions.iter().filter(|a| *a == "ran").count(),
         3,
@@ -94,11 +81,14 @@ fn a_run_lock_or_pick_lock_deleted_under_a_live_run_starts_no_second_run_there()
     env.add("Second");
     let first = env.spawn_tick();
     env.wait_running();
-    // A cleanup script removes every lock file under the live Run.
-    std::fs::remove_file(env.state.join("locks/work.lock")).unwrap();
+    // A cleanup script removes every lock file under the live Run. (Written so that it
+    // runs on an owl with the tick lock alone, as the main this issue was filed against
+    // had: there the next tick started a second Run.)
     std::fs::remove_file(env.state.join("tick.lock")).unwrap();
+    let had_run_lock = std::fs::remove_file(env.state.join("locks/work.lock")).is_ok();
     let second = env.tick();
     assert_eq!(second["action"], "busy", "{second}");
+    assert!(had_run_lock, "the live Run held no lock file of its Account");
     assert_eq!(live_runs(&env).len(), 1);
     // Replaced by another file: the same.
     std::fs::write(env.state.join("locks/work.lock"), "").unwrap();

@@ -533,6 +533,25 @@ pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize
 }
 
 /// Waits until `done` holds, polling every 20 ms; fails with `never` after 30 s.
+/// Waits for a background `owl tick --json`, which must succeed, and returns what it printed.
+pub fn finish(child: std::process::Child) -> Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "tick failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Waits for each background tick and returns its `action`, in order.
+pub fn actions(ticks: Vec<std::process::Child>) -> Vec<String> {
+    ticks
+        .into_iter()
+        .map(|t| finish(t)["action"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Waits (at most `within`) until no more than `keep` of `ticks` are still running: the
 /// others met a Run in progress and ended.
 pub fn wait_until_ticks_left(
