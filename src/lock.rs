@@ -1,4 +1,4 @@
-//! owl's locks, each an flock on a file in the state dir that is never deleted by owl: the pick lock (`tick.lock`, held while a tick picks and records its Run), each Account's run lock (held for a Run's whole life) and each Job's lock; owl's pid written inside.
+//! owl's locks, each an flock: the pick lock (on the state dir itself, held while a tick picks and records its Run; owl's pid in `tick.lock`), and on files owl never deletes, each Account's run lock (held for a Run's whole life) and each Job's lock, owl's pid written inside.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, Write};
@@ -54,12 +54,36 @@ pub(crate) fn try_lock(path: &Path) -> Result<Option<Held>> {
     )
 }
 
-/// Takes the lock, waiting for it at most `wait`: `Ok(None)` when another process held it
-/// all that while.
-pub(crate) fn lock_within(path: &Path, wait: Duration) -> Result<Option<Held>> {
+/// Takes the pick lock without waiting: an flock on the state dir itself, which no `rm` of a
+/// file in it can undo (a directory holding owl's database is not removed under a live owl),
+/// with owl's pid written in `pid_file` for people. `Ok(None)` when another tick holds it.
+pub(crate) fn try_pick(state_dir: &Path, pid_file: &Path) -> Result<Option<Held>> {
+    let dir = File::open(state_dir)
+        .with_context(|| format!("opening the state dir {}", state_dir.display()))?;
+    if dir.try_lock_exclusive().is_err() {
+        return Ok(None);
+    }
+    // For people (`busy: … (pid N)`); the flock on the directory is what counts.
+    let mut pid = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(pid_file)
+        .with_context(|| format!("writing {}", pid_file.display()))?;
+    writeln!(pid, "{}", std::process::id())?;
+    Ok(Some(Held { _file: dir }))
+}
+
+/// [`try_pick`], waiting for it at most `wait`.
+pub(crate) fn pick_within(
+    state_dir: &Path,
+    pid_file: &Path,
+    wait: Duration,
+) -> Result<Option<Held>> {
     let deadline = Instant::now() + wait;
     loop {
-        if let Some(held) = try_lock(path)? {
+        if let Some(held) = try_pick(state_dir, pid_file)? {
             return Ok(Some(held));
         }
         if Instant::now() >= deadline {
@@ -99,15 +123,26 @@ mod tests {
     }
 
     #[test]
-    fn a_wait_for_a_held_lock_ends_at_its_bound() {
+    fn a_wait_for_a_held_pick_lock_ends_at_its_bound() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a.lock");
-        let _held = try_lock(&path).unwrap().unwrap();
+        let pid_file = dir.path().join("tick.lock");
+        let _held = try_pick(dir.path(), &pid_file).unwrap().unwrap();
         let started = Instant::now();
-        assert!(lock_within(&path, Duration::from_millis(100))
-            .unwrap()
-            .is_none());
+        let waited = pick_within(dir.path(), &pid_file, Duration::from_millis(100)).unwrap();
+        assert!(waited.is_none());
         assert!(started.elapsed() >= Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_pick_lock_holds_when_its_file_is_deleted_under_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("tick.lock");
+        let held = try_pick(dir.path(), &pid_file).unwrap().expect("free");
+        assert_eq!(holder(&pid_file), Some(std::process::id()));
+        std::fs::remove_file(&pid_file).unwrap();
+        assert!(try_pick(dir.path(), &pid_file).unwrap().is_none());
+        drop(held);
+        assert!(try_pick(dir.path(), &pid_file).unwrap().is_some());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub(super) fn run(ctx: &Ctx, args: &CleanArgs) -> Result<u8> {
     // Refuse what can never be cleaned before waiting on anything.
     chosen(ctx, &store, job, finished)?;
     // The tick lock: no Run may start in a worktree while it is being removed.
-    let Some(_lock) = crate::lock::try_lock(&ctx.lock_path())? else {
+    let Some(_lock) = crate::lock::try_pick(&ctx.config.state_dir, &ctx.lock_path())? else {
         anyhow::bail!(
             "a tick holds {}; try again when it is done",
             ctx.lock_path().display()

@@ -190,7 +190,9 @@ fn refuse_bad_input(ctx: &Ctx, args: &TickArgs) -> Result<()> {
 
 /// The pick lock, waited for a while; why not, when another tick kept it all that time.
 fn take_pick_lock(ctx: &Ctx) -> Result<Result<crate::lock::Held, String>> {
-    if let Some(pick) = crate::lock::lock_within(&ctx.lock_path(), PICK_WAIT)? {
+    if let Some(pick) =
+        crate::lock::pick_within(&ctx.config.state_dir, &ctx.lock_path(), PICK_WAIT)?
+    {
         return Ok(Ok(pick));
     }
     let holder = crate::lock::holder(&ctx.lock_path())

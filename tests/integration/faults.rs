@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-
 use crate::support::{alive, done_script, finish, held_run_script, TestEnv};
 
 /// Waits (bounded) for a process to be gone; true when it is.

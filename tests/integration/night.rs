@@ -183,11 +183,8 @@ fn clean_refuses_unfinished_jobs_a_held_lock_and_an_unreadable_worktree() {
         .code(1)
         .stderr(predicate::str::contains("it was left in place"));
     assert!(wt.join("notes.txt").exists());
-    // While a tick holds the lock, clean waits its turn.
-    let lock = std::fs::OpenOptions::new()
-        .write(true)
-        .open(env.state.join("tick.lock"))
-        .unwrap();
+    // While a tick holds the pick lock (an flock on the state dir), clean waits its turn.
+    let lock = std::fs::File::open(&env.state).unwrap();
     fs2::FileExt::lock_exclusive(&lock).unwrap();
     env.owl()
         .args(["clean", "--finished"])

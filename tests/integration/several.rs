@@ -88,7 +88,10 @@ fn a_run_lock_or_pick_lock_deleted_under_a_live_run_starts_no_second_run_there()
     let had_run_lock = std::fs::remove_file(env.state.join("locks/work.lock")).is_ok();
     let second = env.tick();
     assert_eq!(second["action"], "busy", "{second}");
-    assert!(had_run_lock, "the live Run held no lock file of its Account");
+    assert!(
+        had_run_lock,
+        "the live Run held no lock file of its Account"
+    );
     assert_eq!(live_runs(&env).len(), 1);
     // Replaced by another file: the same.
     std::fs::write(env.state.join("locks/work.lock"), "").unwrap();
