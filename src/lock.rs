@@ -27,14 +27,7 @@ const REPLACED_TRIES: usize = 8;
 /// std opens it close-on-exec, so the agent never inherits it.
 pub(crate) fn try_lock(path: &Path) -> Result<Option<Held>> {
     for _ in 0..REPLACED_TRIES {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .with_context(|| format!("opening lock {}", path.display()))?;
+        let mut file = open_regular(path, false)?;
         if file.try_lock_exclusive().is_err() {
             return Ok(None);
         }
@@ -64,13 +57,7 @@ pub(crate) fn try_pick(state_dir: &Path, pid_file: &Path) -> Result<Option<Held>
         return Ok(None);
     }
     // For people (`busy: … (pid N)`); the flock on the directory is what counts.
-    let mut pid = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(pid_file)
-        .with_context(|| format!("writing {}", pid_file.display()))?;
+    let mut pid = open_regular(pid_file, true)?;
     writeln!(pid, "{}", std::process::id())?;
     Ok(Some(Held { _file: dir }))
 }
@@ -93,6 +80,62 @@ pub(crate) fn pick_within(
     }
 }
 
+/// Why a lock's path cannot be used: something other than owl's own file is there.
+#[derive(Debug, thiserror::Error)]
+#[error("lock {path} is {what}, not owl's lock file: owl neither follows nor writes it; remove it (owl makes it anew)")]
+pub(crate) struct NotALockFile {
+    pub path: String,
+    pub what: &'static str,
+}
+
+/// Opens (or creates) a lock file for writing as a regular file only: a symlink at its path
+/// is never followed (owl would truncate and write what it points to), and a FIFO or a
+/// device is refused at once, named, instead of failing every tick with a bare errno.
+fn open_regular(path: &Path, truncate: bool) -> Result<File> {
+    let shown = || path.display().to_string();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => anyhow::Error::new(NotALockFile {
+                path: shown(),
+                what: "a symlink",
+            }),
+            _ => anyhow::Error::new(e).context(format!("opening lock {}", shown())),
+        })?;
+    let kind = file
+        .metadata()
+        .with_context(|| format!("reading lock {}", shown()))?
+        .file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        return Err(NotALockFile {
+            path: shown(),
+            what,
+        }
+        .into());
+    }
+    if truncate {
+        file.set_len(0)
+            .with_context(|| format!("writing {}", shown()))?;
+    }
+    Ok(file)
+}
+
 /// Whether `path` names the file `file` is open on (the same device and inode).
 fn names_file(path: &Path, file: &File) -> bool {
     match (std::fs::metadata(path), file.metadata()) {
@@ -103,7 +146,11 @@ fn names_file(path: &Path, file: &File) -> bool {
 
 /// The pid written by the process that holds (or last held) the lock.
 pub(crate) fn holder(path: &Path) -> Option<u32> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    crate::untrusted::read_to_string(path, 64)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]
@@ -120,6 +167,35 @@ mod tests {
         assert_eq!(holder(&path), Some(std::process::id()));
         drop(held);
         assert!(try_lock(&path).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_symlink_or_fifo_at_a_lock_path_is_refused_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let link = dir.path().join("a.lock");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let err = try_lock(&link).err().expect("a symlink was followed");
+        let refused = err.downcast_ref::<NotALockFile>().expect("{err:#}");
+        assert_eq!(refused.what, "a symlink");
+        assert!(format!("{err:#}").contains(&link.display().to_string()));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        let pid_link = dir.path().join("tick.lock");
+        std::os::unix::fs::symlink(&victim, &pid_link).unwrap();
+        assert!(try_pick(dir.path(), &pid_link).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+
+        let fifo = dir.path().join("b.lock");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let err = try_lock(&fifo).err().expect("a FIFO was taken for a lock");
+        assert_eq!(err.downcast_ref::<NotALockFile>().unwrap().what, "a FIFO");
+        assert_eq!(holder(&fifo), None);
     }
 
     #[test]

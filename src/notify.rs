@@ -50,6 +50,8 @@ pub(crate) struct PayloadCheck {
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// The commit it ran at: for a verified Job, the one commit a hook may push as verified.
+    pub commit: Option<String>,
 }
 
 impl PayloadCheck {
@@ -59,6 +61,7 @@ impl PayloadCheck {
             status: record.status.as_str(),
             exit_code: record.exit_code,
             duration_ms: record.duration_ms,
+            commit: record.commit.clone(),
         }
     }
 }

@@ -97,7 +97,10 @@ fn record_lost(
         w.warn_of_stale_locks();
     }
     let home = match (&workspace, &job) {
-        (Some(w), Some(job)) => w.bring_home(job, &config.commit_author, run.run_id),
+        (Some(w), Some(job)) => {
+            let began_at = store.run(run.run_id)?.and_then(|r| r.head_before);
+            w.bring_home(job, &config.commit_author, run.run_id, began_at.as_deref())
+        }
         _ => crate::workspace::BroughtHome::default(),
     };
     // What the agent said of its end, if it got that far: its tick may have died (or

@@ -151,7 +151,8 @@ pub(crate) fn plan(
                     None => format!("next: runs on {name}"),
                 }
             }
-            (true, None, Some((first, _))) => format!("ready, after {first}"),
+            // Queue order, not a dependency: "after" is said only of the Jobs a Job waits for.
+            (true, None, Some((first, _))) => format!("ready, behind {first} in the queue"),
         };
         queue.push(QueueEntry {
             job_id: job.id.clone(),

@@ -25,6 +25,9 @@ pub(crate) struct GitAfter {
     pub head_after: Option<String>,
     /// What the seal undid, in words.
     pub neutralised: Option<String>,
+    /// Why the working copy's head is not what the repository holds under the Job's branch,
+    /// when the agent said done and it is not: nothing is checked or called done then.
+    pub not_home: Option<String>,
 }
 
 /// What is known of the Run's Job and Account when it ends, besides its report.
@@ -60,15 +63,35 @@ pub(crate) fn settle(
     let classified = classify(report, account, driver.as_ref());
     let transition = transition_of(report, facts, &classified, driver.as_ref(), now);
     // A tampered clone is the user's to look at before any Run works there again.
-    let (job_state, job_reason, not_before) = match &facts.git.tampered {
-        Some(why) => (
+    let not_home = facts
+        .git
+        .not_home
+        .as_ref()
+        .filter(|_| transition.state == JobState::Done);
+    let (job_state, job_reason, not_before) = match (&facts.git.tampered, not_home) {
+        (Some(why), _) => (
             JobState::Blocked,
             Some(JobReason::Blocked {
                 summary: why.clone(),
             }),
             None,
         ),
-        None => (
+        // Done is what the user merges and a hook pushes: the very commit on the branch.
+        (None, Some(why)) => (
+            JobState::Blocked,
+            Some(JobReason::Blocked {
+                summary: format!(
+                    "the agent said done, but its work is not on {} in {}: {why}; nothing \
+                     was checked or called done: bring the work home by hand (or drop it), \
+                     then `owl requeue {}`",
+                    facts.job.branch(),
+                    facts.job.repo,
+                    facts.job.id
+                ),
+            }),
+            None,
+        ),
+        (None, None) => (
             transition.state,
             transition.reason.clone(),
             transition.not_before,
@@ -328,6 +351,7 @@ mod tests {
                 exit_code: (status == CheckStatus::Failed).then_some(1),
                 duration_ms: 20,
                 detail: None,
+                commit: None,
             }),
         };
         settle(&report, &facts, at(NOW)).0
@@ -459,6 +483,34 @@ mod tests {
         let (s, c) = settle_with(&report, None, GitAfter::default(), false);
         assert_eq!((c.outcome, c.cause), (RunOutcome::Failed, Cause::Stopped));
         assert_eq!(s.finish.cost_usd, Some(0.0));
+        assert_eq!(s.job_state, JobState::Queued);
+    }
+
+    #[test]
+    fn done_with_the_work_not_on_the_repositorys_branch_is_blocked_not_done() {
+        let git = GitAfter {
+            not_home: Some("the Run rewrote owl/x's history".into()),
+            ..Default::default()
+        };
+        let (s, _) = settle_with(
+            &reported("success.jsonl", 0),
+            Some("status: done\n"),
+            git.clone(),
+            false,
+        );
+        assert_eq!(s.job_state, JobState::Blocked);
+        let reason = s.job_reason.unwrap().to_string();
+        assert!(
+            reason.contains("rewrote") && reason.contains("owl requeue"),
+            "{reason}"
+        );
+        // Only a done is held to it: a Run that goes on is not blocked for it.
+        let (s, _) = settle_with(
+            &reported("success.jsonl", 0),
+            Some("status: continue\n"),
+            git,
+            false,
+        );
         assert_eq!(s.job_state, JobState::Queued);
     }
 

@@ -1,4 +1,4 @@
-//! Reading a file a Run could have written (the sandbox's report, a credential store's files, a session log): never through a symlink, never blocking on a FIFO or a device, never more than a cap.
+//! Reading a file owl did not make: one a Run could have written (the sandbox's report, a credential store's files, a session log) never through a symlink, and one a person named (a prompt file, a plan file) through their links; both never blocking on a FIFO or a device, never more than a cap.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -29,10 +29,20 @@ impl Refused {
 /// it is a symlink, and a FIFO or device is refused at once instead of blocking in `open`
 /// or reading without end.
 pub(crate) fn open(path: &Path) -> Result<File, Refused> {
+    open_regular(path, libc::O_NOFOLLOW)
+}
+
+/// [`open`] for a file a person named on the command line or in a plan: a symlink there is
+/// theirs and is followed, but what it leads to must be a regular file all the same.
+pub(crate) fn open_named(path: &Path) -> Result<File, Refused> {
+    open_regular(path, 0)
+}
+
+fn open_regular(path: &Path, follow: libc::c_int) -> Result<File, Refused> {
     let shown = || path.display().to_string();
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(follow | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(|source| match source.raw_os_error() {
             Some(libc::ELOOP) => Refused::Symlink { path: shown() },
@@ -59,7 +69,17 @@ pub(crate) fn open(path: &Path) -> Result<File, Refused> {
 
 /// Reads the whole of `path`, refusing a file over `cap` bytes (see [`open`]).
 pub(crate) fn read(path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
-    let file = open(path)?;
+    read_from(open(path)?, path, cap)
+}
+
+/// Reads the whole of a file a person named (see [`open_named`]), refusing one over `cap`
+/// bytes: a prompt file that is `/dev/zero` or a FIFO is refused at once, never read
+/// until memory is gone nor waited on.
+pub(crate) fn read_named(path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
+    read_from(open_named(path)?, path, cap)
+}
+
+fn read_from(file: File, path: &Path, cap: u64) -> Result<Vec<u8>, Refused> {
     let mut bytes = Vec::new();
     // One byte past the cap tells a file over it from one exactly at it, whatever its size
     // says (a file still being written).

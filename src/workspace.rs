@@ -30,6 +30,14 @@ pub(crate) fn branch_tip(repo: &Path, branch: &str) -> Result<Option<String>> {
         .map(|c| c.id().to_string()))
 }
 
+/// Whether `repo` holds the commit `id`.
+pub(crate) fn has_commit(repo: &Path, id: &str) -> bool {
+    let Ok(oid) = git2::Oid::from_str(id) else {
+        return false;
+    };
+    Repository::open(repo).is_ok_and(|r| r.find_commit(oid).is_ok())
+}
+
 /// Checks that `repo` is a git repository and `base` resolves to a commit; returns the
 /// repository's canonical path and the base commit's id.
 pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
@@ -222,7 +230,11 @@ impl Workspace {
     /// `refs/heads/owl/<id>` moves, as a fast-forward only (or is created), and only from
     /// where it was. A branch that moved there since is left alone and named in the error,
     /// the work staying in the clone. Returns whether the branch moved.
-    pub(crate) fn publish(&self, job: &Job) -> Result<bool> {
+    ///
+    /// `began_at` is the branch's head when the Run began: a repository still there while the
+    /// clone's branch no longer descends from it means the Run rewrote the branch's history,
+    /// and the error says so rather than blame the repository.
+    pub(crate) fn publish(&self, job: &Job, began_at: Option<&str>) -> Result<bool> {
         let user = Repository::open(&job.repo)
             .with_context(|| format!("opening repository {}", job.repo))?;
         let branch = job.branch();
@@ -237,13 +249,25 @@ impl Workspace {
         if theirs == Some(ours) {
             return Ok(false);
         }
+        let rewritten = theirs.is_some_and(|t| began_at == Some(t.to_string().as_str()));
         let moved = || {
-            anyhow!(
-                "{branch} in {} moved since the Run began; not overwritten: the Run's work \
-                 is on {branch} in {}",
-                job.repo,
-                self.path.display()
-            )
+            if rewritten {
+                anyhow!(
+                    "the Run rewrote {branch}'s history (its tip {ours} does not descend from \
+                     {}, where the Run began and where {} still has it); not overwritten: the \
+                     rewritten branch is on {branch} in {}",
+                    theirs.map(|t| t.to_string()).unwrap_or_default(),
+                    job.repo,
+                    self.path.display()
+                )
+            } else {
+                anyhow!(
+                    "{branch} in {} moved since the Run began; not overwritten: the Run's \
+                     work is on {branch} in {}",
+                    job.repo,
+                    self.path.display()
+                )
+            }
         };
         // The clone reads the user's objects, so it can tell ancestry before any fetch.
         if let Some(theirs) = theirs {
@@ -280,6 +304,42 @@ impl Workspace {
             }
         }
         Ok(true)
+    }
+
+    /// Why the working copy's head is not the commit the user's repository holds under the
+    /// Job's branch, if it is not: a check run there would verify what the user never gets
+    /// (a detached or other branch checked out, a clone's branch not brought home).
+    pub(crate) fn not_at_home(&self, job: &Job) -> Result<Option<String>> {
+        let head = self.repo.head().ok();
+        let on = head
+            .as_ref()
+            .filter(|h| h.is_branch())
+            .and_then(|h| h.shorthand().map(String::from));
+        if on.as_deref() != Some(self.job_branch.as_str()) {
+            return Ok(Some(format!(
+                "the working copy {} is not on {} (its HEAD is {})",
+                self.path.display(),
+                self.job_branch,
+                on.or_else(|| self.head())
+                    .unwrap_or_else(|| "unborn".into())
+            )));
+        }
+        let ours = self.head();
+        let user = Repository::open(&job.repo)
+            .with_context(|| format!("opening repository {}", job.repo))?;
+        let theirs = user
+            .refname_to_id(&format!("refs/heads/{}", self.job_branch))
+            .ok()
+            .map(|id| id.to_string());
+        Ok((ours != theirs).then(|| {
+            format!(
+                "{} in {} is at {}, not at the working copy's {}",
+                self.job_branch,
+                job.repo,
+                theirs.unwrap_or_else(|| "nothing".into()),
+                ours.unwrap_or_else(|| "nothing".into())
+            )
+        }))
     }
 
     /// The commit the worktree's HEAD (the Job's branch) points at.
@@ -337,12 +397,18 @@ impl Workspace {
     /// lost by a later one: ADR-0017's safety net, then, for a clone, its branch brought
     /// into the user's repository (the Run may be its Job's last: no later one would).
     /// Failures are warned of and said, never fatal.
-    pub(crate) fn bring_home(&self, job: &Job, author: &str, run_id: i64) -> BroughtHome {
+    pub(crate) fn bring_home(
+        &self,
+        job: &Job,
+        author: &str,
+        run_id: i64,
+        began_at: Option<&str>,
+    ) -> BroughtHome {
         // A Run cut short loses nothing it wrote.
         let safety_commit = self.safety_net(author, run_id);
         let not_published = self
             .is_clone()
-            .then(|| self.publish(job).err())
+            .then(|| self.publish(job, began_at).err())
             .flatten()
             .map(|e| {
                 tracing::warn!("run {run_id}: {e:#}");

@@ -296,7 +296,7 @@ fn job_check(
     spelling: Spelling,
 ) -> Result<Option<crate::model::Check>, String> {
     let key = spelling.of("check");
-    let argv = match asked {
+    let mut argv = match asked {
         AskedCheck::Off => return Ok(None),
         AskedCheck::Default => return Ok(ctx.config.default_check(repo)),
         AskedCheck::Argv(argv) => argv.clone(),
@@ -318,6 +318,7 @@ fn job_check(
             "{key} is empty: name the command to run (or use {off})"
         ));
     }
+    argv[0] = crate::config::check_program(&argv[0])?;
     Ok(Some(crate::model::Check {
         argv,
         timeout_secs: ctx.config.check_timeout(repo).as_secs(),
@@ -398,6 +399,13 @@ fn check_name(name: &str, batch: &Batch) -> Result<Result<(), String>> {
              must not start with '.' or '-', and must not contain '..'"
         )));
     }
+    // `owl logs 1` and every other place that takes a Run or a Job read a number as a
+    // Run's id: a Job named so could never be named there.
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(Err(format!(
+            "job name '{name}' is digits only, which owl reads as a Run's id: give it a letter"
+        )));
+    }
     // git's own reference-name rules: `a.` passes the check above and would fail only at
     // the first tick.
     if !git2::Reference::is_valid_name(&format!("refs/heads/owl/{name}")) {
@@ -418,9 +426,7 @@ fn check_name(name: &str, batch: &Batch) -> Result<Result<(), String>> {
 
 fn read_prompt(args: &AddArgs) -> Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
-        (Some(file), _) => std::fs::read_to_string(file).map_err(|e| {
-            crate::error::Error::bad_input(format!("reading prompt file {}: {e}", file.display()))
-        })?,
+        (Some(file), _) => read_prompt_file(file).map_err(crate::error::Error::bad_input)?,
         (None, Some("-")) => {
             let mut bytes = Vec::new();
             std::io::stdin()
@@ -442,6 +448,23 @@ fn read_prompt(args: &AddArgs) -> Result<String> {
         bad_input!("the prompt is empty");
     }
     Ok(prompt)
+}
+
+/// The most a prompt file may hold: a long brief, not a data set.
+pub(super) const PROMPT_FILE_CAP: u64 = 1024 * 1024;
+
+/// A prompt file's text, read as owl reads every file it did not make: a regular file
+/// only (a FIFO is refused, never waited on), at most [`PROMPT_FILE_CAP`] bytes, UTF-8.
+pub(super) fn read_prompt_file(file: &std::path::Path) -> Result<String, String> {
+    let bytes = crate::untrusted::read_named(file, PROMPT_FILE_CAP)
+        .map_err(|e| format!("reading prompt file: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "prompt file {} is not UTF-8 text (byte {})",
+            file.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// A short random id, like a git short hash: typable, and unlikely to collide with a

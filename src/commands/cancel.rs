@@ -123,8 +123,8 @@ fn check_again(
         return Ok(Rechecked::Decided(crate::error::EXIT_FAILURE));
     };
     let log = ctx.config.state().run_check_log(&job.id, run.id);
-    let record = match super::check::check_now(ctx, store, job, check, &log)? {
-        Ok(record) => record,
+    let (record, not_home) = match super::check::check_now(ctx, store, job, check, &log)? {
+        Ok(checked) => (checked.record, checked.not_home),
         Err(why) => {
             errln!("owl: {why}; nothing was requeued");
             return Ok(Rechecked::Decided(crate::error::EXIT_FAILURE));
@@ -134,6 +134,12 @@ fn check_again(
     let now = crate::clock::now()?;
     let id = job.id.as_str();
     match record.status {
+        // A pass verifies the commit it ran at, and that only: not what the repository holds.
+        CheckStatus::Passed if not_home.is_some() => {
+            let why = not_home.unwrap_or_default();
+            errln!("owl: {id} stays blocked: its check passed, but {why}");
+            Ok(Rechecked::Decided(crate::error::EXIT_FAILURE))
+        }
         CheckStatus::Passed => {
             store.move_job(id, &[JobState::Blocked], JobState::Done, None, now)?;
             outln!("{id} done: its check ran again and {record}");

@@ -25,8 +25,19 @@ struct CheckedJson<'a> {
     status: &'static str,
     exit_code: Option<i32>,
     duration_ms: u64,
+    /// The commit it ran at.
+    commit: Option<&'a str>,
+    /// That commit is what the repository holds under the Job's branch.
+    at_home: bool,
     /// Its stdout and stderr, interleaved.
     log: String,
+}
+
+/// A check run by hand: what it found, and why its commit is not the Job's branch in the
+/// repository when it is not (a pass then verifies nothing the user would merge).
+pub(super) struct HandCheck {
+    pub record: CheckRecord,
+    pub not_home: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
@@ -42,14 +53,15 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         );
     };
     let log = ctx.config.state().hand_check_log(&job.id);
-    let record = match check_now(ctx, &store, &job, check, &log)? {
-        Ok(record) => record,
+    let checked = match check_now(ctx, &store, &job, check, &log)? {
+        Ok(checked) => checked,
         Err(why) => {
             errln!("owl: {why}");
             return Ok(crate::error::EXIT_FAILURE);
         }
     };
-    print_result(args.json, &job.id, &record, &log)?;
+    print_result(args.json, &job, &checked, &log)?;
+    let record = &checked.record;
     Ok(if record.passed() {
         crate::error::EXIT_OK
     } else {
@@ -58,14 +70,17 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
 }
 
 /// Runs a Job's check now in its worktree, through the Executor of the Account its Runs
-/// ran on, its output to `log`; why not, when it cannot run now (no worktree, a live Run).
+/// ran on, its output to `log`, as a tick runs it: owl a subreaper, so that the check dies
+/// with everything it started; stopped by a cancel; a clone sealed before and after, since
+/// the check runs the agent's code with its `.git` writable. Why not, when it cannot run now
+/// (no worktree, a live Run, a clone tampered with).
 pub(super) fn check_now(
     ctx: &Ctx,
     store: &crate::store::Store,
     job: &crate::model::Job,
     check: &crate::model::Check,
     log: &std::path::Path,
-) -> Result<Result<CheckRecord, String>> {
+) -> Result<Result<HandCheck, String>> {
     if job.state == crate::model::JobState::Running {
         return Ok(Err(format!(
             "a Run of job {} is live (the Job is running): try again when it ends",
@@ -104,9 +119,18 @@ pub(super) fn check_now(
         return Ok(Err("no Account is configured to run the check as".into()));
     };
     let executor = ctx.executor_of(account);
+    executor
+        .prepare()
+        .context("readying owl to supervise the check")?;
+    let mut workspace = match crate::workspace::Workspace::open(&worktree, job) {
+        Ok(w) => w,
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    let commit = workspace.head();
+    let not_home = workspace.not_at_home(job)?;
     let (env_set, env_remove) = crate::supervise::check::check_env(account);
     let files = state.logs(&job.id).join("check.files");
-    Ok(Ok(crate::supervise::check::run_check(
+    let mut record = crate::supervise::check::run_check(
         executor.as_ref(),
         crate::supervise::check::CheckRun {
             check,
@@ -119,8 +143,22 @@ pub(super) fn check_now(
             env_remove,
             output: create_private_file(log)?,
             latch: &latch,
+            cancelled: &|| {
+                store.job_state(&job.id).ok().flatten() == Some(crate::model::JobState::Cancelled)
+            },
         },
-    )))
+    );
+    record.commit = commit;
+    // What the check planted in a clone's `.git` is undone before the user's git opens it.
+    match workspace.reseal(job) {
+        Ok(undone) if !undone.is_empty() => errln!(
+            "owl: the check planted what would run git outside the sandbox; undone: {}",
+            undone.join(", ")
+        ),
+        Ok(_) => {}
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    }
+    Ok(Ok(HandCheck { record, not_home }))
 }
 
 /// The Run id a check by hand is marked with: no Run's (ids start at 1), so no recovery
@@ -129,10 +167,11 @@ const HAND_CHECK_RUN: i64 = 0;
 
 fn print_result(
     json: bool,
-    job_id: &str,
-    record: &CheckRecord,
+    job: &crate::model::Job,
+    checked: &HandCheck,
     log: &std::path::Path,
 ) -> Result<()> {
+    let (job_id, record) = (job.id.as_str(), &checked.record);
     if json {
         return print_json(&CheckedJson {
             job_id,
@@ -140,10 +179,15 @@ fn print_result(
             status: record.status.as_str(),
             exit_code: record.exit_code,
             duration_ms: record.duration_ms,
+            commit: record.commit.as_deref(),
+            at_home: checked.not_home.is_none(),
             log: log.display().to_string(),
         });
     }
     outln!("job {job_id}: {record}");
+    if let Some(why) = &checked.not_home {
+        outln!("not what you would merge: {why}");
+    }
     let failed = matches!(record.status, CheckStatus::Failed | CheckStatus::TimedOut);
     if let Some(tail) = record.detail.as_deref().filter(|_| failed) {
         outln!("the end of its output:");

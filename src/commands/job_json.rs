@@ -70,6 +70,8 @@ pub(crate) struct CheckResultJson<'a> {
     pub status: &'static str,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// The commit it ran at; `null` for a check recorded before owl kept it.
+    pub commit: Option<&'a str>,
 }
 
 impl<'a> CheckResultJson<'a> {
@@ -79,6 +81,7 @@ impl<'a> CheckResultJson<'a> {
             status: record.status.as_str(),
             exit_code: record.exit_code,
             duration_ms: record.duration_ms,
+            commit: record.commit.as_deref(),
         }
     }
 }

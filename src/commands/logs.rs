@@ -107,13 +107,19 @@ fn print_check(ctx: &Ctx, run: &crate::model::Run, raw: bool) -> Result<u8> {
 }
 
 /// The Run `which` names: a number is a Run's id; anything else is a Job (its id or name),
-/// for its newest Run.
+/// for its newest Run. A Job named with digits only (queued before owl refused such names)
+/// beside a Run of that number is refused as ambiguous, never guessed.
 fn which_run(ctx: &Ctx, store: &crate::store::Store, which: &str) -> Result<crate::model::Run> {
     if let Ok(run_id) = which.parse::<i64>() {
-        return match store.run(run_id)? {
-            Some(run) => Ok(run),
-            None => crate::bad_input!("no run {run_id} (see `owl show JOB`)"),
-        };
+        match (store.run(run_id)?, store.job_exists(which)?) {
+            (Some(_), true) => crate::bad_input!(
+                "'{which}' names both run {run_id} and job {which}: say which by the Run's \
+                 id (`owl show {which}` lists the Job's Runs)"
+            ),
+            (Some(run), false) => return Ok(run),
+            (None, false) => crate::bad_input!("no run {run_id} (see `owl show JOB`)"),
+            (None, true) => {}
+        }
     }
     let job = ctx.job(store, which)?;
     match store.runs_of(&job.id)?.pop() {

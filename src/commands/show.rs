@@ -86,6 +86,8 @@ struct RunCheckJson {
     status: &'static str,
     exit_code: Option<i32>,
     duration_ms: u64,
+    /// The commit it ran at; `null` for a check recorded before owl kept it.
+    commit: Option<String>,
     /// Its stdout and stderr, interleaved (`owl logs RUN --check` prints it).
     log: String,
     /// How it ended, in words.
@@ -270,12 +272,20 @@ fn print_check(j: &JobJson, runs: &[Run]) {
                 .map(|c| c.to_string())
                 .unwrap_or_default()
         ),
-        (Some(check), false) => outln!(
-            "  check:    {} (timeout {}; decides when the agent says done)",
-            crate::model::command_line(check.command),
-            crate::config::format_duration(std::time::Duration::from_secs(check.timeout_secs))
-        ),
+        (Some(check), false) => {
+            outln!(
+                "  check:    {} (timeout {}; decides when the agent says done)",
+                crate::model::command_line(check.command),
+                crate::config::format_duration(std::time::Duration::from_secs(check.timeout_secs))
+            );
+        }
         (None, false) => outln!("  check:    none: the agent's word decides"),
+    }
+    if let Some(program) = j.check.as_ref().and_then(|c| c.command.first()) {
+        outln!(
+            "            {}",
+            crate::config::check_program_place(program)
+        );
     }
 }
 
@@ -426,6 +436,7 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
             status: c.status.as_str(),
             exit_code: c.exit_code,
             duration_ms: c.duration_ms,
+            commit: c.commit.clone(),
             log: ctx
                 .config
                 .state()

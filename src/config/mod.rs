@@ -632,6 +632,39 @@ pub fn expand_tilde(path: &str) -> PathBuf {
     }
 }
 
+/// A check's program as the user meant it. `~/…` is the home's file, as every path in
+/// config.yaml is, written out when the Job is queued: unexpanded, it has a `/` and would be
+/// found inside the Job's working copy, whose every file the agent writes. `~name/…` is
+/// refused, not guessed.
+pub fn check_program(program: &str) -> Result<String, String> {
+    if !program.starts_with('~') {
+        return Ok(program.to_string());
+    }
+    if program != "~" && !program.starts_with("~/") {
+        return Err(format!(
+            "check program '{program}': owl expands only ~/ (your home); write the path in full"
+        ));
+    }
+    match home() {
+        Some(_) => Ok(expand_tilde(program).display().to_string()),
+        None => Err(format!(
+            "check program '{program}': HOME is not set, so ~ means nothing; write the path in full"
+        )),
+    }
+}
+
+/// Where a check's program is found, in words for `show`: a path of the user's, a file of
+/// the Job's working copy (which the agent can change), or a name looked up on `PATH`.
+pub fn check_program_place(program: &str) -> String {
+    if program.starts_with('/') {
+        format!("runs {program}")
+    } else if program.contains('/') {
+        format!("runs {program} in the Job's working copy: a file the agent can change")
+    } else {
+        format!("runs {program} as found on PATH")
+    }
+}
+
 /// `$VAR` if it is set to an absolute path (the XDG spec ignores relative ones), else
 /// `~/fallback`; `None` when neither is there.
 fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {

@@ -148,7 +148,12 @@ fn check_argv(
                  the key out for no check)"
             ),
         )),
-        argv => Ok(argv),
+        Some(mut argv) => {
+            argv[0] = super::check_program(&argv[0])
+                .map_err(|why| place.at(key, format!("{key}: {why}")))?;
+            Ok(Some(argv))
+        }
+        None => Ok(None),
     }
 }
 

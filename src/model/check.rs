@@ -91,6 +91,10 @@ pub struct CheckRecord {
     /// [`TAIL_LINES`] lines and [`TAIL_BYTES`] bytes, scrubbed of the Account's secrets):
     /// what the next Run's prompt carries.
     pub detail: Option<String>,
+    /// The commit it ran at: the Job's branch tip, which a pass verifies and nothing else
+    /// (`None` for a check recorded before owl kept it, or one that never ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// The most lines of a failed check's output the next Run's prompt carries.
@@ -160,6 +164,7 @@ mod tests {
             exit_code,
             duration_ms: 1_500,
             detail: detail.map(String::from),
+            commit: None,
         };
         assert_eq!(
             rec(CheckStatus::Failed, Some(1), None).to_string(),

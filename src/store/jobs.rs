@@ -349,10 +349,16 @@ impl Store {
     }
 }
 
-/// Inserts one new Job and what it waits for: `waiting` (after those Jobs) when it waits for
-/// any, else `queued`.
+/// Inserts one new Job and what it waits for: `waiting` (after those Jobs) while any of
+/// them is not done, else `queued`.
 fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
-    let (state, reason) = match job.after.is_empty() {
+    let unmet: i64 = tx.query_row(
+        "SELECT COUNT(*) FROM json_each(?1) AS a LEFT JOIN jobs ON jobs.id = a.value \
+         WHERE jobs.state IS NULL OR jobs.state != 'done'",
+        [json_vec(&job.after)],
+        |r| r.get(0),
+    )?;
+    let (state, reason) = match unmet == 0 {
         true => (JobState::Queued, None),
         false => (
             JobState::Waiting,

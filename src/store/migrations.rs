@@ -263,6 +263,26 @@ const MIGRATIONS: &[&str] = &[
         WHERE id = OLD.job_id;
     END;
     "#,
+    // 20: a Job waiting only for Jobs that are all done is queued, not "waiting — after X":
+    // released by the database itself the moment its last dependency becomes done, whatever
+    // path wrote that (a Run's settlement, a requeue's check, a recorded lost Run).
+    r#"
+    CREATE TRIGGER jobs_done_release_dependents AFTER UPDATE OF state ON jobs
+    WHEN NEW.state = 'done' AND OLD.state != 'done' BEGIN
+        UPDATE jobs SET state = 'queued', reason = NULL, reason_data = NULL,
+            updated_at = NEW.updated_at
+        WHERE state = 'waiting' AND not_before IS NULL
+            AND json_extract(reason_data, '$.kind') = 'after'
+            AND id IN (SELECT job_id FROM job_deps WHERE after_id = NEW.id)
+            AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.after_id
+                WHERE d.job_id = jobs.id AND j.state != 'done');
+    END;
+    UPDATE jobs SET state = 'queued', reason = NULL, reason_data = NULL
+    WHERE state = 'waiting' AND not_before IS NULL
+        AND json_extract(reason_data, '$.kind') = 'after'
+        AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.after_id
+            WHERE d.job_id = jobs.id AND j.state != 'done');
+    "#,
 ];
 
 /// The schema version this binary writes.

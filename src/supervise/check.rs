@@ -35,7 +35,13 @@ pub(crate) struct CheckRun<'a> {
     pub output: File,
     /// A stop of owl's ends the check at once.
     pub latch: &'a StopLatch,
+    /// Whether the Job was cancelled meanwhile (asked at most every [`CANCEL_POLL`]): a
+    /// cancel stops a check as it stops a Run.
+    pub cancelled: &'a dyn Fn() -> bool,
 }
+
+/// How often a running check asks whether its Job was cancelled.
+const CANCEL_POLL: Duration = Duration::from_millis(500);
 
 /// Runs the check to its end, its timeout or a stop of owl's, and says how it went. It
 /// never fails: what goes wrong is the record's.
@@ -47,6 +53,7 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
         exit_code,
         duration_ms: started.elapsed().as_millis() as u64,
         detail,
+        commit: None,
     };
     let path = run
         .env_set
@@ -85,13 +92,18 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
         let _ = tx.send(wait());
     });
     let deadline = started + run.check.timeout();
+    let mut asked = Instant::now();
     let (status, exit) = loop {
         match exited.recv_timeout(TICK) {
             Ok(exit) => break (verdict_of(exit), Some(exit)),
             Err(mpsc::RecvTimeoutError::Disconnected) => break (CheckStatus::Failed, None),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        let stop = if run.latch.fired().is_some() {
+        let cancelled = asked.elapsed() >= CANCEL_POLL && {
+            asked = Instant::now();
+            (run.cancelled)()
+        };
+        let stop = if run.latch.fired().is_some() || cancelled {
             Some(CheckStatus::NotFinished)
         } else {
             (Instant::now() >= deadline).then_some(CheckStatus::TimedOut)
@@ -168,6 +180,15 @@ fn verdict_of(exit: ExitInfo) -> CheckStatus {
 /// a path with a `/` from there, a bare name on `PATH`. Why not, in words a person can act
 /// on: a missing or non-executable program is the environment's fault.
 pub(crate) fn resolve_program(name: &str, cwd: &Path, path: &str) -> Result<PathBuf, String> {
+    // A `~/…` stored by an owl that did not expand it: the home's, never the working copy's.
+    let expanded = crate::config::check_program(name)?;
+    let name = expanded.as_str();
+    if name.starts_with('/') {
+        return match executable(Path::new(name)) {
+            Ok(()) => Ok(PathBuf::from(name)),
+            Err(why) => Err(format!("'{name}' {why}")),
+        };
+    }
     if name.contains('/') {
         let program = cwd.join(name);
         return match executable(&program) {

@@ -17,14 +17,30 @@ const REPORT_CAP: u64 = 64;
 pub(crate) const INIT_COMMAND: &str = "__sandbox-init";
 
 /// Directories of the user's home a tool never needs and must not read: keys and tokens.
-/// They are hidden (an empty tmpfs over each); the rest of the home is read-only.
+/// They are hidden (an empty tmpfs over each); the rest of the home is read-only. `gh`
+/// keeps its token in `.config/gh/hosts.yml` without a keyring: the token the pull-request
+/// hook pushes with, outside the sandbox, after the check.
 const HIDDEN_IN_HOME: &[&str] = &[
     ".ssh",
     ".gnupg",
     ".aws",
     ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
     ".kube",
     ".docker",
+];
+
+/// Files of the user's home that hold credentials in plain text: git's credential stores
+/// (`credential.helper store`), netrc (which git, curl and pip read), cargo's and PyPI's
+/// publish tokens. Each is hidden behind an empty file.
+const HIDDEN_FILES_IN_HOME: &[&str] = &[
+    ".git-credentials",
+    ".config/git/credentials",
+    ".netrc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".pypirc",
 ];
 
 /// Why the sandbox cannot be used, with what to do about it.
@@ -142,6 +158,12 @@ impl SandboxExecutor {
             for hidden in HIDDEN_IN_HOME.iter().map(|d| home.join(d)) {
                 if hidden.is_dir() && !writable.iter().any(|w| w.starts_with(&hidden)) {
                     args.extend(["--tmpfs".into(), hidden.display().to_string()]);
+                }
+            }
+            for hidden in HIDDEN_FILES_IN_HOME.iter().map(|f| home.join(f)) {
+                if hidden.is_file() {
+                    let hidden = hidden.display().to_string();
+                    args.extend(["--ro-bind".into(), "/dev/null".into(), hidden]);
                 }
             }
         }

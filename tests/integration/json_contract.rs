@@ -79,6 +79,7 @@ fn the_page_names_every_field_of_every_schema() {
     assert_eq!(
         names,
         [
+            "check",
             "conformance",
             "doctor",
             "jobs",

@@ -29,5 +29,6 @@ mod support;
 mod three_drivers;
 mod tick_basics;
 mod tick_job;
+mod trust;
 mod usage_windows;
 mod verified;

@@ -338,6 +338,7 @@ fn the_pull_request_hook_pushes_a_verified_branch_and_opens_a_draft_and_nothing_
         &["remote", "add", "origin", remote.to_str().unwrap()],
     );
     crate::support::git(&env.repo, &["branch", "owl/ab12cd"]);
+    let tip = crate::support::git(&env.repo, &["rev-parse", "owl/ab12cd"]);
     let payload = serde_json::json!({
         "event": "job-done", "at": "2026-11-30T03:10:00Z", "job_id": "ab12cd",
         "job_name": null, "job_state": "done", "job_reason": null,
@@ -346,7 +347,7 @@ fn the_pull_request_hook_pushes_a_verified_branch_and_opens_a_draft_and_nothing_
         "until": null, "prompt_summary": "Fix the flaky parser test",
         "handoff": "status: done\n\nFixed the race; `$(rm -rf ~)` stays text.\n",
         "check": {"command": ["sh", "-c", "test -f fixed"], "status": "passed",
-                  "exit_code": 0, "duration_ms": 42},
+                  "exit_code": 0, "duration_ms": 42, "commit": tip.trim()},
         "verified": true
     });
     crate::support::assert_schema("notify", &payload);
@@ -427,4 +428,53 @@ fn a_claimed_done_that_fails_its_check_is_told_and_a_verified_done_carries_its_c
         serde_json::json!(["sh", "-c", "test -f fixed"])
     );
     assert_eq!(done["handoff"], "status: done\n\nFixed.\n");
+}
+
+#[test]
+fn the_pull_request_hook_pushes_the_very_commit_that_was_verified_or_nothing() {
+    let env = TestEnv::new();
+    let remote = env.dir.path().join("remote.git");
+    crate::support::git(
+        env.dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    crate::support::git(
+        &env.repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    let verified = crate::support::git(&env.repo, &["rev-parse", "HEAD"]);
+    let verified = verified.trim();
+    // The branch moved past what was verified (a commit nobody checked).
+    crate::support::git(&env.repo, &["branch", "owl/ab12cd"]);
+    crate::support::git(&env.repo, &["checkout", "-q", "owl/ab12cd"]);
+    std::fs::write(env.repo.join("unchecked.txt"), "BAD\n").unwrap();
+    crate::support::git(&env.repo, &["add", "unchecked.txt"]);
+    crate::support::git(&env.repo, &["commit", "-q", "-m", "unchecked"]);
+    crate::support::git(&env.repo, &["checkout", "-q", "main"]);
+    let mut payload = serde_json::json!({
+        "event": "job-done", "at": "2026-11-30T03:10:00Z", "job_id": "ab12cd",
+        "job_name": null, "job_state": "done", "job_reason": null,
+        "repo": env.repo.display().to_string(), "branch": "owl/ab12cd", "run_id": 3,
+        "account": "work", "outcome": "succeeded", "stop_reason": null, "cost_usd": 0.12,
+        "until": null, "prompt_summary": "Fix it", "handoff": null,
+        "check": {"command": ["true"], "status": "passed", "exit_code": 0,
+                  "duration_ms": 1, "commit": verified},
+        "verified": true
+    });
+    crate::support::assert_schema("notify", &payload);
+    run_pull_request_hook(&payload, &[]).expect("gh was not run");
+    let pushed = crate::support::git(&remote, &["rev-parse", "refs/heads/owl/ab12cd"]);
+    assert_eq!(
+        pushed.trim(),
+        verified,
+        "the hook pushed what was not verified"
+    );
+
+    // Without the verified commit's id, nothing is pushed.
+    payload["check"].as_object_mut().unwrap().remove("commit");
+    payload["branch"] = "owl/other".into();
+    crate::support::git(&env.repo, &["branch", "owl/other"]);
+    assert_eq!(run_pull_request_hook(&payload, &[]), None);
+    let refs = crate::support::git(&remote, &["for-each-ref", "--format=%(refname)"]);
+    assert!(!refs.contains("owl/other"), "{refs}");
 }

@@ -74,7 +74,10 @@ pub(super) fn run(ctx: &Ctx, file: &Path) -> Result<u8> {
     for i in order {
         let p = &placed[i];
         let asked = asked_of(&p.entry, &dir).map_err(|(key, why)| {
-            crate::error::Error::bad_input(format!("{shown}: line {}: {why}", p.line_of(key)))
+            crate::error::Error::bad_input(format!(
+                "{shown}: line {}: {key}: {why}; nothing was queued",
+                p.line_of(key)
+            ))
         })?;
         let earlier: Vec<NewJob> = jobs.iter().map(|(_, j)| j.clone()).collect();
         let batch = Batch {
@@ -115,12 +118,9 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
             return Err(("promptFile", "give prompt or promptFile, not both".into()))
         }
         (Some(p), None) => p.clone(),
-        (None, Some(file)) => std::fs::read_to_string(dir.join(file)).map_err(|e| {
-            (
-                "promptFile",
-                format!("reading {}: {e}", dir.join(file).display()),
-            )
-        })?,
+        (None, Some(file)) => {
+            super::read_prompt_file(&dir.join(file)).map_err(|why| ("promptFile", why))?
+        }
         (None, None) => return Err(("prompt", "an entry needs a prompt (or promptFile)".into())),
     };
     if prompt.trim().is_empty() {
@@ -209,16 +209,19 @@ fn in_dependency_order(placed: &[Placed], shown: &str) -> Result<Vec<usize>> {
 /// The entries of a plan file: YAML (a list), or JSON Lines for a `.jsonl` file.
 fn read(file: &Path) -> Result<Vec<Placed>> {
     let shown = file.display();
-    let meta = std::fs::metadata(file)
-        .map_err(|e| crate::error::Error::bad_input(format!("reading {shown}: {e}")))?;
-    if meta.len() > MAX_BYTES {
-        bad_input!(
-            "{shown} is {} bytes, over the {MAX_BYTES} a plan file may hold",
-            meta.len()
-        );
-    }
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| crate::error::Error::bad_input(format!("reading {shown}: {e}")))?;
+    // A regular file, bounded: a FIFO or /dev/zero named here is refused at once.
+    let bytes = crate::untrusted::read_named(file, MAX_BYTES).map_err(|e| match e {
+        crate::untrusted::Refused::TooLarge { .. } => crate::error::Error::bad_input(format!(
+            "{shown} is over the {MAX_BYTES} bytes a plan file may hold"
+        )),
+        e => crate::error::Error::bad_input(format!("reading the plan: {e}")),
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        crate::error::Error::bad_input(format!(
+            "{shown} is not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     let placed = match file.extension().and_then(|e| e.to_str()) {
         Some("jsonl") => read_json_lines(&text, &shown.to_string())?,
         _ => read_yaml(&text, &shown.to_string())?,

@@ -25,10 +25,11 @@ pub(super) fn record(
     // or reads there, what it planted is undone, or the clone is left alone whole.
     let sealed = workspace.reseal(job);
     let tampered = sealed.as_ref().err().map(|e| format!("{e:#}"));
+    let began_at = store.run(run_id)?.and_then(|r| r.head_before);
     let home = match &sealed {
         // Committed before the Handoff is read, so a Handoff the agent wrote but did not
         // commit still counts.
-        Ok(_) => workspace.bring_home(job, &ctx.config.commit_author, run_id),
+        Ok(_) => workspace.bring_home(job, &ctx.config.commit_author, run_id, began_at.as_deref()),
         Err(e) => {
             tracing::warn!("run {run_id}: {e:#}");
             crate::workspace::BroughtHome::default()
@@ -54,14 +55,32 @@ pub(super) fn record(
             published: home.not_published,
             head_after,
             neutralised,
+            not_home: None,
         },
         rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
         check: None,
     };
     let (mut settlement, mut classified) = crate::settlement::settle(report, &facts, now);
-    if let (JobState::Done, Some(check)) = (settlement.job_state, &job.check) {
-        // At the branch's final commit (the safety net is in), where the agent worked.
-        facts.check = Some(run_check(ctx, run, check, workspace, executor, latch)?);
+    if settlement.job_state == JobState::Done {
+        // Done means the work is on the Job's branch in the repository: what the user merges
+        // and what a hook pushes. Anything else is neither checked nor called done.
+        facts.git.not_home = match &facts.git.published {
+            Some(why) => Some(why.clone()),
+            None => workspace.not_at_home(job)?,
+        };
+        if let (None, Some(check)) = (&facts.git.not_home, &job.check) {
+            // At the branch's final commit (the safety net is in), where the agent worked.
+            let mut record = run_check(ctx, run, check, workspace, executor, store, latch)?;
+            record.commit = workspace.head();
+            facts.check = Some(record);
+            // The check ran the agent's code (the project's tests) with the clone's `.git`
+            // writable: sealed again before anyone, the user's morning git included, opens it.
+            if let Err(e) = workspace.reseal(job) {
+                facts.git.tampered = Some(format!("{e:#}"));
+            }
+            facts.git.neutralised =
+                (!workspace.sealed().is_empty()).then(|| neutralised_note(workspace.sealed()));
+        }
         (settlement, classified) = crate::settlement::settle(report, &facts, crate::clock::now()?);
     }
     let state = settlement.job_state;
@@ -91,6 +110,7 @@ fn run_check(
     check: &crate::model::Check,
     workspace: &Workspace,
     executor: &dyn Executor,
+    store: &Store,
     latch: &crate::supervise::StopLatch,
 ) -> Result<crate::model::CheckRecord> {
     let state = ctx.config.state();
@@ -116,6 +136,7 @@ fn run_check(
             env_remove,
             output,
             latch,
+            cancelled: &|| store.job_state(&run.job.id).ok().flatten() == Some(JobState::Cancelled),
         },
     ))
 }

@@ -67,14 +67,36 @@ fn stack_base(store: &mut Store, job: &Job) -> Result<Option<Job>> {
         return Ok(None);
     }
     let branch = format!("{}{dep}", crate::model::BRANCH_PREFIX);
-    let Some(commit) = crate::workspace::branch_tip(repo, &branch)? else {
-        tracing::warn!(
-            "job {}: {branch} is not in {}; it starts from its own base {}",
-            job.id,
-            job.repo,
-            job.base
-        );
-        return Ok(None);
+    let commit = match crate::workspace::branch_tip(repo, &branch)? {
+        Some(commit) => commit,
+        // Merged and deleted, as one does: the work is where its last Run left it, a commit
+        // owl recorded, still in the repository (now in the branch it was merged into).
+        None => match last_recorded_commit(store, dep)? {
+            Some(commit) if crate::workspace::has_commit(repo, &commit) => commit,
+            recorded => {
+                // Never silently unstacked: without the work it waits for, it is not the Job.
+                let why = JobReason::Blocked {
+                    summary: format!(
+                        "it starts where job {dep} ended, but {branch} is not in {} and {}; \
+                         queue it again with --base naming where that work is",
+                        job.repo,
+                        match recorded {
+                            Some(c) => format!("{dep}'s last commit {c} is not there either"),
+                            None => format!("owl recorded no commit of {dep}'s"),
+                        }
+                    ),
+                };
+                let from = [JobState::Queued, JobState::Waiting];
+                store.move_job(
+                    &job.id,
+                    &from,
+                    JobState::Blocked,
+                    Some(&why),
+                    crate::clock::now()?,
+                )?;
+                anyhow::bail!("job {} is blocked: {why}", job.id);
+            }
+        },
     };
     store.set_base(&job.id, &branch, &commit)?;
     Ok(Some(Job {
@@ -82,6 +104,15 @@ fn stack_base(store: &mut Store, job: &Job) -> Result<Option<Job>> {
         base_commit: Some(commit),
         ..job.clone()
     }))
+}
+
+/// The commit a Job's last Run left its branch at, as owl recorded it.
+fn last_recorded_commit(store: &Store, job_id: &str) -> Result<Option<String>> {
+    Ok(store
+        .runs_of(job_id)?
+        .into_iter()
+        .rev()
+        .find_map(|r| r.head_after))
 }
 
 /// A cancel (or another hand) moved the Job since the pick: no agent starts.
