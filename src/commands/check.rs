@@ -108,14 +108,7 @@ pub(super) fn check_now(
         )));
     };
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
-    // The Account its Runs ran on, and its Executor: the check runs where they did.
-    let last_account = store.runs_of(&job.id)?.pop().map(|r| r.account);
-    let account = last_account
-        .as_deref()
-        .or(job.account.as_deref())
-        .and_then(|name| ctx.config.accounts.get(name))
-        .or_else(|| ctx.config.accounts.values().next());
-    let Some(account) = account else {
+    let Some(account) = account_of(ctx, store, job)? else {
         return Ok(Err("no Account is configured to run the check as".into()));
     };
     let executor = ctx.executor_of(account);
@@ -159,6 +152,21 @@ pub(super) fn check_now(
         Err(e) => return Ok(Err(format!("{e:#}"))),
     }
     Ok(Ok(HandCheck { record, not_home }))
+}
+
+/// The Account the Job's Runs ran on (else its own, else the first): the check runs where
+/// they did, through that Account's Executor.
+fn account_of<'c>(
+    ctx: &'c Ctx,
+    store: &crate::store::Store,
+    job: &crate::model::Job,
+) -> Result<Option<&'c crate::config::Account>> {
+    let last_account = store.runs_of(&job.id)?.pop().map(|r| r.account);
+    Ok(last_account
+        .as_deref()
+        .or(job.account.as_deref())
+        .and_then(|name| ctx.config.accounts.get(name))
+        .or_else(|| ctx.config.accounts.values().next()))
 }
 
 /// The Run id a check by hand is marked with: no Run's (ids start at 1), so no recovery

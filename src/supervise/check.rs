@@ -92,28 +92,7 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
         let _ = tx.send(wait());
     });
     let deadline = started + run.check.timeout();
-    let mut asked = Instant::now();
-    let (status, exit) = loop {
-        match exited.recv_timeout(TICK) {
-            Ok(exit) => break (verdict_of(exit), Some(exit)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break (CheckStatus::Failed, None),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        let cancelled = asked.elapsed() >= CANCEL_POLL && {
-            asked = Instant::now();
-            (run.cancelled)()
-        };
-        let stop = if run.latch.fired().is_some() || cancelled {
-            Some(CheckStatus::NotFinished)
-        } else {
-            (Instant::now() >= deadline).then_some(CheckStatus::TimedOut)
-        };
-        if let Some(status) = stop {
-            executor.signal(&id, Sig::KILL);
-            let _ = exited.recv_timeout(DRAIN_WAIT);
-            break (status, None);
-        }
-    };
+    let (status, exit) = wait_for(executor, &id, &exited, (run.latch, run.cancelled), deadline);
     // What the check left behind (a server it forked, a build daemon) dies with it.
     let left = executor.kill_leftovers(&id);
     if left > 0 {
@@ -131,6 +110,39 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
         crate::output::inert(&crate::model::output_tail(&kept)).into_owned()
     });
     record(status, exit_code, detail.filter(|d| !d.is_empty()))
+}
+
+/// Waits for the check's exit, its deadline, a stop of owl's or a cancel; how it ended, and
+/// its exit when it ended by itself. Stopped, it is killed.
+fn wait_for(
+    executor: &dyn Executor,
+    id: &super::HandleId,
+    exited: &mpsc::Receiver<ExitInfo>,
+    (latch, cancelled): (&StopLatch, &dyn Fn() -> bool),
+    deadline: Instant,
+) -> (CheckStatus, Option<ExitInfo>) {
+    let mut asked = Instant::now();
+    loop {
+        match exited.recv_timeout(TICK) {
+            Ok(exit) => return (verdict_of(exit), Some(exit)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return (CheckStatus::Failed, None),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let cancelled = asked.elapsed() >= CANCEL_POLL && {
+            asked = Instant::now();
+            cancelled()
+        };
+        let stop = if latch.fired().is_some() || cancelled {
+            Some(CheckStatus::NotFinished)
+        } else {
+            (Instant::now() >= deadline).then_some(CheckStatus::TimedOut)
+        };
+        if let Some(status) = stop {
+            executor.signal(id, Sig::KILL);
+            let _ = exited.recv_timeout(DRAIN_WAIT);
+            return (status, None);
+        }
+    }
 }
 
 /// The environment of a Job's check: the Account's settings (a `PATH` for cargo under

@@ -62,25 +62,7 @@ pub(super) fn record(
     };
     let (mut settlement, mut classified) = crate::settlement::settle(report, &facts, now);
     if settlement.job_state == JobState::Done {
-        // Done means the work is on the Job's branch in the repository: what the user merges
-        // and what a hook pushes. Anything else is neither checked nor called done.
-        facts.git.not_home = match &facts.git.published {
-            Some(why) => Some(why.clone()),
-            None => workspace.not_at_home(job)?,
-        };
-        if let (None, Some(check)) = (&facts.git.not_home, &job.check) {
-            // At the branch's final commit (the safety net is in), where the agent worked.
-            let mut record = run_check(ctx, run, check, workspace, executor, store, latch)?;
-            record.commit = workspace.head();
-            facts.check = Some(record);
-            // The check ran the agent's code (the project's tests) with the clone's `.git`
-            // writable: sealed again before anyone, the user's morning git included, opens it.
-            if let Err(e) = workspace.reseal(job) {
-                facts.git.tampered = Some(format!("{e:#}"));
-            }
-            facts.git.neutralised =
-                (!workspace.sealed().is_empty()).then(|| neutralised_note(workspace.sealed()));
-        }
+        verify_done(ctx, store, run, workspace, executor, latch, &mut facts)?;
         (settlement, classified) = crate::settlement::settle(report, &facts, crate::clock::now()?);
     }
     let state = settlement.job_state;
@@ -100,6 +82,43 @@ pub(super) fn record(
     )?;
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
+}
+
+/// What decides a done: the work must be on the Job's branch in the repository (what the
+/// user merges and what a hook pushes; anything else is neither checked nor called done),
+/// then the Job's check, if it has one, at that very commit.
+fn verify_done(
+    ctx: &Ctx,
+    store: &Store,
+    run: &StartedRun,
+    workspace: &mut Workspace,
+    executor: &dyn Executor,
+    latch: &crate::supervise::StopLatch,
+    facts: &mut crate::settlement::Facts,
+) -> Result<()> {
+    let job = run.job;
+    facts.git.not_home = match &facts.git.published {
+        Some(why) => Some(why.clone()),
+        // Not knowing is not knowing it is there: never verified on a guess.
+        None => workspace
+            .not_at_home(job)
+            .unwrap_or_else(|e| Some(format!("{e:#}"))),
+    };
+    let (None, Some(check)) = (&facts.git.not_home, &job.check) else {
+        return Ok(());
+    };
+    // At the branch's final commit (the safety net is in), where the agent worked.
+    let mut record = run_check(ctx, run, check, workspace, executor, store, latch)?;
+    record.commit = workspace.head();
+    facts.check = Some(record);
+    // The check ran the agent's code (the project's tests) with the clone's `.git` writable:
+    // sealed again before anyone, the user's morning git included, opens it.
+    if let Err(e) = workspace.reseal(job) {
+        facts.git.tampered = Some(format!("{e:#}"));
+    }
+    facts.git.neutralised =
+        (!workspace.sealed().is_empty()).then(|| neutralised_note(workspace.sealed()));
+    Ok(())
 }
 
 /// Runs the Job's check in its working copy through the Account's Executor, its output
