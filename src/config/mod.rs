@@ -803,6 +803,21 @@ mod tests {
     }
 
     #[test]
+    fn a_check_program_with_a_tilde_is_the_homes_never_a_relative_path() {
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(
+            check_program("~/bin/check"),
+            Ok(format!("{}/bin/check", home.trim_end_matches('/')))
+        );
+        assert_eq!(check_program("cargo"), Ok("cargo".into()));
+        assert_eq!(check_program("./ci/check"), Ok("./ci/check".into()));
+        let refused = check_program("~other/bin/check").unwrap_err();
+        assert!(refused.contains("~other/bin/check"), "{refused}");
+        assert!(check_program_place("./ci/check").contains("the agent can change"));
+        assert_eq!(check_program_place("/usr/bin/make"), "runs /usr/bin/make");
+    }
+
+    #[test]
     fn time_window_wraps_midnight() {
         let c = parse(
             "schedule:\n  window: \"22:00-07:00\"\naccounts: {a: {}}\n",
