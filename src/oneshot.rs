@@ -42,7 +42,8 @@ pub(crate) enum Failed {
     },
 }
 
-/// Runs `command` in a process group of its own, writes `input` (if any) to its stdin on a
+/// Runs `command` in a process group of its own (in `/` unless it names a directory of its
+/// own), writes `input` (if any) to its stdin on a
 /// thread (a command that never reads cannot hold owl), and waits for its exit until
 /// `timeout`; at the deadline its whole group is killed. Each output stream is read on its
 /// own thread, its first `cap` bytes kept.
@@ -53,6 +54,11 @@ pub(crate) fn run(
     cap: usize,
 ) -> Result<Ended, Failed> {
     let program = command.get_program().to_string_lossy().into_owned();
+    if command.get_current_dir().is_none() {
+        // Never the caller's directory: Claude Code reads a project's settings and hooks from
+        // where it starts, and `owl tick` by hand is often run inside a repository.
+        command.current_dir("/");
+    }
     command
         .stdin(if input.is_some() {
             Stdio::piped()

@@ -38,12 +38,13 @@ pub(crate) fn has_commit(repo: &Path, id: &str) -> bool {
     Repository::open(repo).is_ok_and(|r| r.find_commit(oid).is_ok())
 }
 
-/// Checks that `repo` is a git repository and `base` resolves to a commit; returns the
-/// repository's canonical path and the base commit's id.
+/// Checks that `repo` is in a git repository and `base` resolves to a commit; returns the
+/// repository's canonical path (its top level, found from a subdirectory as git finds it)
+/// and the base commit's id.
 pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
-    let r = Repository::open(repo).map_err(|e| {
+    let r = Repository::discover(repo).map_err(|e| {
         anyhow!(
-            "{} is not a git repository: {}",
+            "{} is not in a git repository (nor is any of its parents): {}",
             repo.display(),
             e.message()
         )

@@ -1,7 +1,7 @@
 //! `owl add`: check the repository and the base, then queue a Job and print its id alone.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -97,10 +97,22 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         store: known.as_ref(),
         earlier: &[],
     };
+    let asked_repo = asked
+        .repo
+        .canonicalize()
+        .unwrap_or_else(|_| asked.repo.clone());
     let mut job = match build(ctx, asked, &batch, Spelling::Flags)? {
         Ok(job) => job,
         Err(refused) => bad_input!("{}", refused.why),
     };
+    if Path::new(&job.repo) != asked_repo {
+        // Taken from a subdirectory, as git would: said, so that nobody wonders which.
+        errln!(
+            "owl: {} is inside the repository {}: the Job works there",
+            asked_repo.display(),
+            job.repo
+        );
+    }
     drop(known);
     let mut store = ctx.open_store()?;
     if job.id.is_empty() {

@@ -283,6 +283,23 @@ const MIGRATIONS: &[&str] = &[
         AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs j ON j.id = d.after_id
             WHERE d.job_id = jobs.id AND j.state != 'done');
     "#,
+    // 21: a conformance verdict holds for the pair of binary and version: a wrapper or a
+    // version manager's shim is one file for every version it runs, and checking 2.2.1 must
+    // not forget that 2.2.0 passed.
+    r#"
+    CREATE TABLE agent_verdicts_by_version (
+        identity   TEXT NOT NULL,
+        version    TEXT NOT NULL,
+        passed     INTEGER NOT NULL,
+        failed     TEXT,
+        checked_at TEXT NOT NULL,
+        PRIMARY KEY (identity, version)
+    );
+    INSERT INTO agent_verdicts_by_version SELECT identity, version, passed, failed, checked_at
+        FROM agent_verdicts;
+    DROP TABLE agent_verdicts;
+    ALTER TABLE agent_verdicts_by_version RENAME TO agent_verdicts;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -1,4 +1,4 @@
-//! Conformance verdicts: whether an agent CLI binary (by its identity) passed the check.
+//! Conformance verdicts: whether an agent CLI binary (by its identity) at a version passed the check.
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -18,14 +18,15 @@ pub struct Verdict {
 }
 
 impl Store {
-    /// The verdict on the binary with this identity, if it was ever checked.
-    pub fn verdict(&self, identity: &str) -> Result<Option<Verdict>> {
+    /// The verdict on the binary with this identity at `version`, if that pair was ever
+    /// checked.
+    pub fn verdict(&self, identity: &str, version: &str) -> Result<Option<Verdict>> {
         Ok(self
             .conn
             .query_row(
                 "SELECT version, passed, failed, checked_at FROM agent_verdicts \
-                 WHERE identity = ?1",
-                [identity],
+                 WHERE identity = ?1 AND version = ?2",
+                [identity, version],
                 |r| {
                     Ok(Verdict {
                         version: r.get(0)?,
@@ -40,14 +41,15 @@ impl Store {
             .optional()?)
     }
 
-    /// Records the verdict on a binary, replacing any earlier one.
+    /// Records the verdict on a binary at a version, replacing any earlier one for that
+    /// pair; its verdicts at other versions stay.
     pub fn set_verdict(&mut self, identity: &str, verdict: &Verdict) -> Result<()> {
         let failed = serde_json::to_string(&verdict.failed)?;
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO agent_verdicts (identity, version, passed, failed, checked_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(identity) DO UPDATE SET \
-                 version = ?2, passed = ?3, failed = ?4, checked_at = ?5",
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(identity, version) DO UPDATE SET \
+                 passed = ?3, failed = ?4, checked_at = ?5",
                 params![
                     identity,
                     verdict.version,
@@ -58,5 +60,47 @@ impl Store {
             )?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(version: &str, passed: bool) -> Verdict {
+        Verdict {
+            version: version.into(),
+            passed,
+            failed: if passed {
+                vec![]
+            } else {
+                vec!["a turn".into()]
+            },
+            checked_at: DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_verdict_holds_for_its_pair_of_binary_and_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("owl.db")).unwrap();
+        let wrapper = "/home/me/bin/claude 812 1790000000";
+        store.set_verdict(wrapper, &verdict("2.2.0", true)).unwrap();
+        store
+            .set_verdict(wrapper, &verdict("2.2.1", false))
+            .unwrap();
+        // Checking 2.2.1 through the same wrapper did not forget 2.2.0.
+        assert_eq!(
+            store.verdict(wrapper, "2.2.0").unwrap(),
+            Some(verdict("2.2.0", true))
+        );
+        assert_eq!(
+            store.verdict(wrapper, "2.2.1").unwrap(),
+            Some(verdict("2.2.1", false))
+        );
+        assert_eq!(store.verdict(wrapper, "2.2.2").unwrap(), None);
+        // A second check of a pair replaces its verdict.
+        store.set_verdict(wrapper, &verdict("2.2.1", true)).unwrap();
+        assert!(store.verdict(wrapper, "2.2.1").unwrap().unwrap().passed);
     }
 }

@@ -117,7 +117,8 @@ impl RunHandle {
 #[derive(Debug)]
 pub(crate) struct Oneshot<'a> {
     pub invocation: &'a Invocation,
-    /// Its cwd (owl's own when `None`).
+    /// Its cwd; when `None`, the state dir (or `/` before there is one): never the
+    /// directory owl was started in.
     pub cwd: Option<&'a Path>,
     /// Written whole to its stdin, on a thread; `None`: stdin is `/dev/null`.
     pub input: Option<Vec<u8>>,
@@ -248,8 +249,15 @@ impl Executor for LocalExecutor {
 
     fn oneshot(&self, call: Oneshot<'_>) -> Result<crate::oneshot::Ended, crate::oneshot::Failed> {
         let mut command = call.invocation.command();
-        if let Some(cwd) = call.cwd {
-            command.current_dir(cwd);
+        // A directory owl chose, never the caller's: the state dir once there is one.
+        match call.cwd {
+            Some(cwd) => {
+                command.current_dir(cwd);
+            }
+            None if self.state_dir.is_dir() => {
+                command.current_dir(&self.state_dir);
+            }
+            None => {}
         }
         crate::oneshot::run(command, call.input, call.timeout, call.cap)
     }

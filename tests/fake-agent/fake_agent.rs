@@ -39,7 +39,8 @@
 //! `FAKE_AGENT_VERSION_HOLD=SECS` makes `--version` answer, then leave `sleep SECS` holding
 //! its stdout, in its own session (a wrapper script's background job), its pid in
 //! `version-holder.txt` of the record dir.
-//! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there.
+//! `FAKE_AGENT_RECORD=DIR` writes argv.json, env.json, cwd.txt, stdin.jsonl and stdout.bin there,
+//! and appends each `--version` and `auth status` call with its cwd to helper-cwd.txt.
 
 // Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
 #![allow(clippy::zombie_processes)]
@@ -105,6 +106,20 @@ fn main() {
         peak_rss_of(Path::new(&args[2]), &args[3..]);
     }
     let auth_status = args.get(1..3) == Some(&["auth".to_string(), "status".to_string()][..]);
+    if auth_status || args.iter().any(|a| a == "--version") {
+        // Where a helper call started: owl starts none in the caller's directory.
+        if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
+            fs::create_dir_all(&dir).unwrap();
+            let cwd = std::env::current_dir().unwrap_or_default();
+            let line = format!("{} {}\n", args[1..].join(" "), cwd.display());
+            let mut log = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("helper-cwd.txt"))
+                .unwrap();
+            std::io::Write::write_all(&mut log, line.as_bytes()).unwrap();
+        }
+    }
     // The test's answer, for the credential store it names (`FAKE_AGENT_AUTH_STORE`), if any.
     let given = std::env::var_os("FAKE_AGENT_AUTH").is_some()
         && std::env::var_os("FAKE_AGENT_AUTH_STORE")

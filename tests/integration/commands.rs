@@ -60,7 +60,7 @@ fn add_refuses_what_it_cannot_run() {
         .arg("x")
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("is not a git repository"));
+        .stderr(predicate::str::contains("is not in a git repository"));
     env.owl()
         .args(["add", "--repo"])
         .arg(&env.repo)

@@ -12,6 +12,7 @@ mod continuity;
 mod e2e;
 mod faults;
 mod first_night;
+mod first_week;
 mod fixture_shapes;
 mod fresh_home;
 mod gemini;

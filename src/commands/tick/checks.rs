@@ -54,7 +54,7 @@ pub(super) fn verified(
     let Some(identity) = identity else {
         return Ok(Err(Unverified { agent, version }));
     };
-    let known = store.verdict(identity)?.filter(|v| v.version == version);
+    let known = store.verdict(identity, &version)?;
     let verdict = match (known, ctx.config.agent_verification) {
         (Some(v), _) => v,
         (None, crate::config::AgentVerification::Off) => {
