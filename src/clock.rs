@@ -138,9 +138,54 @@ pub(crate) fn local_hm(t: DateTime<Utc>) -> String {
     t.with_timezone(&chrono::Local).format("%H:%M").to_string()
 }
 
+/// The two ends of a span as a person reads them, in `tz`: as `within_a_day` formats them
+/// (`%H:%M`) while the span is shorter than a day, and with their dates once it is not (a
+/// week's ends fall on the same weekday and time: "Fri 05:10 → Fri 05:10" says nothing).
+pub(crate) fn span_ends<Tz: chrono::TimeZone>(
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+    tz: &Tz,
+    within_a_day: &str,
+) -> (String, String)
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let format = if until - since < chrono::Duration::days(1) {
+        within_a_day
+    } else {
+        "%a %-d %b %H:%M"
+    };
+    let at = |t: DateTime<Utc>| t.with_timezone(tz).format(format).to_string();
+    (at(since), at(until))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_span_of_a_day_or_more_says_its_dates() {
+        let tz = chrono::FixedOffset::east_opt(0).unwrap();
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        assert_eq!(
+            span_ends(
+                at("2026-11-27T05:10:00Z"),
+                at("2026-12-04T05:10:00Z"),
+                &tz,
+                "%a %H:%M"
+            ),
+            ("Fri 27 Nov 05:10".into(), "Fri 4 Dec 05:10".into())
+        );
+        assert_eq!(
+            span_ends(
+                at("2026-12-03T22:00:00Z"),
+                at("2026-12-04T07:00:00Z"),
+                &tz,
+                "%H:%M"
+            ),
+            ("22:00".into(), "07:00".into())
+        );
+    }
 
     #[test]
     fn the_stored_shape_is_written_as_chrono_writes_it() {

@@ -507,11 +507,9 @@ fn print_job(job: &JobReport) {
 fn print_text(report: &Report) {
     use std::io::IsTerminal;
     let colour = std::io::stdout().is_terminal();
-    outln!(
-        "owl report: {} → {}",
-        local_hm(report.since),
-        local_hm(report.until)
-    );
+    let (since, until) =
+        crate::clock::span_ends(report.since, report.until, &chrono::Local, "%H:%M");
+    outln!("owl report: {since} → {until}");
     outln!("{}", report.summary);
     for job in &report.jobs {
         print_job(job);

@@ -174,7 +174,11 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
             cost_usd: r.cost_usd,
             denied_tools: r.permission_denials.len(),
             check: r.check.as_ref().map(crate::notify::PayloadCheck::of),
-            check_said: r.check.as_ref().map(|c| c.to_string()),
+            // As `show` says it: a check that passed verified the Job's work.
+            check_said: r.check.as_ref().map(|c| match c.passed() {
+                true => format!("verified: {c}"),
+                false => c.to_string(),
+            }),
         })
         .collect();
     let out = report(live, &views, &plan, attention, recent);

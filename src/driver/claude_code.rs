@@ -360,6 +360,22 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn the_clis_interrupt_line_reads_as_an_interrupt_not_a_tool_result() {
+        let text =
+            std::fs::read_to_string(format!("{FIXTURES}/interrupt-control-request.jsonl")).unwrap();
+        let events: Vec<AgentEvent> = text
+            .lines()
+            .map(|l| ClaudeCode.parse_line(l.as_bytes()).unwrap())
+            .collect();
+        let interrupted: Vec<String> = events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::Interrupted))
+            .map(AgentEvent::describe)
+            .collect();
+        assert_eq!(interrupted, ["interrupted by owl"]);
+    }
+
     fn rate_limits(events: &[AgentEvent]) -> Vec<RateLimitInfo> {
         events
             .iter()

@@ -25,6 +25,9 @@ pub enum AgentEvent {
         /// A tool the CLI's policy refused, when only this line says so (Gemini).
         denied: Option<PermissionDenial>,
     },
+    /// The CLI's word that its turn was cut short by an interrupt (owl's: no person types
+    /// into an unattended Run), as Claude Code writes `[Request interrupted by user]`.
+    Interrupted,
     /// The agent is retrying a failing API call.
     ApiRetry {
         attempt: i64,
@@ -65,6 +68,7 @@ impl AgentEvent {
                 is_error: false, ..
             } => "tool result".into(),
             AgentEvent::ToolResult { is_error: true, .. } => "tool result (error)".into(),
+            AgentEvent::Interrupted => "interrupted by owl".into(),
             AgentEvent::ApiRetry {
                 attempt,
                 max_retries,

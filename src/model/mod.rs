@@ -507,7 +507,7 @@ mod tests {
                     cause: Cause::NotLoggedIn,
                     why: "not logged in: 401".into(),
                 },
-                "waiting: not logged in: 401",
+                "its last Run ended for a cause not its own (not logged in: 401); not charged to it",
             ),
             (
                 JobReason::Blocked {

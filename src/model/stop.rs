@@ -160,7 +160,16 @@ impl fmt::Display for JobReason {
             JobReason::Ceiling(crossing) => crossing.fmt(f),
             JobReason::RateLimited => f.write_str("rate limited by the provider"),
             JobReason::ExtraUsage(credits) => credits.fmt(f),
-            JobReason::NotTheJobs { why, .. } => write!(f, "waiting: {why}"),
+            // What happened to its last Run, not why it waits now: a queued Job after a
+            // stopped Run does not wait on that stop (`status` says what it waits for).
+            JobReason::NotTheJobs {
+                cause: Cause::Stopped,
+                why,
+            } => write!(f, "its last Run was stopped ({why}); not charged to it"),
+            JobReason::NotTheJobs { why, .. } => write!(
+                f,
+                "its last Run ended for a cause not its own ({why}); not charged to it"
+            ),
             JobReason::Blocked { summary } => f.write_str(summary),
             JobReason::Handoff(problem) => write!(f, "warning: {problem}"),
             JobReason::MaxRuns { runs } => {

@@ -74,3 +74,72 @@ fn no_helper_process_starts_in_the_callers_directory() {
         );
     }
 }
+
+#[test]
+fn a_report_over_a_day_or_more_dates_its_ends() {
+    let env = TestEnv::new();
+    env.add("Anything");
+    let out = env
+        .owl()
+        .args(["report", "--since", "7d"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().next(),
+        Some("owl report: Mon 23 Nov 03:00 → Mon 30 Nov 03:00"),
+        "{text}"
+    );
+    let file = env.dir.path().join("report.html");
+    env.owl()
+        .args(["report", "--since", "7d", "--html"])
+        .arg(&file)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        page.contains("owl report: Mon 23 Nov 03:00 → Mon 30 Nov 03:00"),
+        "{page}"
+    );
+}
+
+#[test]
+fn status_says_verified_for_a_verified_jobs_check() {
+    let env = TestEnv::new();
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    env.add_with(&["--check", "true"], "Verified");
+    assert_eq!(env.tick()["job_state"], "done");
+    let out = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("check: verified: `true` passed"), "{text}");
+}
+
+#[test]
+fn a_job_queued_after_an_interrupted_run_says_what_happened_not_that_it_waits_for_it() {
+    let env = TestEnv::new();
+    env.script(&crate::support::held_run_script(&env.release_file(), ""));
+    let id = env.add("Interrupted");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    unsafe { libc::kill(tick.id() as i32, libc::SIGINT) };
+    let out = tick.wait_with_output().unwrap();
+    assert!(out.status.code().is_some(), "{out:?}");
+    let shown = env.show(&id);
+    assert_eq!(shown["state"], "queued", "{shown}");
+    let reason = shown["reason"].as_str().unwrap();
+    assert!(!reason.starts_with("waiting"), "{reason}");
+    assert!(reason.contains("its last Run was stopped"), "{reason}");
+}
+
+#[test]
+fn logs_show_the_clis_interrupt_as_owls_not_as_an_empty_tool_result() {
+    let env = TestEnv::new();
+    // The real CLI's turn cut short by owl's interrupt, as recorded.
+    env.script("read-prompt\nreplay interrupt-control-request.jsonl\nwait-stdin-eof\n");
+    let id = env.add("Interrupted");
+    env.tick();
+    let logs = env.owl().args(["logs", &id]).output().unwrap();
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.contains("[interrupted by owl]"), "{logs}");
+    assert!(!logs.contains("[tool result]\n"), "{logs}");
+}

@@ -74,13 +74,14 @@ impl Scale {
 /// The whole page.
 pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
     let local = |t: &DateTime<Utc>| t.with_timezone(offset).format("%a %H:%M").to_string();
+    let (since, until) = crate::clock::span_ends(report.since, report.until, offset, "%a %H:%M");
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>owl report {}</title><style>{STYLE}</style></head><body>\n\
          <h1>owl report: {} → {}</h1>\n<p>{}</p>\n",
-        esc(&local(&report.since)),
-        esc(&local(&report.since)),
-        esc(&local(&report.until)),
+        esc(&since),
+        esc(&since),
+        esc(&until),
         esc(&report.summary)
     );
     out.push_str("<h2>Jobs</h2>\n<table><tr><th>Job</th><th>State</th><th>Branch</th><th>Cost</th><th>Runs</th><th>Next</th></tr>\n");

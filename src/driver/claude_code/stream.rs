@@ -68,6 +68,13 @@ pub(super) fn parse_fast(text: &str) -> Option<AgentEvent> {
                 error: line.error,
             })
         }
+        "user"
+            if message.content.iter().any(|b| {
+                b.kind == "text" && b.text.as_deref().is_some_and(is_interrupt_marker)
+            }) =>
+        {
+            Some(AgentEvent::Interrupted)
+        }
         "user" => Some(AgentEvent::ToolResult {
             is_error: message
                 .content
@@ -112,6 +119,14 @@ pub(super) fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
             synthetic: v.pointer("/message/model").and_then(Value::as_str) == Some("<synthetic>"),
             error: string_at(&v, "error"),
         },
+        ("user", _)
+            if content_blocks(&v).any(|b| {
+                str_at(b, "type") == Some("text")
+                    && str_at(b, "text").is_some_and(is_interrupt_marker)
+            }) =>
+        {
+            AgentEvent::Interrupted
+        }
         ("user", _) => AgentEvent::ToolResult {
             is_error: content_blocks(&v).any(|b| {
                 b.get("type").and_then(Value::as_str) == Some("tool_result")
@@ -218,6 +233,12 @@ pub(super) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 
 pub(super) fn string_at(v: &Value, key: &str) -> Option<String> {
     str_at(v, key).map(String::from)
+}
+
+/// The CLI's own line for a turn cut short: `[Request interrupted by user]` (or `… for tool
+/// use]`), written as the user's message when owl interrupts it.
+fn is_interrupt_marker(text: &str) -> bool {
+    text.starts_with("[Request interrupted by user")
 }
 
 pub(super) fn content_blocks(v: &Value) -> impl Iterator<Item = &Value> {
