@@ -148,6 +148,9 @@ pub(crate) fn plan(
                     None if !view.is_some_and(|a| a.login_seen) => {
                         format!("next: tries {name} (its login is not checked yet)")
                     }
+                    None if !view.is_some_and(AccountView::utilization_known) => {
+                        format!("next: runs on {name} (its utilization is not known yet)")
+                    }
                     None => format!("next: runs on {name}"),
                 }
             }

@@ -106,11 +106,9 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
     // A store that shows no login is told once, and the CLI is not started in it (it
     // would make the store, and two more lines would say the same).
     let no_login = super::plan::empty_store(account);
+    let fix = driver::login_fix(account, name);
     match (&no_login, &account.credential_store) {
-        (Some(why), _) => found.check(
-            false,
-            format!("account {name}: {why}; {}", d.login_hint(account)),
-        ),
+        (Some(why), _) => found.check(false, format!("account {name}: {why}; {fix}")),
         (None, Some(dir)) => found.check(
             true,
             format!("account {name}: credential store {}", dir.display()),
@@ -121,6 +119,7 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
         ),
     }
     let cli_ok = cli_ok && no_login.is_none();
+    let mut refused = false;
     // The CLI's own answer on its login, local and without a turn, where it has one.
     if let Some(login) = cli_ok
         .then(|| crate::supervise::check_login(executor.as_ref(), d.as_ref(), command, account))
@@ -134,12 +133,13 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
                     login.describe()
                 ),
             ),
-            Some(why) => found.check(
-                false,
-                format!("account {name}: {why}; {}", d.login_hint(account)),
-            ),
+            Some(why) => {
+                refused = true;
+                found.check(false, format!("account {name}: {why}; {fix}"));
+            }
         }
     }
+    // One missing login is one finding: the probe is not asked what the CLI just said.
     probe_finding(
         ctx,
         executor.as_ref(),
@@ -147,7 +147,7 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
         name,
         account,
         cli_ok,
-        no_login.is_none(),
+        no_login.is_none() && !refused,
         found,
     );
     executor_finding(ctx, name, account, found);
@@ -204,7 +204,7 @@ fn probe_finding(
                 format!(
                     "account {name}: not logged in (probe: {}); {}",
                     probe.describe(),
-                    d.login_hint(account)
+                    driver::login_fix(account, name)
                 ),
             ),
             None => found.check(

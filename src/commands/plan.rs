@@ -89,7 +89,7 @@ pub(super) fn plan_around(
     let mut notes = BTreeMap::new();
     for name in ctx.config.accounts.keys() {
         let mut note = store.account_note(name)?;
-        note.login_seen = store.account_has_succeeded(name)?;
+        note.login_seen = store.account_login_seen(name)?;
         notes.insert(name.clone(), note);
     }
     let mut views = account_views(ctx, &snapshots, notes, now);
@@ -187,8 +187,14 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
 /// Driver knows which files a login leaves), when the Account's `env` names no key or token
 /// that logs in without it.
 pub(super) fn empty_store(account: &crate::config::Account) -> Option<String> {
-    let store = account.credential_store.as_ref()?;
     let driver = driver::for_kind(account.driver);
+    // The Account's store, else the CLI's own default: the embedded defaults' Account with
+    // no `~/.claude` at all is judged as a configured empty store is.
+    let store = account
+        .credential_store
+        .clone()
+        .or_else(|| driver.default_store(account))?;
+    let store = store.as_path();
     let api_key = driver.uses_api_key(account)
         || driver::inherited_credentials().any(|k| account.env.contains_key(k));
     if api_key {
@@ -251,8 +257,14 @@ pub(super) fn print_account(a: &AccountView, now: DateTime<Utc>) {
 pub(super) fn describe_decision(d: &Decision, views: &[AccountView]) -> String {
     match d {
         Decision::Run { job_id, account } => {
-            let seen = views.iter().any(|a| &a.name == account && a.login_seen);
-            if seen {
+            let view = views.iter().find(|a| &a.name == account);
+            if view.is_some_and(|a| a.login_seen && !a.utilization_known()) {
+                // The login worked; what nobody knows yet is how much of the plan is used.
+                format!(
+                    "The next tick runs job {job_id} on {account}; its utilization is not \
+                     known yet (the Run reads it, or `owl probe {account}`)."
+                )
+            } else if view.is_some_and(|a| a.login_seen) {
                 format!("The next tick runs job {job_id} on {account}.")
             } else {
                 format!(

@@ -199,6 +199,16 @@ impl Driver for ClaudeCode {
         }
     }
 
+    fn default_store(&self, account: &Account) -> Option<std::path::PathBuf> {
+        // As the CLI finds it: CLAUDE_CONFIG_DIR (the Account's, else owl's), else ~/.claude.
+        let set = account
+            .env
+            .get("CLAUDE_CONFIG_DIR")
+            .map(std::path::PathBuf::from)
+            .or_else(|| std::env::var_os("CLAUDE_CONFIG_DIR").map(std::path::PathBuf::from));
+        set.or_else(|| Some(std::path::PathBuf::from(std::env::var_os("HOME")?).join(".claude")))
+    }
+
     fn store_shows_no_login(&self, store: &std::path::Path) -> Option<String> {
         // On Linux a plan login lives in `.credentials.json` (PROTOCOL.md of 2.1.332, §5);
         // the CLI writes `.claude.json` and more on any start, logged in or not. A settings

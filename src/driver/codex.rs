@@ -64,6 +64,10 @@ fn chatgpt_login(account: &Account) -> bool {
 }
 
 impl Driver for Codex {
+    fn default_store(&self, account: &Account) -> Option<PathBuf> {
+        codex_home(account)
+    }
+
     fn kind(&self) -> DriverKind {
         DriverKind::Codex
     }

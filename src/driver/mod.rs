@@ -50,6 +50,15 @@ pub fn capabilities(kind: DriverKind) -> Capabilities {
     for_kind(kind).capabilities()
 }
 
+/// What a person does for an Account with no usable login, the same words wherever owl says
+/// it (`status`, `doctor`): log in as its CLI does, then let owl see it.
+pub(crate) fn login_fix(account: &Account, name: &str) -> String {
+    format!(
+        "{}, then `owl probe {name}`",
+        for_kind(account.driver).login_hint(account)
+    )
+}
+
 /// The Driver for a configured kind: the registry, one line a Driver (its name and default
 /// command are its row in `config`'s table).
 pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
@@ -219,6 +228,13 @@ pub trait Driver: Send + Sync {
     /// Only called for a Driver that declares `usage_probe`.
     fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
         self.version_invocation(command, account)
+    }
+
+    /// Where the CLI keeps its login for an Account that names no `credentialStore`: its
+    /// own default (Claude Code's `~/.claude`), judged as a named store is; `None` when owl
+    /// cannot know (the CLI reads no file owl knows of).
+    fn default_store(&self, _account: &Account) -> Option<std::path::PathBuf> {
+        None
     }
 
     /// Why the Account's credential store shows no login at all, by a look at its files

@@ -39,6 +39,14 @@ pub(crate) struct AccountView {
     pub occupied: Option<String>,
 }
 
+impl AccountView {
+    /// Whether any figure of the Account's utilization was ever observed. Without a
+    /// ceiling there is nothing to know.
+    pub(crate) fn utilization_known(&self) -> bool {
+        !self.has_ceiling || self.windows.iter().any(|w| w.percent.is_some())
+    }
+}
+
 /// Where an Account stands for scheduling, with the facts that decide it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -350,10 +358,7 @@ fn standing_of(
     if let Some(why) = &note.unready {
         Standing::Unready { why: why.clone() }
     } else if let Some(why) = &note.not_logged_in {
-        let login = format!(
-            "{}, then `owl probe {name}`",
-            crate::driver::for_kind(account.driver).login_hint(account)
-        );
+        let login = crate::driver::login_fix(account, name);
         Standing::NotLoggedIn {
             why: why.clone(),
             login,

@@ -9,17 +9,20 @@ use crate::clock::rfc3339;
 use crate::model::AccountNote;
 
 impl Store {
-    /// The note on one Account (empty when there is none).
-    /// Whether a Run on the Account ever succeeded: its login worked then.
-    pub fn account_has_succeeded(&self, account: &str) -> Result<bool> {
+    /// Whether the Account's login was seen to work: a Run started on it (the CLI's own
+    /// word on its login is asked before every Run, and refuses one without) and did not end
+    /// for want of a login.
+    pub fn account_login_seen(&self, account: &str) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached(
-                "SELECT 1 FROM runs WHERE account = ?1 AND outcome = 'succeeded' LIMIT 1",
+                "SELECT 1 FROM runs WHERE account = ?1 \
+                 AND (cause IS NULL OR cause != 'not_logged_in') LIMIT 1",
             )?
             .exists([account])?)
     }
 
+    /// The note on one Account (empty when there is none).
     pub fn account_note(&self, account: &str) -> Result<AccountNote> {
         Ok(self
             .conn

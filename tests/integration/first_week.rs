@@ -143,3 +143,58 @@ fn logs_show_the_clis_interrupt_as_owls_not_as_an_empty_tool_result() {
     assert!(logs.contains("[interrupted by owl]"), "{logs}");
     assert!(!logs.contains("[tool result]\n"), "{logs}");
 }
+
+#[test]
+fn once_a_run_started_on_an_account_its_login_is_not_called_unchecked() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    // The CLI's `auth status` said logged in, the Run started, and ended without a figure.
+    env.script("read-prompt\nexit 1\n");
+    env.add_with(&["--max-runs", "1"], "First");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    env.add("Second");
+    let out = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("login is not checked yet"), "{text}");
+    assert!(text.contains("utilization is not known yet"), "{text}");
+}
+
+#[test]
+fn the_embedded_defaults_account_without_a_login_is_not_called_schedulable() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_owl-fake-agent"), bin.join("claude")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_owl"))
+        .args(["status", "--json"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let account = &status["accounts"][0];
+    assert_eq!(account["name"], "default", "{status}");
+    assert_eq!(account["schedulable"], false, "{status}");
+    let reason = account["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("not logged in") && reason.contains(".claude"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn doctor_says_one_missing_login_once_with_the_whole_fix() {
+    let mut env = TestEnv::new();
+    env.extra_env.push((
+        "FAKE_AGENT_AUTH".into(),
+        r#"{"loggedIn":false,"authMethod":"none","apiProvider":"firstParty"}"#.into(),
+    ));
+    std::fs::write(&env.usage, "no-plan\n").unwrap();
+    let out = env.owl().arg("doctor").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(fails.len(), 1, "{text}");
+    assert!(fails[0].contains("then `owl probe work`"), "{text}");
+}
