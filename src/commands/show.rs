@@ -475,7 +475,8 @@ fn standing_now(
         (crate::schedule::Decision::Run { job_id, account }, _) if *job_id == job.id => {
             format!("the next tick runs it on {account}")
         }
-        _ if entry.eligible => "eligible; another Job runs first".to_string(),
+        // The queue's own words for it, as `status` prints them (one place decides them).
+        _ if entry.eligible => entry.reason.clone(),
         (_, Some(why)) => why.to_string(),
         (crate::schedule::Decision::Idle { reason }, None) => reason.clone(),
         (_, None) => String::new(),

@@ -304,12 +304,14 @@ fn emit(
         super::plan::print_account(a, now);
     }
     outln!();
+    let said_above = said_above(views);
     if queue.is_empty() {
         outln!("Queue: empty (add work with `owl add`)");
     } else {
         outln!("Queue, in the order tick takes it:");
         for (i, q) in queue.iter().enumerate() {
-            outln!("  {}. {:<12} {:<8} {}", i + 1, q.job_id, q.state, q.reason);
+            let reason = said_above(&q.reason);
+            outln!("  {}. {:<12} {:<8} {reason}", i + 1, q.job_id, q.state);
         }
     }
     print_recent_runs(recent_runs);
@@ -321,11 +323,26 @@ fn emit(
         }
     }
     outln!();
-    outln!("{summary}");
+    outln!("{}", said_above(summary));
     if let Some(w) = ctx.config.schedule.window {
         outln!("Schedule window: {w} (local time)");
     }
     Ok(0)
+}
+
+/// Shortens what the Accounts lines said whole (a missing login with its store's path and
+/// the fix) to a few words and a pointer back, so that status says each reason once: the
+/// JSON keeps every reason whole.
+fn said_above(views: &[AccountView]) -> impl Fn(&str) -> String + '_ {
+    move |text: &str| {
+        views
+            .iter()
+            .filter(|a| !a.schedulable && a.occupied.is_none() && a.brief.len() > 40)
+            .fold(text.to_string(), |text, a| {
+                let short = format!("{}: {}, see above", a.name, a.standing.headline());
+                text.replace(&a.brief, &short)
+            })
+    }
 }
 
 fn summary(live: &[RunningJson], views: &[AccountView], plan: &Plan) -> String {

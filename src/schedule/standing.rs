@@ -118,6 +118,22 @@ impl Standing {
         }
     }
 
+    /// The standing in a few words, for a line that refers to where it is said whole
+    /// (`status`'s Account line): "not logged in", "over its ceiling".
+    pub(crate) fn headline(&self) -> &'static str {
+        match self {
+            Standing::Unready { .. } => "cannot run here",
+            Standing::NotLoggedIn { .. } => "not logged in",
+            Standing::BackingOff { .. } => "backing off after outages",
+            Standing::RateLimited { .. } => "rejected by the provider",
+            Standing::OnCredits { .. } => "its plan is used up",
+            Standing::OverCeiling { .. } => "over its ceiling",
+            Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. } => {
+                "schedulable"
+            }
+        }
+    }
+
     /// [`Standing::explain`] without how to fix it.
     pub(crate) fn brief(&self, now: DateTime<Utc>) -> String {
         match self {

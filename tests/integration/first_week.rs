@@ -198,3 +198,46 @@ fn doctor_says_one_missing_login_once_with_the_whole_fix() {
     assert_eq!(fails.len(), 1, "{text}");
     assert!(fails[0].contains("then `owl probe work`"), "{text}");
 }
+
+#[test]
+fn show_and_status_give_a_job_the_same_reason_to_wait() {
+    let env = TestEnv::with_config("schedule:\n  window: \"10:00-12:00\"\n");
+    let id = env.add("Outside the window");
+    let shown = env.show(&id);
+    let now = shown["now"].as_str().unwrap();
+    let status = env.status();
+    let queued = status["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["job_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(now, queued["reason"].as_str().unwrap(), "{shown}\n{status}");
+    assert!(now.contains("outside the schedule window"), "{now}");
+}
+
+#[test]
+fn status_says_an_accounts_reason_once_and_refers_to_it_after() {
+    let env = TestEnv::new();
+    let store = env.dir.path().join("creds");
+    std::fs::remove_file(store.join(".credentials.json")).unwrap();
+    env.add("One");
+    env.add("Two");
+    let out = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let path = store.display().to_string();
+    let (accounts, rest) = text.split_once("Queue,").unwrap();
+    assert!(accounts.contains(&path), "{text}");
+    assert!(!rest.contains(&path), "{text}");
+    assert_eq!(
+        text.matches("work: not logged in, see above").count(),
+        3,
+        "{text}"
+    );
+    // The JSON keeps every reason whole.
+    let status = env.status();
+    assert!(status["queue"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains(&path));
+}

@@ -82,6 +82,10 @@ impl TestEnv {
         // owl takes an empty one for no login before it starts anything.
         std::fs::create_dir_all(root.join("creds")).unwrap();
         std::fs::write(root.join("creds/.credentials.json"), LOGGED_IN_STORE).unwrap();
+        // The home's own default store is logged in too, as a user's is: an Account a test
+        // writes without `credentialStore` uses it.
+        std::fs::create_dir_all(root.join("home/.claude")).unwrap();
+        std::fs::write(root.join("home/.claude/.credentials.json"), LOGGED_IN_STORE).unwrap();
         env
     }
 
