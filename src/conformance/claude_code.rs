@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::config::{Account, Env};
 use crate::conformance::mock::api::{MockApi, Reply};
-use crate::conformance::{control_response_to, is, run_scenarios, Check, Scratch, Session};
+use crate::conformance::{control_response_to, is, run_scenarios, words, Check, Scratch, Session};
 use crate::driver::ClaudeCode;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RateLimitStatus, RunRequest, Usage};
 
@@ -220,7 +220,7 @@ fn usage_before_the_prompt(s: &mut Scene) -> Check {
         })) => Check::new(
             "get_usage answered before the first message",
             true,
-            format!("{u:?}"),
+            words::usage(Some(&u)),
         ),
         Some(_) => Check::failed(
             "get_usage answered before the first message",
@@ -283,12 +283,17 @@ fn warning_event(s: &mut Scene) -> Check {
             Check::new(
                 "a rate_limit_event with utilization in a warning state",
                 true,
-                format!("{} at {:?}", info.status, info.utilization),
+                format!("{} at {}", info.status, words::fraction(info.utilization)),
             )
         }
         Some(info) => Check::failed(
             "a rate_limit_event with utilization in a warning state",
-            format!("{info:?}"),
+            format!(
+                "{} at {} ({})",
+                info.status,
+                words::fraction(info.utilization),
+                words::or_none(info.window.as_deref())
+            ),
         ),
         None => Check::failed(
             "a rate_limit_event with utilization in a warning state",
@@ -441,7 +446,8 @@ fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
         true,
         |r, _| {
             let denied = r.permission_denials.iter().any(|d| d.tool_name == "Write");
-            Check::new(NAME, denied, format!("denials: {:?}", r.permission_denials))
+            let said = format!("denials: {}", words::denials(&r.permission_denials));
+            Check::new(NAME, denied, said)
         },
     )
 }
@@ -466,8 +472,10 @@ fn api_error(command: &Path, record: Option<&Path>) -> Vec<Check> {
                     && r.api_error_status == Some(500)
                     && failure == Some(AgentFailure::Unavailable),
                 format!(
-                    "is_error {}, status {:?}, read as {failure:?}",
-                    r.is_error, r.api_error_status
+                    "is_error {}, status {}, read as {}",
+                    r.is_error,
+                    words::or_none(r.api_error_status),
+                    words::failure(failure)
                 ),
             )
         },
@@ -527,8 +535,9 @@ fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 NAME,
                 failure == Some(AgentFailure::NotLoggedIn),
                 format!(
-                    "{}, read as {failure:?}",
-                    crate::text::truncate(r.text.as_deref().unwrap_or(""), 80)
+                    "{}, read as {}",
+                    crate::text::truncate(r.text.as_deref().unwrap_or(""), 80),
+                    words::failure(failure)
                 ),
             )
         },

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::config::{Account, DriverKind, Env};
 use crate::conformance::mock::openai::{MockOpenAi, Step};
-use crate::conformance::{run_scenarios, Check, Scratch, Session};
+use crate::conformance::{run_scenarios, words, Check, Scratch, Session};
 use crate::driver::codex::Codex;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
 
@@ -197,8 +197,10 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             RESULT,
             !r.is_error && r.input_tokens.is_some() && r.output_tokens.is_some(),
             format!(
-                "{}, tokens {:?}/{:?}",
-                r.subtype, r.input_tokens, r.output_tokens
+                "{}, tokens {}/{}",
+                r.subtype,
+                words::or_none(r.input_tokens),
+                words::or_none(r.output_tokens)
             ),
         ),
         None => Check::failed(RESULT, format!("no turn end within {}s", TURN.as_secs())),
@@ -245,7 +247,15 @@ fn rollout(bench: &Bench, thread: Option<&str>, name: &'static str) -> Check {
     Check::new(
         name,
         figures.ends_with(&want),
-        format!("{figures:?} in {}", path.display()),
+        format!(
+            "{} in {}",
+            figures
+                .iter()
+                .map(|(w, p)| format!("{w} {}%", crate::text::fmt_percent(*p)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            path.display()
+        ),
     )
 }
 
@@ -349,7 +359,11 @@ fn usage_limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
         NAME,
         failure == Some(AgentFailure::RateLimited)
             && ahead.is_some_and(|s| (7200 - 300..=7200 + 300).contains(&s)),
-        format!("read as {failure:?}, reset in {ahead:?} s"),
+        format!(
+            "read as {}, reset in {} s",
+            words::failure(failure),
+            words::or_none(ahead)
+        ),
     )]
 }
 
@@ -406,8 +420,8 @@ fn sigint(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         NAME,
         exit.is_some_and(|s| s.code == Some(1)),
         format!(
-            "exit {:?} after {} ms; the tool {}",
-            exit.and_then(|s| s.code),
+            "exit {} after {} ms; the tool {}",
+            words::or_none(exit.and_then(|s| s.code)),
             took.as_millis(),
             if left.is_empty() {
                 "was killed with it".to_string()
@@ -450,14 +464,21 @@ fn probe(command: &Path, _record: Option<&Path>) -> Vec<Check> {
             Check::new(
                 PLAN,
                 five.is_some_and(|w| w.percent == 42.0 && w.resets_at.is_some()),
-                format!("{w:?}"),
+                words::windows(&w),
             )
         }
-        Ok((usage, turns)) => Check::failed(PLAN, format!("{usage:?}, {turns} model request(s)")),
+        Ok((usage, turns)) => Check::failed(
+            PLAN,
+            format!("{}, {turns} model request(s)", words::usage(usage.as_ref())),
+        ),
         Err(why) => Check::failed(PLAN, why),
     };
     let key = match ask(false) {
-        Ok((usage, _)) => Check::new(KEY, usage == Some(Usage::NoPlan), format!("{usage:?}")),
+        Ok((usage, _)) => Check::new(
+            KEY,
+            usage == Some(Usage::NoPlan),
+            words::usage(usage.as_ref()),
+        ),
         Err(why) => Check::failed(KEY, why),
     };
     vec![plan, key]

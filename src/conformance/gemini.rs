@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::config::{Account, Env};
 use crate::conformance::mock::gemini::{MockGemini, Step};
-use crate::conformance::{is, run_scenarios, Check, Scratch, Session};
+use crate::conformance::{is, run_scenarios, words, Check, Scratch, Session};
 use crate::driver::gemini::GeminiCli;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest};
 
@@ -146,8 +146,10 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             RESULT,
             !r.is_error && r.input_tokens.is_some() && r.output_tokens.is_some(),
             format!(
-                "status {}, tokens {:?}/{:?}",
-                r.subtype, r.input_tokens, r.output_tokens
+                "status {}, tokens {}/{}",
+                r.subtype,
+                words::or_none(r.input_tokens),
+                words::or_none(r.output_tokens)
             ),
         ),
         None => Check::failed(RESULT, format!("no result within {}s", TURN.as_secs())),
@@ -195,7 +197,7 @@ fn quota(command: &Path, record: Option<&Path>) -> Vec<Check> {
             Check::new(
                 NAME,
                 failure == Some(AgentFailure::RateLimited),
-                format!("status {}, read as {failure:?}", r.subtype),
+                format!("status {}, read as {}", r.subtype, words::failure(failure)),
             )
         }
         None => Check::failed(NAME, format!("no result within {}s", TURN.as_secs())),

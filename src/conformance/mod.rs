@@ -5,6 +5,7 @@ mod codex;
 mod gemini;
 pub mod mock;
 mod supervised;
+mod words;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

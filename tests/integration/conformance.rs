@@ -56,6 +56,7 @@ fn e2e_conformance_passes_on_the_real_cli_within_30_seconds() {
     assert!(failed(&checks).is_empty(), "{checks:#?}");
     assert_eq!(code, 0);
     assert!(checks.len() >= 13, "{checks:#?}");
+    crate::support::assert_seen_in_words(&checks);
     // A bound the issue sets for the whole check, not a synchronization.
     assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
 }

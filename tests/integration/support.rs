@@ -534,6 +534,18 @@ pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize
     assert!(failed.is_empty(), "{failed:#?}");
     assert!(checks.len() >= min_checks, "{checks:#?}");
     assert_eq!(out.status.code(), Some(0));
+    assert_seen_in_words(checks);
+}
+
+/// What each conformance check saw is said in words a person reads, never as Rust's debug
+/// values (`Some(0.85)`, `PermissionDenial { … }`).
+pub fn assert_seen_in_words(checks: &[Value]) {
+    for check in checks {
+        let seen = check["seen"].as_str().unwrap_or_default();
+        for debug in ["Some(", "None", " { ", "[\"", "Ok(", "Err("] {
+            assert!(!seen.contains(debug), "{}: {seen}", check["name"]);
+        }
+    }
 }
 
 /// Waits until `done` holds, polling every 20 ms; fails with `never` after 30 s.

@@ -91,7 +91,13 @@ fn tool_gone(tool_command: &str) -> Check {
         }
         Check::failed(
             GONE,
-            format!("still running: pid {left:?} (owl kills it after a Run)"),
+            format!(
+                "still running: pid {} (owl kills it after a Run)",
+                left.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         )
     }
 }

@@ -97,9 +97,9 @@ fn first_figure(first: Option<&AgentEvent>, version: Option<&str>) -> Check {
             version,
             i.status == RateLimitStatus::Allowed && figure(i, "five_hour") == Some(42.0),
             format!(
-                "status {}, five_hour {:?}",
+                "status {}, five_hour {}",
                 i.status,
-                figure(i, "five_hour")
+                words::or_none(figure(i, "five_hour"))
             ),
         ),
         _ => Check::failed(
@@ -153,7 +153,14 @@ fn window_checks(
             && in_answer
                 .as_ref()
                 .is_some_and(|(p, m)| *p == 80.0 && m.is_some()),
-        format!("stream {in_stream:?}, get_usage {in_answer:?}"),
+        format!(
+            "stream {}, get_usage {}",
+            words::or_none(in_stream),
+            in_answer.as_ref().map_or("none".into(), |(p, m)| format!(
+                "{p} ({})",
+                m.as_deref().unwrap_or("no model")
+            ))
+        ),
     ));
     let allowed_on_credits = events
         .iter()
@@ -221,8 +228,9 @@ pub(super) fn limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 && calls == 1
                 && more.is_none(),
             format!(
-                "result after {} ms, read as {failure:?}; {calls} request(s); after it: {}",
+                "result after {} ms, read as {}; {calls} request(s); after it: {}",
                 took.as_millis(),
+                words::failure(failure),
                 more.as_ref().map_or("nothing".into(), short)
             ),
         ),
@@ -232,8 +240,8 @@ pub(super) fn limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
             r.as_ref()
                 .is_some_and(|r| r.api_error.as_deref() == Some("usage_limit_reached")),
             format!(
-                "api_error {:?}",
-                r.as_ref().and_then(|r| r.api_error.clone())
+                "api_error {}",
+                words::or_none(r.as_ref().and_then(|r| r.api_error.clone()))
             ),
         ),
     ];
@@ -291,6 +299,13 @@ pub(super) fn auth_status(command: &Path, _record: Option<&Path>) -> Vec<Check> 
     vec![Check::new(
         NAME,
         ok,
-        format!("{seen:?}; {} request(s) to the API", mock.calls()),
+        format!(
+            "{}; {} request(s) to the API",
+            seen.iter()
+                .map(|s| words::or_none(s.as_deref()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            mock.calls()
+        ),
     )]
 }
