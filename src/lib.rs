@@ -67,6 +67,9 @@ pub fn run() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            if let Some(hint) = commands::hint_for(&e, &args) {
+                errln!("hint: {hint}");
+            }
             return ExitCode::from(if e.use_stderr() {
                 error::EXIT_BAD_INPUT
             } else {

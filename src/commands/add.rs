@@ -30,7 +30,7 @@ pub(crate) struct AddArgs {
     #[arg(long, value_name = "NAME")]
     pub account: Option<String>,
     /// Higher runs first.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::cli::parse_priority)]
     pub priority: Option<i64>,
     /// Fail the Job after this many Runs without `done`.
     #[arg(long, value_name = "N")]

@@ -82,3 +82,26 @@ pub(crate) enum ConfigCommand {
     /// Validate the config and print it resolved.
     Check,
 }
+
+/// A hint for a command line clap refused that a person writes by mistake: a prompt of
+/// several words left unquoted, which clap sees as arguments after the prompt.
+pub(crate) fn hint_for(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let adding = args.get(1).is_some_and(|a| a == "add");
+    let extra = match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg.clone(),
+        _ => return None,
+    };
+    (adding && error.kind() == ErrorKind::UnknownArgument && !extra.starts_with('-')).then(|| {
+        "a prompt of several words is one argument: quote it (`owl add \"Fix the parser \
+         please\"`), or give it in a file (`--prompt-file FILE`) or on stdin (`-`)"
+            .to_string()
+    })
+}
+
+/// `--priority N`: a whole number, higher first; said so when it is not one.
+pub(crate) fn parse_priority(text: &str) -> Result<i64, String> {
+    text.trim().parse().map_err(|_| {
+        format!("'{text}' is not a priority: a whole number, higher runs first (e.g. 10 or -5)")
+    })
+}

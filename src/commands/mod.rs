@@ -24,7 +24,7 @@ mod tick;
 use anyhow::Result;
 
 use capabilities::check_capabilities;
-pub(crate) use cli::Cli;
+pub(crate) use cli::{hint_for, Cli};
 use cli::{Command, ConfigCommand};
 pub(crate) use ctx::ensure_private_dir;
 use ctx::{create_private_file, opt_time, print_json, Ctx};

@@ -18,6 +18,7 @@ mod validate;
 pub(crate) use positions::Positions;
 pub use raw::did_you_mean;
 use raw::{de_percent, describe_yaml_error, RawConfig};
+pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error};
 pub use units::{format_duration, parse_duration, parse_size, ValueError, DEFAULT_MIN_FREE_SPACE};
 use units::{ser_duration, ser_opt_duration, ser_size};
 
@@ -587,24 +588,21 @@ pub fn parse(text: &str, source: &str) -> Result<Config, Error> {
     // The parser's own positions first: a key given twice (which serde_yaml would settle
     // silently, last one wins) and input no config has are refused before anything else.
     let positions = Positions::read(text).map_err(|e| {
-        let line = e.line.map(|n| format!("line {n}: ")).unwrap_or_default();
-        // The parser's words for a tab say where, not what to do.
-        let hint = if e.message.contains("tabs disallowed") {
-            "; YAML indents with spaces, never tabs: replace the tab with spaces"
-        } else {
-            ""
-        };
         Error::bad_input(format!(
-            "reading config {source}: {line}{}{hint}",
-            e.message
+            "reading config {source}: {}",
+            raw::explain_structure(text, &e)
         ))
     })?;
     // An empty file is an empty mapping, not an error.
     let raw: RawConfig = if text.trim().is_empty() {
         RawConfig::default()
     } else {
-        serde_yaml::from_str(text)
-            .map_err(|e| Error::bad_input(describe_yaml_error(source, &positions, &e)))?
+        serde_yaml::from_str(text).map_err(|e| {
+            Error::bad_input(match raw::tab_indented(text) {
+                Some(tab) => format!("reading config {source}: {tab}"),
+                None => describe_yaml_error(source, &positions, &e),
+            })
+        })?
     };
     validate::validate(raw, &positions, source)
 }

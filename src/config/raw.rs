@@ -131,6 +131,16 @@ pub(super) fn describe_yaml_error(
     positions: &Positions,
     e: &serde_yaml::Error,
 ) -> String {
+    format!(
+        "reading config {source}: {}",
+        explain_yaml_error(positions, e)
+    )
+}
+
+/// A serde_yaml error as a person reads it, `line N: …` first: an unknown key with the one
+/// meant, a value that is not one of those allowed, a percent written with `%`. A list
+/// entry's path (`[1]`, a plan file's second entry) is said as "in entry 2".
+pub(crate) fn explain_yaml_error(positions: &Positions, e: &serde_yaml::Error) -> String {
     let full = e.to_string();
     // serde_yaml appends " at line L column C"; we say the line ourselves, first.
     let msg = match full.rfind(" at line ") {
@@ -142,7 +152,11 @@ pub(super) fn describe_yaml_error(
         Some((p, m)) if !p.contains(' ') => (Some(p), m),
         _ => (None, msg),
     };
-    let within = path.map(|p| format!(" in '{p}'")).unwrap_or_default();
+    let within = match path.map(entry_of) {
+        Some(Ok(n)) => format!(" in entry {n}"),
+        Some(Err(p)) => format!(" in '{p}'"),
+        None => String::new(),
+    };
     let (line, explained) = if let Some(rest) = msg.strip_prefix("unknown field `") {
         let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
         let known = backticked(expected);
@@ -188,7 +202,26 @@ pub(super) fn describe_yaml_error(
         .or_else(|| e.location().map(|l| l.line()))
         .map(|n| format!("line {n}: "))
         .unwrap_or_default();
-    format!("reading config {source}: {line}{explained}")
+    format!("{line}{explained}")
+}
+
+/// `[1]`, a list entry's path, as the entry's number from 1; any other path as it is.
+fn entry_of(path: &str) -> Result<usize, &str> {
+    path.trim_start_matches('.')
+        .strip_prefix('[')
+        .and_then(|p| p.strip_suffix(']'))
+        .and_then(|n| n.parse::<usize>().ok())
+        .map(|n| n + 1)
+        .ok_or(path)
+}
+
+/// serde's "unknown field `promt`, expected one of `a`, `b`" in a person's words, with the
+/// key meant; `None` for any other message.
+pub(crate) fn explain_unknown_key(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, expected) = rest.split_once('`').unwrap_or((rest, ""));
+    let known = backticked(expected);
+    Some(format!("unknown key '{key}'{}", did_you_mean(key, &known)))
 }
 
 /// The first `'quoted'` value in a message.
@@ -269,4 +302,59 @@ fn de_time_window<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TimeWindow>,
         start: t(a).map_err(|_| bad())?,
         end: t(b).map_err(|_| bad())?,
     }))
+}
+
+/// The YAML parser's refusal of a file's shape, in a person's words, on the line at fault:
+/// a tab in an indentation (the parser may name the line before it), a tab after a
+/// key's colon, a key indented unlike its siblings.
+pub(crate) fn explain_structure(text: &str, e: &super::positions::StructureError) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    // A tab where YAML wants spaces: found by a look at the text, whatever the parser said.
+    if let Some(said) = tab_indented(text) {
+        return said;
+    }
+    let at = e
+        .line
+        .and_then(|n| Some((n, *lines.get(n.checked_sub(1)?)?)));
+    match at {
+        Some((n, line)) if line.contains(":\t") => format!(
+            "line {n}: a tab after a key's ':'; YAML wants a space there: `{}`",
+            line.replace(":\t", ": ").trim()
+        ),
+        Some((n, line)) if e.message.contains("did not find expected key") => {
+            let indent = |l: &str| l.len() - l.trim_start().len();
+            let above = lines[..n - 1]
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .map_or(0, |l| indent(l));
+            format!(
+                "line {n}: '{}' is indented {} spaces, which lines up with no key around it \
+                 (the line above is indented {above}): a key is indented as far as the other \
+                 keys of its mapping",
+                line.trim(),
+                indent(line)
+            )
+        }
+        _ => {
+            let line = e.line.map(|n| format!("line {n}: ")).unwrap_or_default();
+            format!("{line}{}", e.message)
+        }
+    }
+}
+
+/// The first line indented with a tab, said with the fix; asked only once the parser has
+/// refused the file (a tab inside a block of text is the text's own).
+pub(crate) fn tab_indented(text: &str) -> Option<String> {
+    let (n, line) = text.lines().enumerate().find(|(_, l)| {
+        l.chars()
+            .take_while(|c| c.is_whitespace())
+            .any(|c| c == '\t')
+    })?;
+    let column = line.find('\t').unwrap_or(0) + 1;
+    Some(format!(
+        "line {}: a tab in the indentation (column {column}); YAML indents with spaces, never \
+         tabs: replace it with spaces",
+        n + 1
+    ))
 }

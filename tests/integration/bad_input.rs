@@ -102,8 +102,15 @@ const CASES: &[Case] = &[
     config("broken YAML", "stateDir: @\naccounts: [\n", &["reading config"]),
     config("a list, not a mapping", "- stateDir\n- accounts\n", &["reading config", "line 1"]),
     config("a tab where YAML wants spaces", "stateDir: @\naccounts:\n\twork: {}\n", &["line 3", "YAML indents with spaces, never tabs"]),
+    // The parser names the line before a tab that starts a line after a value.
+    config("a tab after a value's line", "stateDir: @\naccounts:\n  work:\n    driver: claude-code\n\tlimits: {}\n", &["line 5", "a tab in the indentation", "replace it with spaces"]),
+    config("a tab on a blank line", "stateDir: @\naccounts:\n  work: {}\n\n\t\n", &["line 5", "a tab in the indentation"]),
+    config("a tab after a colon", "stateDir: @\naccounts:\n  work:\n    driver:\tclaude-code\n", &["line 4", "a tab after a key's ':'", "`driver: claude-code`"]),
+    config("a key indented unlike its siblings", "stateDir: @\ndefaults:\n  maxRuns: 3\n maxRunTime: 1h\naccounts: {work: {}}\n", &["line 4", "'maxRunTime: 1h' is indented 1 spaces", "lines up with no key"]),
     // Commands.
     args("a job name with a slash", &["add", "--name", "a/b", "Hello"], &["job name 'a/b'"]),
+    args("an unquoted prompt", &["add", "Fix", "the", "parser", "please"], &["unexpected argument 'the'", "hint: a prompt of several words is one argument: quote it"]),
+    args("a priority in words", &["add", "--priority", "high", "Hello"], &["'high' is not a priority: a whole number, higher runs first"]),
     args("a job name git refuses", &["add", "--name", "a.", "Hello"], &["cannot name a git branch"]),
     args("a job name taken", &["add", "--name", "first", "Hello"], &["a job named 'first' exists already"]),
     args("an infinite budget", &["add", "--max-budget-usd=inf", "Hello"], &["--max-budget-usd must be a finite number"]),

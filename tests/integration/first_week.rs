@@ -241,3 +241,40 @@ fn status_says_an_accounts_reason_once_and_refers_to_it_after() {
         .unwrap()
         .contains(&path));
 }
+
+#[test]
+fn a_plan_files_mistakes_are_told_as_config_yamls_are() {
+    let env = TestEnv::new();
+    for (name, text, says) in [
+        (
+            "plan.yaml",
+            format!(
+                "- repo: {r}\n  prompt: Fine\n- repo: {r}\n  promt: Typo\n",
+                r = env.repo.display()
+            ),
+            "line 4: unknown key 'promt' in entry 2 (did you mean 'prompt'?)",
+        ),
+        (
+            "plan.jsonl",
+            format!(
+                "{{\"repo\":\"{r}\",\"prompt\":\"a\"}}\n{{\"repo\":\"{r}\",\"promt\":\"b\"}}\n",
+                r = env.repo.display()
+            ),
+            "line 2: unknown key 'promt' (did you mean 'prompt'?)",
+        ),
+    ] {
+        let plan = env.dir.path().join(name);
+        std::fs::write(&plan, text).unwrap();
+        let out = env
+            .owl()
+            .arg("add")
+            .arg("--from")
+            .arg(&plan)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = stderr_of(&out);
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("expected one of"), "{err}");
+    }
+}

@@ -246,11 +246,9 @@ fn read_json_lines(text: &str, shown: &str) -> Result<Vec<Placed>> {
             continue;
         }
         let entry: Entry = serde_json::from_str(line).map_err(|e| {
-            crate::error::Error::bad_input(format!(
-                "{shown}: line {}: {}",
-                n + 1,
-                strip_at(&e.to_string())
-            ))
+            let said = strip_at(&e.to_string());
+            let said = crate::config::explain_unknown_key(&said).unwrap_or(said);
+            crate::error::Error::bad_input(format!("{shown}: line {}: {said}", n + 1))
         })?;
         placed.push(Placed {
             entry,
@@ -264,15 +262,12 @@ fn read_json_lines(text: &str, shown: &str) -> Result<Vec<Placed>> {
 /// A YAML list of entries, each key's line from the parser's own marks.
 fn read_yaml(text: &str, shown: &str) -> Result<Vec<Placed>> {
     let positions = crate::config::Positions::read(text).map_err(|e| {
-        let at = e.line.map(|l| format!("line {l}: ")).unwrap_or_default();
-        crate::error::Error::bad_input(format!("{shown}: {at}{}", e.message))
+        let said = crate::config::explain_structure(text, &e);
+        crate::error::Error::bad_input(format!("{shown}: {said}"))
     })?;
     let entries: Vec<Entry> = serde_yaml::from_str(text).map_err(|e| {
-        let line = e.location().map(|l| l.line()).unwrap_or(1);
-        crate::error::Error::bad_input(format!(
-            "{shown}: line {line}: {}",
-            strip_at(&e.to_string())
-        ))
+        let said = crate::config::explain_yaml_error(&positions, &e);
+        crate::error::Error::bad_input(format!("{shown}: {said}"))
     })?;
     Ok(entries
         .into_iter()
