@@ -62,18 +62,20 @@ pub(crate) fn try_pick(state_dir: &Path, pid_file: &Path) -> Result<Option<Held>
     Ok(Some(Held { _file: dir }))
 }
 
-/// [`try_pick`], waiting for it at most `wait`.
+/// [`try_pick`], waiting for it at most `wait`, or until `stopped` says to give up (a stop
+/// signal): `None` then too.
 pub(crate) fn pick_within(
     state_dir: &Path,
     pid_file: &Path,
     wait: Duration,
+    stopped: &dyn Fn() -> bool,
 ) -> Result<Option<Held>> {
     let deadline = Instant::now() + wait;
     loop {
         if let Some(held) = try_pick(state_dir, pid_file)? {
             return Ok(Some(held));
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline || stopped() {
             return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -204,7 +206,8 @@ mod tests {
         let pid_file = dir.path().join("tick.lock");
         let _held = try_pick(dir.path(), &pid_file).unwrap().unwrap();
         let started = Instant::now();
-        let waited = pick_within(dir.path(), &pid_file, Duration::from_millis(100)).unwrap();
+        let waited =
+            pick_within(dir.path(), &pid_file, Duration::from_millis(100), &|| false).unwrap();
         assert!(waited.is_none());
         assert!(started.elapsed() >= Duration::from_millis(100));
     }

@@ -21,6 +21,7 @@ struct ConformanceJson {
 
 pub(super) fn run(ctx: &Ctx, only: Option<&str>, json: bool, record: Option<&Path>) -> Result<u8> {
     let names = ctx.accounts_named(only)?;
+    crate::conformance::end_cleanly_on_stop()?;
     let mut store = ctx.open_store()?;
     let now = crate::clock::now()?;
     let mut out = Vec::new();

@@ -87,10 +87,15 @@ pub(crate) struct TickArgs {
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let (dry_run, json) = (args.dry_run, args.json);
     refuse_bad_input(ctx, args)?;
+    // From the first moment to the last, a stop signal is kept, not owl's death (whatever
+    // the tick inherited: a script's background job has SIGINT ignored): before a Run is
+    // recorded it starts nothing and ends the tick; after, the Run ends at once and is
+    // recorded interrupted.
+    let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     ensure_private_dir(&ctx.config.state_dir)?;
     // Held while this tick picks and records its Run, never through the Run: ticks on
     // other Accounts pick beside a live Run.
-    let pick = match take_pick_lock(ctx)? {
+    let pick = match take_pick_lock(ctx, &latch)? {
         Ok(pick) => pick,
         Err(reason) => return report(json, TickJson::said(TickAction::Busy, reason, dry_run)),
     };
@@ -117,6 +122,10 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
             occupied,
         )?,
     };
+    if let Some(sig) = latch.fired() {
+        // A probe it cut short, or a plan made while it came: nothing is started on either.
+        anyhow::bail!("owl received {sig} before any Run started; nothing was started");
+    }
     let (job_id, account) = match decision {
         Decision::Idle { reason } if !machine_problem && !store.plan_jobs()?.is_empty() => {
             match seats.all_busy() {
@@ -162,7 +171,7 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
         &account,
         args.ignore_ceiling,
         now,
-        pick,
+        (pick, &latch),
     )?;
     report(json, out)
 }
@@ -189,11 +198,17 @@ fn refuse_bad_input(ctx: &Ctx, args: &TickArgs) -> Result<()> {
 }
 
 /// The pick lock, waited for a while; why not, when another tick kept it all that time.
-fn take_pick_lock(ctx: &Ctx) -> Result<Result<crate::lock::Held, String>> {
-    if let Some(pick) =
-        crate::lock::pick_within(&ctx.config.state_dir, &ctx.lock_path(), PICK_WAIT)?
-    {
+fn take_pick_lock(
+    ctx: &Ctx,
+    latch: &crate::supervise::StopLatch,
+) -> Result<Result<crate::lock::Held, String>> {
+    let stopped = || latch.fired().is_some();
+    let (dir, pid_file) = (&ctx.config.state_dir, ctx.lock_path());
+    if let Some(pick) = crate::lock::pick_within(dir, &pid_file, PICK_WAIT, &stopped)? {
         return Ok(Ok(pick));
+    }
+    if let Some(sig) = latch.fired() {
+        anyhow::bail!("owl received {sig} while waiting for the pick lock; nothing was started");
     }
     let holder = crate::lock::holder(&ctx.lock_path())
         .map(|pid| format!(" (pid {pid})"))
@@ -255,13 +270,10 @@ fn run_job(
     account: &str,
     ignore_ceiling: bool,
     now: DateTime<Utc>,
-    pick: crate::lock::Held,
+    (pick, latch): (crate::lock::Held, &crate::supervise::StopLatch),
 ) -> Result<TickJson> {
     let account = account.to_string();
     let job_id = job_id.to_string();
-    // From the pick on, a stop signal is kept, not owl's death: before the Run is recorded
-    // it starts nothing; after, the Run ends at once and is recorded interrupted.
-    let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     let account_cfg = &ctx.config.accounts[&account];
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
@@ -302,7 +314,7 @@ fn run_job(
         &account,
         version,
         head_before,
-        &latch,
+        latch,
         now,
     )?;
     // The Run is recorded (its Job running, its supervisor named) or will not start: the
@@ -327,7 +339,7 @@ fn run_job(
         driver,
         executor.as_ref(),
         ignore_ceiling,
-        &latch,
+        latch,
     )
 }
 

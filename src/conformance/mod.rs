@@ -298,6 +298,10 @@ pub(crate) fn run_scenarios(
 /// A throwaway directory for one check run, removed when dropped.
 pub(crate) struct Scratch(pub PathBuf);
 
+/// The scratch directories alive now: what a stop signal removes before owl exits (some hold
+/// a fake login).
+static LIVE_SCRATCH: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
 impl Scratch {
     pub(crate) fn new(label: &str) -> std::io::Result<Scratch> {
         Self::under(&std::env::temp_dir(), label)
@@ -311,6 +315,7 @@ impl Scratch {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         ));
+        live_scratch().push(dir.clone());
         std::fs::create_dir_all(&dir)?;
         Ok(Scratch(dir))
     }
@@ -319,5 +324,30 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        live_scratch().retain(|d| d != &self.0);
     }
+}
+
+fn live_scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE_SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes a stop signal (Ctrl-C, SIGTERM, SIGHUP) during the check end it at once and clean:
+/// every CLI it started is killed, then every scratch directory removed, then owl exits
+/// 128 + the signal, as a process killed by it would.
+pub(crate) fn end_cleanly_on_stop() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::spawn(move || {
+        let Some(sig) = signals.forever().next() else {
+            return;
+        };
+        crate::supervise::kill_descendants();
+        for dir in live_scratch().drain(..) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        errln!("owl: the conformance check was stopped by a signal; nothing of it is left");
+        std::process::exit(128 + sig);
+    });
+    Ok(())
 }

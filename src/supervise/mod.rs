@@ -27,7 +27,9 @@ use crate::model::StopCause;
 pub(crate) use crate::outcome::RunReport;
 pub(crate) use checks::{check_agent, check_login};
 use machine::{Action, Happened, Input, InterruptBy, Limits, Machine, OwlSignal};
-pub(crate) use process::{Executor, HandleId, LocalExecutor, Oneshot, RunHandle, RunPlace};
+pub(crate) use process::{
+    kill_descendants, Executor, HandleId, LocalExecutor, Oneshot, RunHandle, RunPlace,
+};
 
 /// What the threads of a Run tell the event loop. They only report; the loop decides.
 #[derive(Debug)]
@@ -75,14 +77,28 @@ pub(crate) struct RunSpec<'a> {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StopLatch(Arc<std::sync::atomic::AtomicUsize>);
 
+/// The latch installed in this process, if any: what a wait deep below a command (a probe's
+/// answer) asks so that a stop signal ends it at once.
+static INSTALLED: std::sync::OnceLock<StopLatch> = std::sync::OnceLock::new();
+
 impl StopLatch {
-    /// Catches the stop signals from now on; each only sets the latch.
+    /// Catches the stop signals from now on (one inherited as ignored, as a script's
+    /// background job has SIGINT, included); each only sets the latch. Installed once per
+    /// process: a second call returns the first latch.
     pub(crate) fn install() -> io::Result<StopLatch> {
+        if let Some(latch) = INSTALLED.get() {
+            return Ok(latch.clone());
+        }
         let latch = StopLatch::default();
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
             signal_hook::flag::register_usize(sig, latch.0.clone(), sig as usize)?;
         }
-        Ok(latch)
+        Ok(INSTALLED.get_or_init(|| latch).clone())
+    }
+
+    /// The stop signal this process received, if its latch is installed and one came.
+    pub(crate) fn received() -> Option<&'static str> {
+        INSTALLED.get().and_then(StopLatch::fired)
     }
 
     /// The signal received, if one was.

@@ -97,7 +97,16 @@ pub(crate) fn answer(driver: &dyn Driver, started: Started) -> ProbeOutcome {
     std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let outcome = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        // A stop signal ends the wait at once: a Ctrl-C is not held for the probe's timeout.
+        if let Some(sig) = super::StopLatch::received() {
+            break ProbeOutcome::Failed(format!("owl received {sig}"));
+        }
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .min(STOP_POLL);
+        if left.is_zero() {
+            break ProbeOutcome::Failed(format!("no answer within {}s", PROBE_TIMEOUT.as_secs()));
+        }
         match rx.recv_timeout(left) {
             Ok(line) => match driver.parse_line(&line) {
                 Ok(AgentEvent::ControlResponse { usage: Some(u), .. }) => {
@@ -112,12 +121,7 @@ pub(crate) fn answer(driver: &dyn Driver, started: Started) -> ProbeOutcome {
                 }
                 _ => continue,
             },
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                break ProbeOutcome::Failed(format!(
-                    "no answer within {}s",
-                    PROBE_TIMEOUT.as_secs()
-                ))
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 break ProbeOutcome::Failed("the agent exited without answering".into())
             }
@@ -143,6 +147,9 @@ pub(crate) fn answer(driver: &dyn Driver, started: Started) -> ProbeOutcome {
         other => other,
     }
 }
+
+/// How often a probe's wait for its answer looks at the stop latch.
+const STOP_POLL: Duration = Duration::from_millis(100);
 
 /// How long a probe that answered gets to exit on its closed stdin before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(2);

@@ -36,6 +36,8 @@
 //! `FAKE_AGENT_RELAY` the real CLI answers every other.
 //! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
 //! a pause point between owl's pick and its Run, released by the test.
+//! `FAKE_AGENT_USAGE_GATE=PATH` makes a `get_usage` request create PATH.waiting and wait
+//! for PATH before it is answered: a probe held, released by the test.
 //! `FAKE_AGENT_VERSION_HOLD=SECS` makes `--version` answer, then leave `sleep SECS` holding
 //! its stdout, in its own session (a wrapper script's background job), its pid in
 //! `version-holder.txt` of the record dir.
@@ -511,6 +513,12 @@ fn read_stdin(shared: &Shared) {
                     ));
                     shared.interrupted.store(true, Ordering::SeqCst);
                 } else if v["request"]["subtype"] == "get_usage" {
+                    if let Some(gate) = std::env::var_os("FAKE_AGENT_USAGE_GATE").map(PathBuf::from)
+                    {
+                        // A probe held before its answer, for as long as the test likes.
+                        fs::write(format!("{}.waiting", gate.display()), "").unwrap();
+                        wait_for_file(&gate);
+                    }
                     let limits = next_usage(&mut usage_answers);
                     if limits == "no-plan" {
                         let recorded =

@@ -278,3 +278,79 @@ fn a_plan_files_mistakes_are_told_as_config_yamls_are() {
         assert!(!err.contains("expected one of"), "{err}");
     }
 }
+
+/// Starts `cmd` with SIGINT ignored, as a script's background job has it.
+fn with_sigint_ignored(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn ctrl_c_during_the_preflight_probe_ends_the_tick_at_once_whatever_it_inherited() {
+    for inherited_ignore in [false, true] {
+        let mut env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+        let gate = env.dir.path().join("usage.gate");
+        env.extra_env
+            .push(("FAKE_AGENT_USAGE_GATE".into(), gate.display().to_string()));
+        env.script(&crate::support::done_script("success.jsonl", 0));
+        let id = env.add("Probed first");
+        let mut cmd = env.owl_std();
+        cmd.args(["tick", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        if inherited_ignore {
+            with_sigint_ignored(&mut cmd);
+        }
+        let tick = cmd.spawn().unwrap();
+        let waiting = env.dir.path().join("usage.gate.waiting");
+        crate::support::wait_until("the probe never asked", || waiting.exists());
+        unsafe { libc::kill(tick.id() as i32, libc::SIGINT) };
+        let out = tick.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "ignored {inherited_ignore}: {out:?}"
+        );
+        assert!(stderr_of(&out).contains("owl received SIGINT"), "{out:?}");
+        let shown = env.show(&id);
+        assert!(shown["runs"].as_array().unwrap().is_empty(), "{shown}");
+        assert_eq!(shown["state"], "queued");
+    }
+}
+
+#[test]
+fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
+    let mut env = TestEnv::new();
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    env.extra_env
+        .push(("TMPDIR".into(), tmp.display().to_string()));
+    let scratch = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("owl-conformance-")
+            })
+            .count()
+    };
+    let doctor = env
+        .owl_std()
+        .args(["doctor", "--conformance"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::support::wait_until("no scratch directory was made", || scratch() > 0);
+    unsafe { libc::kill(doctor.id() as i32, libc::SIGINT) };
+    let out = doctor.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{out:?}");
+    assert_eq!(scratch(), 0, "scratch directories were left");
+}
