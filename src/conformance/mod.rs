@@ -315,8 +315,11 @@ impl Scratch {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos())
         ));
-        live_scratch().push(dir.clone());
+        // Made under the lock a stop signal's cleanup holds to the end: none is made after
+        // it, and none it misses.
+        let mut live = live_scratch();
         std::fs::create_dir_all(&dir)?;
+        live.push(dir.clone());
         Ok(Scratch(dir))
     }
 }
@@ -343,9 +346,12 @@ pub(crate) fn end_cleanly_on_stop() -> std::io::Result<()> {
             return;
         };
         crate::supervise::kill_descendants();
-        for dir in live_scratch().drain(..) {
+        // Held until owl exits: no scenario makes another scratch directory meanwhile.
+        let mut live = live_scratch();
+        for dir in live.drain(..) {
             let _ = std::fs::remove_dir_all(dir);
         }
+        crate::supervise::kill_descendants();
         errln!("owl: the conformance check was stopped by a signal; nothing of it is left");
         std::process::exit(128 + sig);
     });

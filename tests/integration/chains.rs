@@ -218,7 +218,7 @@ fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("night.jsonl: line 3: unknown field `maxRun`"),
+        err.contains("night.jsonl: line 3: unknown key 'maxRun' (did you mean 'maxRuns'?)"),
         "{err}"
     );
 

@@ -461,7 +461,11 @@ fn show_says_where_a_queued_job_stands_now() {
     let first = env.add_with(&["--priority", "2"], "First");
     let second = env.add("Second");
     assert_eq!(env.show(&first)["now"], "the next tick runs it on work");
-    assert_eq!(env.show(&second)["now"], "eligible; another Job runs first");
+    // The queue's own words, as status says them.
+    assert_eq!(
+        env.show(&second)["now"],
+        format!("ready, behind {first} in the queue")
+    );
     env.owl().args(["cancel", &first]).assert().success();
     assert!(
         env.show(&first)["now"].is_null(),
