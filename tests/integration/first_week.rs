@@ -354,3 +354,81 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
     assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{out:?}");
     assert_eq!(scratch(), 0, "scratch directories were left");
 }
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+#[test]
+fn the_readme_puts_install_and_a_first_night_first() {
+    let readme = readme();
+    let heading = |h: &str| readme.find(h).unwrap_or_else(|| panic!("no {h}"));
+    assert!(heading("## Install") < heading("## What owl promises"));
+    assert!(heading("## Quick start") < heading("## What owl promises"));
+    // Install starts within the first screenful or two.
+    let line = readme[..heading("## Install")].lines().count();
+    assert!(line < 40, "## Install is on line {line}");
+}
+
+#[test]
+fn every_design_record_the_docs_cite_is_said_in_the_repository() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let decisions = std::fs::read_to_string(format!("{root}/docs/decisions.md")).unwrap();
+    let mut texts = vec![readme()];
+    for entry in std::fs::read_dir(format!("{root}/docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            texts.push(std::fs::read_to_string(path).unwrap());
+        }
+    }
+    for text in texts {
+        for (i, _) in text.match_indices("ADR-") {
+            let id = &text[i..i + 8];
+            assert!(
+                decisions.contains(&format!("| {id} |")),
+                "{id} is not in docs/decisions.md"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_readme_says_what_the_cli_install_needs_and_where_report_night_is() {
+    let readme = readme();
+    let install = readme
+        .split("## Install")
+        .nth(1)
+        .unwrap()
+        .split("## Quick start")
+        .next()
+        .unwrap();
+    assert!(install.contains("Node.js 22 or newer"), "{install}");
+    assert!(
+        install.contains("`~/.local/bin` must be on your `PATH`"),
+        "{install}"
+    );
+    assert!(!install.contains("runs any 2.1.x"), "{install}");
+    let report = readme
+        .split("## The morning report")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(report.contains("owl report --night"), "{report}");
+}
+
+#[test]
+fn ci_keeps_what_it_installs_and_caches_under_target() {
+    let run = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
+    for line in [
+        r#"export npm_config_cache="$PWD/target/npm-cache""#,
+        r#"export HOME="$PWD/target/ci-home""#,
+        r#"export TMPDIR="$PWD/target/ci-tmp""#,
+    ] {
+        assert!(run.contains(line), "{line}");
+    }
+    // Set before anything is installed or run.
+    let first_install = run.find("npm install").unwrap();
+    assert!(run.find("export HOME=").unwrap() < first_install);
+}
