@@ -99,7 +99,24 @@ fn record_lost(
     let home = match (&workspace, &job) {
         (Some(w), Some(job)) => {
             let began_at = store.run(run.run_id)?.and_then(|r| r.head_before);
-            w.bring_home(job, &config.commit_author, run.run_id, began_at.as_deref())
+            let mark = config.state().publish_mark(&job.id, run.run_id);
+            // Killed while it brought the branch home: what libgit2 left locked is owl's.
+            let cleared = crate::workspace::clear_killed_publish(job, &mark);
+            if !cleared.is_empty() {
+                tracing::warn!(
+                    "run {}: removed what owl's killed fetch left in {}: {}",
+                    run.run_id,
+                    job.repo,
+                    cleared.join(", ")
+                );
+            }
+            let home = crate::workspace::HomeRun {
+                author: &config.commit_author,
+                run_id: run.run_id,
+                began_at: began_at.as_deref(),
+                mark: &mark,
+            };
+            w.bring_home(job, &home)
         }
         _ => crate::workspace::BroughtHome::default(),
     };

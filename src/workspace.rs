@@ -14,6 +14,9 @@ pub(crate) use seal::Tampered;
 mod prepare;
 pub(crate) use prepare::*;
 
+mod home;
+pub(crate) use home::{clear_killed_publish, HomeRun};
+
 /// Where a stacked Job starts: the commit `branch` points at in `repo` now; `None` when
 /// there is no such branch (its Job never ran).
 pub(crate) fn branch_tip(repo: &Path, branch: &str) -> Result<Option<String>> {
@@ -225,88 +228,6 @@ impl Workspace {
         !self.repo.is_worktree()
     }
 
-    /// Brings the Job's branch from its own clone into the user's repository: the only write
-    /// owl makes there. The objects come first, by a local download of that one ref that
-    /// moves no ref and writes no `FETCH_HEAD`; once every object the new commits reach is there,
-    /// `refs/heads/owl/<id>` moves, as a fast-forward only (or is created), and only from
-    /// where it was. A branch that moved there since is left alone and named in the error,
-    /// the work staying in the clone. Returns whether the branch moved.
-    ///
-    /// `began_at` is the branch's head when the Run began: a repository still there while the
-    /// clone's branch no longer descends from it means the Run rewrote the branch's history,
-    /// and the error says so rather than blame the repository.
-    pub(crate) fn publish(&self, job: &Job, began_at: Option<&str>) -> Result<bool> {
-        let user = Repository::open(&job.repo)
-            .with_context(|| format!("opening repository {}", job.repo))?;
-        let branch = job.branch();
-        let refname = format!("refs/heads/{branch}");
-        let Ok(ours) = self.repo.refname_to_id(&refname) else {
-            bail!(
-                "the clone {} has no commit on {branch}",
-                self.path.display()
-            );
-        };
-        let theirs = user.refname_to_id(&refname).ok();
-        if theirs == Some(ours) {
-            return Ok(false);
-        }
-        let rewritten = theirs.is_some_and(|t| began_at == Some(t.to_string().as_str()));
-        let moved = || {
-            if rewritten {
-                anyhow!(
-                    "the Run rewrote {branch}'s history (its tip {ours} does not descend from \
-                     {}, where the Run began and where {} still has it); not overwritten: the \
-                     rewritten branch is on {branch} in {}",
-                    theirs.map(|t| t.to_string()).unwrap_or_default(),
-                    job.repo,
-                    self.path.display()
-                )
-            } else {
-                anyhow!(
-                    "{branch} in {} moved since the Run began; not overwritten: the Run's \
-                     work is on {branch} in {}",
-                    job.repo,
-                    self.path.display()
-                )
-            }
-        };
-        // The clone reads the user's objects, so it can tell ancestry before any fetch.
-        if let Some(theirs) = theirs {
-            if !self.repo.graph_descendant_of(ours, theirs)? {
-                return Err(moved());
-            }
-        }
-        let source = self.path.join(".git");
-        let source = source
-            .to_str()
-            .ok_or_else(|| anyhow!("the clone path {} is not UTF-8", self.path.display()))?;
-        // A download, not a fetch: libgit2's fetch truncates FETCH_HEAD whatever it is told.
-        let mut options = git2::FetchOptions::new();
-        options.download_tags(git2::AutotagOption::None);
-        let mut remote = user.remote_anonymous(source)?;
-        remote
-            .download(&[refname.as_str()], Some(&mut options))
-            .with_context(|| format!("bringing {branch} into {}", job.repo))?;
-        remote.disconnect()?;
-        check_connected(&user, ours, theirs)
-            .with_context(|| format!("checking what {branch} brings into {}", job.repo))?;
-        let message = format!("owl: {branch} from the Job's own clone");
-        match theirs {
-            Some(theirs) => {
-                if !user.graph_descendant_of(ours, theirs)? {
-                    return Err(moved());
-                }
-                user.reference_matching(&refname, ours, true, theirs, &message)
-                    .map_err(|_| moved())?;
-            }
-            None => {
-                user.reference(&refname, ours, false, &message)
-                    .map_err(|_| moved())?;
-            }
-        }
-        Ok(true)
-    }
-
     /// Why the working copy's head is not the commit the user's repository holds under the
     /// Job's branch, if it is not: a check run there would verify what the user never gets
     /// (a detached or other branch checked out, a clone's branch not brought home).
@@ -398,18 +319,18 @@ impl Workspace {
     /// lost by a later one: ADR-0017's safety net, then, for a clone, its branch brought
     /// into the user's repository (the Run may be its Job's last: no later one would).
     /// Failures are warned of and said, never fatal.
-    pub(crate) fn bring_home(
-        &self,
-        job: &Job,
-        author: &str,
-        run_id: i64,
-        began_at: Option<&str>,
-    ) -> BroughtHome {
+    pub(crate) fn bring_home(&self, job: &Job, run: &HomeRun) -> BroughtHome {
+        let HomeRun {
+            author,
+            run_id,
+            began_at,
+            mark,
+        } = *run;
         // A Run cut short loses nothing it wrote.
         let safety_commit = self.safety_net(author, run_id);
         let not_published = self
             .is_clone()
-            .then(|| self.publish(job, began_at).err())
+            .then(|| self.publish_marked(job, began_at, Some(mark)).err())
             .flatten()
             .map(|e| {
                 tracing::warn!("run {run_id}: {e:#}");
@@ -509,37 +430,6 @@ fn handoff_on(repo: &Repository, branch: &str) -> Result<Option<String>, Handoff
     }
     let blob = repo.find_blob(entry.id()).map_err(unreadable)?;
     Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
-}
-
-/// Checks that every object the commits from `tip` (back to `known`) reach is in `repo`:
-/// what a fetch brought is whole before a ref points at it.
-fn check_connected(repo: &Repository, tip: git2::Oid, known: Option<git2::Oid>) -> Result<()> {
-    let odb = repo.odb()?;
-    let mut walk = repo.revwalk()?;
-    walk.push(tip)?;
-    if let Some(known) = known {
-        walk.hide(known)?;
-    }
-    let mut seen = std::collections::HashSet::new();
-    for commit in walk {
-        let commit = repo.find_commit(commit?)?;
-        let mut trees = vec![commit.tree_id()];
-        while let Some(id) = trees.pop() {
-            if !seen.insert(id) {
-                continue;
-            }
-            for entry in repo.find_tree(id)?.iter() {
-                match entry.kind() {
-                    Some(git2::ObjectType::Tree) => trees.push(entry.id()),
-                    Some(git2::ObjectType::Blob) if !odb.exists(entry.id()) => {
-                        bail!("object {} is missing", entry.id())
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What the Job's branch holds beyond its base, for `owl show`.
@@ -654,6 +544,48 @@ pub(crate) fn remove_worktree(job: &Job, worktrees_dir: &Path) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_fetchs_locks_are_cleared_and_an_older_one_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path().join("repo")).unwrap();
+        let job = Job {
+            id: "ab12cd".into(),
+            repo: repo.workdir().unwrap().display().to_string(),
+            ..Job::default()
+        };
+        let git = repo.commondir().to_path_buf();
+        let older = git.join("shallow.lock");
+        std::fs::write(&older, "").unwrap();
+        // Someone else's lock, made before owl's mark: kept.
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&older)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let mark = dir.path().join("7.bringing-home");
+        std::fs::write(&mark, "1\n").unwrap();
+        assert!(clear_killed_publish(&job, &mark).is_empty());
+        assert!(older.exists());
+        assert!(!mark.exists(), "the mark is spent");
+        // Made since the mark: owl's own, removed.
+        std::fs::write(&mark, "1\n").unwrap();
+        std::fs::remove_file(&older).unwrap();
+        std::fs::create_dir_all(git.join("refs/heads/owl")).unwrap();
+        std::fs::write(&older, "").unwrap();
+        std::fs::write(git.join("refs/heads/owl/ab12cd.lock"), "").unwrap();
+        assert_eq!(
+            clear_killed_publish(&job, &mark),
+            ["shallow.lock", "refs/heads/owl/ab12cd.lock"]
+        );
+        assert!(!older.exists());
+        // No mark, nothing touched.
+        std::fs::write(&older, "").unwrap();
+        assert!(clear_killed_publish(&job, &mark).is_empty());
+        assert!(older.exists());
+    }
 
     #[test]
     fn authors() {

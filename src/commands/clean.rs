@@ -41,6 +41,15 @@ pub(super) fn run(ctx: &Ctx, args: &CleanArgs) -> Result<u8> {
     let mut removed = 0;
     for job in &jobs {
         let path = ctx.config.state().worktree(&job.id);
+        // A tick starting a Run of it (requeued since) holds its lock, outside the pick lock.
+        let held = match ctx.config.state().logs(&job.id).is_dir() {
+            true => crate::lock::try_lock(&ctx.config.state().job_lock(&job.id))?.map(Some),
+            false => Some(None),
+        };
+        let Some(_job) = held else {
+            outln!("{} is in use by a tick; left in place", path.display());
+            continue;
+        };
         // Fails closed: a worktree whose status cannot be read may hold work.
         let dirty = path.exists()
             && crate::workspace::Workspace::open(&path, job)

@@ -1,6 +1,6 @@
 //! The plan as commands read and tell it: what a tick would do now, and each Account's standing (shared by `tick`, `status` and `tick --dry-run`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
@@ -84,7 +84,20 @@ pub(super) fn plan_around(
     now: DateTime<Utc>,
     occupied: &Occupied,
 ) -> Result<(Vec<AccountView>, Plan)> {
-    let jobs = store.plan_jobs()?;
+    plan_around_except(ctx, store, now, occupied, &BTreeSet::new())
+}
+
+/// [`plan_around`], leaving out the Jobs in `taken`: another tick is starting a Run of each
+/// (it holds the Job's lock), or a check of it runs by hand.
+pub(super) fn plan_around_except(
+    ctx: &Ctx,
+    store: &Store,
+    now: DateTime<Utc>,
+    occupied: &Occupied,
+    taken: &BTreeSet<String>,
+) -> Result<(Vec<AccountView>, Plan)> {
+    let mut jobs = store.plan_jobs()?;
+    jobs.retain(|j| !taken.contains(&j.id));
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
     for name in ctx.config.accounts.keys() {

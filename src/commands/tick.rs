@@ -22,6 +22,7 @@ mod housekeeping;
 mod live;
 mod observer;
 mod pick;
+mod round;
 mod seats;
 mod settle;
 mod start;
@@ -30,6 +31,7 @@ use checks::{checked_version, login_refused};
 use housekeeping::{prune, recover};
 use observer::TickObserver;
 use pick::{choose, choose_job};
+use round::{round, Chosen, Round};
 use settle::{record, tell};
 use start::{not_started, working_copy, StartedRun};
 
@@ -85,7 +87,6 @@ pub(crate) struct TickArgs {
 }
 
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
-    let (dry_run, json) = (args.dry_run, args.json);
     refuse_bad_input(ctx, args)?;
     // From the first moment to the last, a stop signal is kept, not owl's death (whatever
     // the tick inherited: a script's background job has SIGINT ignored): before a Run is
@@ -93,77 +94,23 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     // recorded interrupted.
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     ensure_private_dir(&ctx.config.state_dir)?;
-    // Held while this tick picks and records its Run, never through the Run: ticks on
-    // other Accounts pick beside a live Run.
-    let pick = match take_pick_lock(ctx, &latch)? {
-        Ok(pick) => pick,
-        Err(reason) => return report(json, TickJson::said(TickAction::Busy, reason, dry_run)),
-    };
-    let mut store = ctx.open_store()?;
-    let now = crate::clock::now()?;
-    if !dry_run {
-        tidy(ctx, &mut store, now)?;
-    }
-    let seats = seats::Seats::take(ctx, &store, args.account.as_deref())?;
-    if let Some(reason) = seats.full(ctx.config.max_concurrent_runs, ctx.config.accounts.len()) {
-        return report(json, TickJson::said(TickAction::Busy, reason, dry_run));
-    }
-    let mut machine_problem = false;
-    let occupied = &seats.occupied;
-    let decision = match &args.job {
-        Some(id) => choose_job(ctx, &mut store, id, args.ignore_ceiling, now, occupied)?,
-        None => choose(
-            ctx,
-            &mut store,
-            now,
-            dry_run,
-            json,
-            &mut machine_problem,
-            occupied,
-        )?,
-    };
-    if let Some(sig) = latch.fired() {
-        // A probe it cut short, or a plan made while it came: nothing is started on either.
-        anyhow::bail!("owl received {sig} before any Run started; nothing was started");
-    }
-    let (job_id, account) = match decision {
-        Decision::Idle { reason } if !machine_problem && !store.plan_jobs()?.is_empty() => {
-            match seats.all_busy() {
-                Some(busy) => return report(json, TickJson::said(TickAction::Busy, busy, dry_run)),
-                None => return idle(json, args, reason, dry_run),
-            }
+    let mut learned = pick::Learned::default();
+    let mut tidied = args.dry_run;
+    let chosen = loop {
+        match round(ctx, args, &latch, &mut learned, &mut tidied)? {
+            Round::Again => continue,
+            Round::Ended(code) => return Ok(code),
+            Round::Chosen(chosen) => break *chosen,
         }
-        Decision::Idle { reason } if machine_problem => {
-            // A Job held back by this machine (its CLI not found, no bubblewrap, no login
-            // in the store), not by a wait: a script must be able to tell.
-            report(json, TickJson::said(TickAction::Idle, reason, dry_run))?;
-            return Ok(crate::error::EXIT_FAILURE);
-        }
-        Decision::Idle { reason } => return idle(json, args, reason, dry_run),
-        Decision::Run { job_id, account } => (job_id, account),
     };
-    if dry_run {
-        return report(
-            json,
-            TickJson {
-                job_id: Some(job_id),
-                account: Some(account),
-                ..TickJson::said(
-                    TickAction::Ran,
-                    "dry run: nothing was started".into(),
-                    dry_run,
-                )
-            },
-        );
-    }
-    // Held for the Run's whole life: no other tick starts a Run on this Account, and
-    // `owl check` never runs beside it.
-    let _run_lock = seats.keep(&account);
-    ensure_private_dir(&ctx.config.state().logs(&job_id))?;
-    let Some(_job_lock) = crate::lock::try_lock(&ctx.config.state().job_lock(&job_id))? else {
-        let reason = format!("job {job_id}'s check is being run by hand (`owl check`)");
-        return report(json, TickJson::said(TickAction::Idle, reason, dry_run));
-    };
+    // Its locks bound here, held to the Run's end.
+    let Chosen {
+        mut store,
+        job_id,
+        account,
+        now,
+        _locks,
+    } = chosen;
     let out = run_job(
         ctx,
         &mut store,
@@ -171,9 +118,9 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
         &account,
         args.ignore_ceiling,
         now,
-        (pick, &latch),
+        &latch,
     )?;
-    report(json, out)
+    report(args.json, out)
 }
 
 /// What is refused before anything is made: `--job` on a fresh install (no Job exists),
@@ -241,8 +188,9 @@ fn idle(json: bool, args: &TickArgs, reason: String, dry_run: bool) -> Result<u8
     })
 }
 
-/// How long a tick waits for another to finish picking (a probe, a version check and
-/// making a worktree happen under it, never a Run).
+/// How long a tick waits for another to finish picking: it decides and records under the
+/// pick lock, in milliseconds; a probe, the version and login checks, the worktree and the
+/// Run itself happen outside it (`tick --job` alone probes under it).
 const PICK_WAIT: Duration = Duration::from_secs(120);
 
 impl TickJson {
@@ -270,7 +218,7 @@ fn run_job(
     account: &str,
     ignore_ceiling: bool,
     now: DateTime<Utc>,
-    (pick, latch): (crate::lock::Held, &crate::supervise::StopLatch),
+    latch: &crate::supervise::StopLatch,
 ) -> Result<TickJson> {
     let account = account.to_string();
     let job_id = job_id.to_string();
@@ -317,9 +265,6 @@ fn run_job(
         latch,
         now,
     )?;
-    // The Run is recorded (its Job running, its supervisor named) or will not start: the
-    // next tick may pick.
-    drop(pick);
     let Some((run_id, budget_usd)) = started else {
         return not_started(store, &job, account);
     };

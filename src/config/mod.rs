@@ -293,6 +293,12 @@ impl StateDir<'_> {
     }
 
     /// The files a Run's CLI reads (its policy) and writes (the sandbox's report).
+    /// Owl's mark that it is bringing Run `run_id`'s branch home from its clone: left by owl
+    /// killed meanwhile, it tells the recovery that the git locks made since are owl's own.
+    pub fn publish_mark(&self, job_id: &str, run_id: i64) -> PathBuf {
+        self.logs(job_id).join(format!("{run_id}.bringing-home"))
+    }
+
     pub fn run_files(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.files"))
     }

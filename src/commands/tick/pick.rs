@@ -1,8 +1,25 @@
 //! Which Job the tick runs, on which Account: the plan, the probe before the pick, and the
 //! hold a Run of this machine keeps.
 
-use super::super::plan::{plan_around, Occupied};
+use std::collections::BTreeSet;
+
+use super::super::plan::{plan_around, plan_around_except, Occupied};
 use super::*;
+
+/// What a tick's plan asks of it: run a Job, or first probe Accounts (outside the pick lock:
+/// a CLI start and maybe a network check), then plan again.
+pub(super) enum Picked {
+    Decided(Decision),
+    Probe(Vec<String>),
+}
+
+/// What a plan has already learned this tick: the Accounts probed, and the Jobs another
+/// tick is starting (their locks held), left out.
+#[derive(Default)]
+pub(super) struct Learned {
+    pub probed: BTreeSet<String>,
+    pub taken_jobs: BTreeSet<String>,
+}
 
 /// The decision for `tick --job ID`: that Job, on the Account the plan gives it, or why not.
 /// With `ignore_ceiling`, an Account (or a wait) that only a ceiling holds back does not.
@@ -79,36 +96,37 @@ pub(super) fn choose_job(
     }
 }
 
-/// Decides what to run: the plan's pick, after probing the Accounts whose figures or
-/// login are too old to trust (which may change the pick) and failing Jobs whose budget
-/// is spent.
+/// Decides what to run: the plan's pick; or first the Accounts to probe whose figures or
+/// login are too old to trust (which may change the pick), each once a tick and only one
+/// whose run lock this tick holds; failing on the way the Jobs whose budget is spent.
 pub(super) fn choose(
     ctx: &Ctx,
     store: &mut Store,
     now: DateTime<Utc>,
-    dry_run: bool,
-    json: bool,
+    (dry_run, json): (bool, bool),
     machine_problem: &mut bool,
     occupied: &Occupied,
-) -> Result<Decision> {
-    let mut probed = std::collections::BTreeSet::new();
-    let mut planned = plan_around(ctx, store, now, occupied)?;
+    learned: &Learned,
+) -> Result<Picked> {
+    let probed = &learned.probed;
+    let plan_now =
+        |store: &Store| plan_around_except(ctx, store, now, occupied, &learned.taken_jobs);
+    let mut planned = plan_now(store)?;
     let local = now.with_timezone(&chrono::Local).time();
     let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
     // Only when there is work that could use what a probe finds.
     if !dry_run && in_window && !planned.1.queue.is_empty() {
-        let parked = usage::parked_accounts(
+        let parked: Vec<String> = usage::parked_accounts(
             &planned.0,
             |name| can_probe(ctx, name),
             ctx.config.probe_max_age,
             now,
-        );
-        for account in &parked {
-            probed.insert(account.clone());
-            probe_account(ctx, store, account, now)?;
-        }
+        )
+        .into_iter()
+        .filter(|a| !probed.contains(a) && !occupied.contains_key(a))
+        .collect();
         if !parked.is_empty() {
-            planned = plan_around(ctx, store, now, occupied)?;
+            return Ok(Picked::Probe(parked));
         }
     }
     loop {
@@ -122,7 +140,7 @@ pub(super) fn choose(
                 tracing::warn!("{why}");
                 *machine_problem = true;
             }
-            return Ok(plan.decision.clone());
+            return Ok(Picked::Decided(plan.decision.clone()));
         };
         let probe = views
             .iter()
@@ -134,7 +152,7 @@ pub(super) fn choose(
             if probe && !json {
                 outln!("(a real tick would first probe {account}'s utilization: its newest figure is older than probeMaxAge)");
             }
-            return Ok(plan.decision.clone());
+            return Ok(Picked::Decided(plan.decision.clone()));
         }
         let spent = match store.job(job_id)? {
             Some(job) => crate::budget::job_budget_spent(&job, store.job_cost(job_id)?),
@@ -143,14 +161,13 @@ pub(super) fn choose(
         if let Some(why) = spent {
             let from = [JobState::Queued, JobState::Waiting];
             store.move_job(job_id, &from, JobState::Failed, Some(&why), now)?;
-        } else if probe && probed.insert(account.clone()) {
-            let account = account.clone();
-            probe_account(ctx, store, &account, now)?;
+        } else if probe && !probed.contains(account) {
+            return Ok(Picked::Probe(vec![account.clone()]));
         } else {
-            return Ok(plan.decision.clone());
+            return Ok(Picked::Decided(plan.decision.clone()));
         }
         // Something changed: plan again.
-        planned = plan_around(ctx, store, now, occupied)?;
+        planned = plan_now(store)?;
     }
 }
 

@@ -57,17 +57,28 @@ impl Seats {
         })
     }
 
-    /// Why no Run may start at all: `maxConcurrentRuns` Runs are live already (with one
-    /// per Account allowed, every Account is busy).
+    /// Why no Run may start at all: `maxConcurrentRuns` Runs are live already, or being
+    /// started by ticks that hold their Accounts' run locks (with one per Account allowed,
+    /// every Account is busy).
     pub(super) fn full(&self, cap: u32, accounts: usize) -> Option<String> {
-        if self.live.len() < cap as usize {
+        let starting = self
+            .occupied
+            .values()
+            .filter(|t| matches!(t, Taken::Locked { .. }))
+            .count();
+        if self.live.len() + starting < cap as usize {
             return None;
         }
         if cap as usize >= accounts {
             return self.all_busy();
         }
+        let more = match starting {
+            0 => String::new(),
+            1 => "; another tick is starting one more".into(),
+            n => format!("; other ticks are starting {n} more"),
+        };
         Some(format!(
-            "maxConcurrentRuns is {cap} and {} live: {}",
+            "maxConcurrentRuns is {cap} and {} live: {}{more}",
             if self.live.len() == 1 {
                 "one Run is".to_string()
             } else {
@@ -91,6 +102,15 @@ impl Seats {
             .collect();
         (self.free.is_empty() && !busy.is_empty())
             .then(|| format!("every Account is busy: {}", busy.join("; ")))
+    }
+
+    /// Takes the run locks of `accounts` (each one this tick found free) out of the seats,
+    /// to hold while they are probed outside the pick lock.
+    pub(super) fn hold(&mut self, accounts: &[String]) -> Vec<crate::lock::Held> {
+        accounts
+            .iter()
+            .filter_map(|a| self.free.remove(a))
+            .collect()
     }
 
     /// Keeps the run lock of `account` for the Run, letting the others go.

@@ -29,7 +29,15 @@ pub(super) fn record(
     let home = match &sealed {
         // Committed before the Handoff is read, so a Handoff the agent wrote but did not
         // commit still counts.
-        Ok(_) => workspace.bring_home(job, &ctx.config.commit_author, run_id, began_at.as_deref()),
+        Ok(_) => workspace.bring_home(
+            job,
+            &crate::workspace::HomeRun {
+                author: &ctx.config.commit_author,
+                run_id,
+                began_at: began_at.as_deref(),
+                mark: &ctx.config.state().publish_mark(&job.id, run_id),
+            },
+        ),
         Err(e) => {
             tracing::warn!("run {run_id}: {e:#}");
             crate::workspace::BroughtHome::default()
