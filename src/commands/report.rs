@@ -508,7 +508,7 @@ fn print_text(report: &Report) {
     use std::io::IsTerminal;
     let colour = std::io::stdout().is_terminal();
     let (since, until) =
-        crate::clock::span_ends(report.since, report.until, &chrono::Local, "%H:%M");
+        crate::clock::span_ends(report.since, report.until, &chrono::Local, "%a %H:%M");
     outln!("owl report: {since} → {until}");
     outln!("{}", report.summary);
     for job in &report.jobs {
