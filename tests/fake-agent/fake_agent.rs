@@ -36,6 +36,7 @@
 //! `FAKE_AGENT_RELAY` the real CLI answers every other.
 //! `FAKE_AGENT_VERSION_GATE=PATH` makes `--version` create PATH.waiting and wait for PATH:
 //! a pause point between owl's pick and its Run, released by the test.
+//! `FAKE_AGENT_USAGE_DELAY_MS=MS` answers each `get_usage` MS late (a slow probe).
 //! `FAKE_AGENT_USAGE_GATE=PATH` makes a `get_usage` request create PATH.waiting and wait
 //! for PATH before it is answered: a probe held, released by the test.
 //! `FAKE_AGENT_VERSION_HOLD=SECS` makes `--version` answer, then leave `sleep SECS` holding
@@ -513,6 +514,13 @@ fn read_stdin(shared: &Shared) {
                     ));
                     shared.interrupted.store(true, Ordering::SeqCst);
                 } else if v["request"]["subtype"] == "get_usage" {
+                    if let Some(ms) = std::env::var("FAKE_AGENT_USAGE_DELAY_MS")
+                        .ok()
+                        .and_then(|ms| ms.parse().ok())
+                    {
+                        // A slow answer, as over a slow network.
+                        std::thread::sleep(Duration::from_millis(ms));
+                    }
                     if let Some(gate) = std::env::var_os("FAKE_AGENT_USAGE_GATE").map(PathBuf::from)
                     {
                         // A probe held before its answer, for as long as the test likes.

@@ -433,3 +433,59 @@ fn ci_keeps_what_it_installs_and_caches_under_target() {
     assert!(run.find("export HOME=").unwrap() < first_install);
     assert!(run.contains(r#"TMPDIR="$ci_tmp" "$GEMINI_BIN" --version"#));
 }
+
+/// Three Accounts with a ceiling and no figure yet, one Job bound to each, each Account's
+/// probe held at a gate of its own.
+fn three_gated_accounts() -> (TestEnv, Vec<std::path::PathBuf>, Vec<String>) {
+    let env = TestEnv::new();
+    let names = ["a", "b", "c"];
+    let mut body = env.accounts_block(&names);
+    let gates: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|n| env.dir.path().join(format!("gate-{n}")))
+        .collect();
+    for (name, gate) in names.iter().zip(&gates) {
+        body = body.replace(
+            &format!("  {name}:\n"),
+            &format!(
+                "  {name}:\n    limits: {{fiveHourMax: 60}}\n    env: {{FAKE_AGENT_USAGE_GATE: {}}}\n",
+                gate.display()
+            ),
+        );
+    }
+    env.write_config(&body);
+    env.five_hour(&[10.0], "2026-11-30T05:00:00.000Z");
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let jobs = names
+        .iter()
+        .map(|n| env.add_with(&["--account", n], &format!("On {n}")))
+        .collect();
+    (env, gates, jobs)
+}
+
+#[test]
+fn ticks_started_together_probe_their_accounts_side_by_side_not_one_behind_another() {
+    let (env, gates, jobs) = three_gated_accounts();
+    let ticks: Vec<std::process::Child> = (0..3).map(|_| env.spawn_tick()).collect();
+    // Every probe is asked while the others are held: no tick waits on another's network.
+    let waiting =
+        |g: &std::path::PathBuf| std::path::PathBuf::from(format!("{}.waiting", g.display()));
+    crate::support::wait_until("the probes did not run side by side", || {
+        gates.iter().all(|g| waiting(g).exists())
+    });
+    for gate in &gates {
+        std::fs::write(gate, "").unwrap();
+    }
+    let actions = crate::support::actions(ticks);
+    assert_eq!(actions, ["ran", "ran", "ran"]);
+    let mut accounts: Vec<String> = jobs
+        .iter()
+        .map(|id| {
+            let shown = env.show(id);
+            assert_eq!(shown["state"], "done", "{shown}");
+            shown["runs"][0]["account"].as_str().unwrap().to_string()
+        })
+        .collect();
+    accounts.sort();
+    assert_eq!(accounts, ["a", "b", "c"]);
+}

@@ -124,6 +124,8 @@ pub(super) fn choose(
         )
         .into_iter()
         .filter(|a| !probed.contains(a) && !occupied.contains_key(a))
+        // One a round: ticks started together probe different Accounts side by side.
+        .take(1)
         .collect();
         if !parked.is_empty() {
             return Ok(Picked::Probe(parked));
