@@ -404,8 +404,10 @@ fn account_report(
 fn summary(runs: usize, ran: usize, states: &[JobState]) -> String {
     let count = |wanted: &[JobState]| states.iter().filter(|s| wanted.contains(s)).count();
     // Waiting: every Job listed that has yet to run again, queued or waiting.
+    // The Jobs' ends, then the queue: two counts, not one breath.
+    let waiting = count(&[JobState::Waiting, JobState::Queued]);
     format!(
-        "{} Run{} on {} Job{}: {} done, {} blocked, {} failed, {} waiting",
+        "{} Run{} on {} Job{}; {} done, {} blocked, {} failed; {} {} to run",
         runs,
         if runs == 1 { "" } else { "s" },
         ran,
@@ -413,7 +415,12 @@ fn summary(runs: usize, ran: usize, states: &[JobState]) -> String {
         count(&[JobState::Done]),
         count(&[JobState::Blocked]),
         count(&[JobState::Failed]),
-        count(&[JobState::Waiting, JobState::Queued]),
+        waiting,
+        if waiting == 1 {
+            "Job waits"
+        } else {
+            "Jobs wait"
+        },
     )
 }
 

@@ -489,3 +489,171 @@ fn ticks_started_together_probe_their_accounts_side_by_side_not_one_behind_anoth
     accounts.sort();
     assert_eq!(accounts, ["a", "b", "c"]);
 }
+
+/// A night of `runs` Runs over named Jobs, each Run ending `continue` (every fourth done),
+/// and its report page.
+fn night_page(runs: usize) -> (TestEnv, String) {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60, weeklyMax: 50}\n");
+    env.five_hour(&[20.0], "2026-11-30T05:00:00.000Z");
+    let names = ["parser", "callers", "docs", "tests"];
+    for name in names {
+        env.add_with(
+            &["--name", name, "--max-runs", "100"],
+            &format!("Work on the {name}"),
+        );
+    }
+    for i in 0..runs {
+        let status = if i % 15 == 14 { "done" } else { "continue" };
+        env.script(&format!(
+            "read-prompt\nwrite step-{i}.txt {i}\\n\nwrite .owl/handoff.md status: {status}\\n\\nStep {i}.\\n\ncommit step {i}\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n"
+        ));
+        env.tick();
+    }
+    let file = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", "12h", "--html"])
+        .arg(&file)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&file).unwrap();
+    (env, page)
+}
+
+#[test]
+fn the_report_page_puts_the_night_first_and_draws_what_it_says_where_it_can_be_read() {
+    let (_env, page) = night_page(12);
+    // The chart and the summary first, the Jobs after, each Job's Runs folded.
+    let chart = page.find("<svg").unwrap();
+    let jobs = page.find("<h2>Jobs</h2>").unwrap();
+    assert!(chart < jobs);
+    assert!(page.find("Runs on").unwrap() < chart);
+    // The first Job's twelve Runs, folded; the three others never ran.
+    assert_eq!(page.matches("<details><summary>").count(), 1, "{page}");
+    assert!(page.contains("<summary>12 Runs</summary>"), "{page}");
+    // A named Job is named once; changes in words.
+    assert!(!page.contains("parser (parser)"), "{page}");
+    assert!(
+        !page.contains("commit(s)") && !page.contains("file(s)"),
+        "{page}"
+    );
+    // The key above the chart, with each ceiling; no Window's name drawn in the plot.
+    let svg = &page[chart..page.find("</svg>").unwrap()];
+    assert!(
+        !svg.contains(">five_hour<") && !svg.contains(">seven_day<"),
+        "{svg}"
+    );
+    let legend = &page[page.find("class=\"legend\"").unwrap()..chart];
+    assert!(legend.contains("five_hour, ceiling 60%"), "{legend}");
+    assert!(svg.contains("class=\"ceiling-label\""), "{svg}");
+    // Runs seconds apart are bars apart: none overlaps the next.
+    let bars: Vec<(f64, f64)> = svg
+        .lines()
+        .filter(|l| l.contains("<rect class=\"run"))
+        .map(|l| {
+            let num = |key: &str| -> f64 {
+                l.split(&format!("{key}=\""))
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            (num("x"), num("width"))
+        })
+        .collect();
+    assert_eq!(bars.len(), 12);
+    for pair in bars.windows(2) {
+        assert!(pair[0].0 + pair[0].1 < pair[1].0, "{pair:?} overlap");
+    }
+}
+
+#[test]
+fn the_no_utilization_note_is_drawn_clear_of_the_ceiling_lines() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60, weeklyMax: 50}\n");
+    env.add("Nothing observed");
+    let file = env.dir.path().join("night.html");
+    env.owl()
+        .args(["report", "--since", "12h", "--html"])
+        .arg(&file)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&file).unwrap();
+    let note = page
+        .lines()
+        .find(|l| l.contains("no utilization observed"))
+        .unwrap();
+    let y: f64 = note
+        .split("y=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for line in page.lines().filter(|l| l.contains("class=\"ceiling\"")) {
+        let at: f64 = line
+            .split("y1=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (at - y).abs() > 14.0,
+            "the note at {y} is drawn over a ceiling at {at}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a real Chromium"]
+fn e2e_a_night_of_sixty_runs_renders_chart_first_in_a_real_browser() {
+    let (env, page) = night_page(60);
+    let file = env.dir.path().join("night.html");
+    std::fs::write(&file, &page).unwrap();
+    let shot = std::env::var_os("OWL_KEEP_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env.dir.path().join("night.png"));
+    let chromium = std::env::var_os("OWL_E2E_CHROMIUM").expect("OWL_E2E_CHROMIUM");
+    let out = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg("--window-size=1000,900")
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", file.display()))
+        .output()
+        .unwrap();
+    assert!(shot.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The first screenful holds the chart: its ceiling, a dashed red line across it.
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.line_size / info.width as usize;
+    let widest_red = (0..info.height as usize)
+        .map(|y| {
+            (0..info.width as usize)
+                .filter(|x| {
+                    let i = y * info.line_size + x * channels;
+                    buf[i].abs_diff(0xcf) < 40
+                        && buf[i + 1].abs_diff(0x22) < 40
+                        && buf[i + 2].abs_diff(0x2e) < 40
+                })
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        widest_red > info.width as usize / 3,
+        "the chart is not on the first screen (widest red row: {widest_red})"
+    );
+}

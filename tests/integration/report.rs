@@ -83,7 +83,7 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
     assert_eq!(runs[1]["outcome"], "succeeded");
     assert_eq!(
         report["summary"],
-        "4 Runs on 3 Jobs: 2 done, 1 blocked, 0 failed, 0 waiting"
+        "4 Runs on 3 Jobs; 2 done, 1 blocked, 0 failed; 0 Jobs wait to run"
     );
     let work = &report["accounts"][0];
     let five = work["windows"]
@@ -288,7 +288,7 @@ fn the_report_counts_and_lists_every_job_that_waits() {
         .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        report["summary"], "1 Run on 1 Job: 0 done, 0 blocked, 0 failed, 2 waiting",
+        report["summary"], "1 Run on 1 Job; 0 done, 0 blocked, 0 failed; 2 Jobs wait to run",
         "{report}"
     );
     let jobs = report["jobs"].as_array().unwrap();

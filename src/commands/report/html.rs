@@ -22,8 +22,9 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}table{border-collapse:co
 td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}\
 .muted{color:#656d76}svg{width:100%;height:auto;border:1px solid #d0d7de;background:#fff}\
 .ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.reset{stroke:#656d76;stroke-dasharray:2 4}\
-.run{fill:#8c959f}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
-@media print{body{margin:0}}";
+.run{fill:#8c959f;stroke:#fff;stroke-width:1}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
+.legend span{margin-right:1.4em;white-space:nowrap}.legend i{display:inline-block;width:1.6em;height:.25em;vertical-align:middle;margin-right:.4em}\
+details summary{cursor:pointer}@media print{body{margin:0}}";
 
 /// One Run of a Job's cell: how it ended, what owl noted, what its check found.
 fn run_line(r: &super::RunReport, local: &dyn Fn(&DateTime<Utc>) -> String) -> String {
@@ -84,9 +85,34 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
         esc(&until),
         esc(&report.summary)
     );
-    out.push_str("<h2>Jobs</h2>\n<table><tr><th>Job</th><th>State</th><th>Branch</th><th>Cost</th><th>Runs</th><th>Next</th></tr>\n");
+    // The night at a glance first: each Account's chart, then the Jobs.
+    let scale = Scale {
+        since: report.since,
+        until: report.until,
+    };
+    for account in &report.accounts {
+        out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
+        out.push_str(&legend(account));
+        out.push_str(&chart(account, &scale, &local));
+    }
+    out.push_str(&jobs_table(report, &local));
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The Jobs, one row each, a Job's Runs folded (a night of sixty Runs is a page of them).
+fn jobs_table(report: &Report, local: &dyn Fn(&DateTime<Utc>) -> String) -> String {
+    let mut out = String::from("<h2>Jobs</h2>\n<table><tr><th>Job</th><th>State</th><th>Branch</th><th>Cost</th><th>Runs</th><th>Next</th></tr>\n");
     for job in &report.jobs {
-        let runs: Vec<String> = job.runs.iter().map(|r| run_line(r, &local)).collect();
+        let lines: Vec<String> = job.runs.iter().map(|r| run_line(r, local)).collect();
+        let runs = match lines.len() {
+            0 => "none".to_string(),
+            n => format!(
+                "<details><summary>{n} Run{}</summary>{}</details>",
+                if n == 1 { "" } else { "s" },
+                lines.join("<br>")
+            ),
+        };
         let denied: String = job
             .denied_tools
             .iter()
@@ -101,7 +127,8 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
         out.push_str(&format!(
             "<tr><td>{}{}</td><td>{}{}</td><td>{}<br><span class=\"muted\">{}</span></td><td>${:.2}{}</td><td>{}{denied}</td><td>{}</td></tr>\n",
             esc(&job.id),
-            job.name.as_deref().map(|n| format!(" ({})", esc(n))).unwrap_or_default()
+            // A named Job's id is its name: said once.
+            job.name.as_deref().filter(|n| *n != job.id).map(|n| format!(" ({})", esc(n))).unwrap_or_default()
                 + &if job.after.is_empty() {
                     String::new()
                 } else {
@@ -110,31 +137,55 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
             esc(&job.state) + if job.verified { " (verified)" } else { "" },
             job.reason.as_deref().map(|r| format!("<br><span class=\"muted\">{}</span>", esc(r))).unwrap_or_default(),
             esc(&job.branch),
-            job.commits.map_or("not created".into(), |c| format!(
-                "{c} commit(s), {} file(s), +{} -{}",
-                job.files_changed.unwrap_or(0),
-                job.insertions.unwrap_or(0),
-                job.deletions.unwrap_or(0)
-            )),
+            job.commits.map_or("not created".into(), |c| changes(c, job.files_changed.unwrap_or(0), job.insertions.unwrap_or(0), job.deletions.unwrap_or(0))),
             job.cost_usd,
             job.budget_left_usd.map(|b| format!("<br><span class=\"muted\">${b:.2} left</span>")).unwrap_or_default(),
-            runs.join("<br>"),
+            runs,
             esc(job.next_step.as_deref().unwrap_or("none (no Handoff yet)")),
         ));
     }
     out.push_str("</table>\n");
-    {
-        let scale = Scale {
-            since: report.since,
-            until: report.until,
-        };
-        for account in &report.accounts {
-            out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
-            out.push_str(&chart(account, &scale, &local));
-        }
-    }
-    out.push_str("</body></html>\n");
     out
+}
+
+/// A branch's changes in words: "no commits", "1 commit, 2 files, +10 -3".
+fn changes(commits: usize, files: usize, insertions: usize, deletions: usize) -> String {
+    let counted = |n: usize, one: &str| match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {one}s"),
+    };
+    match commits {
+        0 => "no commits".into(),
+        c => format!(
+            "{}, {}, +{insertions} -{deletions}",
+            counted(c, "commit"),
+            counted(files, "file")
+        ),
+    }
+}
+
+/// The chart's key, above it where no data is drawn: each Window's colour, and its ceiling.
+fn legend(account: &AccountReport) -> String {
+    let items: Vec<String> = account
+        .windows
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let colour = COLOURS[i % COLOURS.len()];
+            let ceiling = w
+                .ceiling
+                .map(|c| format!(", ceiling {}% (dashed red)", crate::text::fmt_percent(c)))
+                .unwrap_or_default();
+            format!(
+                "<span><i style=\"background:{colour}\"></i>{}{ceiling}</span>",
+                esc(&w.window)
+            )
+        })
+        .collect();
+    format!(
+        "<p class=\"legend\">{}<span><i style=\"background:#8c959f\"></i>a Run (red: stopped by owl)</span></p>\n",
+        items.join("")
+    )
 }
 
 /// One Account's chart: a stepped path per Window, its ceiling as a dashed line, resets as
@@ -151,7 +202,7 @@ fn chart(
     for percent in [0.0, 50.0, 100.0] {
         let y = Scale::y(percent);
         svg.push_str(&format!(
-            "<line class=\"axis\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"8\" y=\"{:.1}\">{percent}%</text>\n",
+            "<line class=\"axis\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/><text x=\"4\" y=\"{:.1}\">{percent}%</text>\n",
             y + 4.0
         ));
     }
@@ -161,21 +212,25 @@ fn chart(
         esc(&local(&scale.until))
     ));
     for (i, series) in account.windows.iter().enumerate() {
-        svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()], i));
+        svg.push_str(&window_path(series, scale, COLOURS[i % COLOURS.len()]));
     }
     if account.windows.iter().all(|w| w.snapshots.is_empty()) {
+        // Where no ceiling line runs: the free height farthest from every one.
+        let ceilings: Vec<f64> = account.windows.iter().filter_map(|w| w.ceiling).collect();
+        let at = [85.0, 30.0, 10.0]
+            .into_iter()
+            .max_by(|a: &f64, b: &f64| {
+                let room = |p: f64| ceilings.iter().map(|c| (c - p).abs()).fold(100.0, f64::min);
+                room(*a).total_cmp(&room(*b))
+            })
+            .unwrap_or(30.0);
         svg.push_str(&format!(
             "<text class=\"empty\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">no utilization observed in this period</text>\n",
             (LEFT + RIGHT) / 2.0,
-            (TOP + BOTTOM) / 2.0
+            Scale::y(at) + 4.0
         ));
     }
-    for r in &account.runs {
-        let start = r.started_at;
-        let end = r.ended_at.unwrap_or(scale.until);
-        // A Run of seconds in a night of hours is still a bar one can see and point at.
-        let x2 = scale.x(end).max(scale.x(start) + MIN_RUN_WIDTH).min(RIGHT);
-        let x1 = scale.x(start).min(x2 - MIN_RUN_WIDTH);
+    for (r, (x1, x2)) in account.runs.iter().zip(run_bars(account, scale)) {
         let class = if r.stop.is_some() {
             "run stopped"
         } else {
@@ -195,7 +250,31 @@ fn chart(
     svg
 }
 
-fn window_path(series: &WindowSeries, scale: &Scale, colour: &str, index: usize) -> String {
+/// Each Run's bar, `(x1, x2)`: a Run of seconds in a night of hours is still a bar one can
+/// see and point at, and Runs a minute apart are bars apart, not one block: pushed right
+/// past the bar before, then, where that runs off the chart, left of the bar after.
+fn run_bars(account: &AccountReport, scale: &Scale) -> Vec<(f64, f64)> {
+    const GAP: f64 = 1.0;
+    let mut bars: Vec<(f64, f64)> = Vec::with_capacity(account.runs.len());
+    for r in &account.runs {
+        let start = scale.x(r.started_at);
+        let end = scale.x(r.ended_at.unwrap_or(scale.until));
+        let width = (end - start).max(MIN_RUN_WIDTH);
+        let x1 = bars.last().map_or(start, |(_, x2)| start.max(x2 + GAP));
+        bars.push((x1, x1 + width));
+    }
+    let mut limit = RIGHT;
+    for bar in bars.iter_mut().rev() {
+        if bar.1 > limit {
+            let width = bar.1 - bar.0;
+            *bar = ((limit - width).max(LEFT), limit);
+        }
+        limit = bar.0 - GAP;
+    }
+    bars
+}
+
+fn window_path(series: &WindowSeries, scale: &Scale, colour: &str) -> String {
     let mut d = String::new();
     let mut last_y = None;
     for p in &series.snapshots {
@@ -228,12 +307,15 @@ fn window_path(series: &WindowSeries, scale: &Scale, colour: &str, index: usize)
             "<line class=\"reset\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"/>\n"
         ));
     }
-    // Its name, stacked under the others' at the top right.
-    out.push_str(&format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" style=\"fill:{colour}\">{}</text>\n",
-        RIGHT - 4.0,
-        TOP + 14.0 + 15.0 * index as f64,
-        esc(&series.window)
-    ));
+    // Its ceiling's figure in the left margin, on the line's height, where no data is drawn;
+    // the key above the chart names the Windows.
+    if let Some(ceiling) = series.ceiling {
+        out.push_str(&format!(
+            "<text class=\"ceiling-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" style=\"fill:{colour}\">{}%</text>\n",
+            LEFT - 6.0,
+            Scale::y(ceiling) + 4.0,
+            crate::text::fmt_percent(ceiling)
+        ));
+    }
     out
 }
