@@ -40,6 +40,9 @@ fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
     let mock = MockGemini::start().unwrap();
     let home = env.dir.path().join("gemini-home");
     write_gemini_home(&home);
+    // Its error dumps go with the test's dir, not into the machine's temp dir.
+    let tmp = env.dir.path().join("gemini-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let config = format!(
         r#"stateDir: {state}
 graceWindow: 2s
@@ -59,11 +62,13 @@ accounts:
       GIT_AUTHOR_EMAIL: gemini@example.com
       GIT_COMMITTER_NAME: Gemini
       GIT_COMMITTER_EMAIL: gemini@example.com
+      TMPDIR: {tmp}
 {extra}"#,
         state = env.state.display(),
         gemini = real_gemini().display(),
         home = home.display(),
         base = mock.base_url(),
+        tmp = tmp.display(),
     );
     std::fs::write(&env.config, config).unwrap();
     (env, mock)

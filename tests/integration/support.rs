@@ -522,9 +522,13 @@ pub fn assert_conformance_passes(driver: &str, command: &Path, min_checks: usize
         ),
     )
     .unwrap();
+    // Its scratch dirs and the CLI's temp files go with the test's dir.
+    let tmp = env.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     let out = env
         .owl()
         .args(["doctor", "--conformance", "--json"])
+        .env("TMPDIR", &tmp)
         .output()
         .unwrap();
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
