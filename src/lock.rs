@@ -115,16 +115,7 @@ fn open_regular(path: &Path, truncate: bool) -> Result<File> {
         .with_context(|| format!("reading lock {}", shown()))?
         .file_type();
     if !kind.is_file() {
-        use std::os::unix::fs::FileTypeExt;
-        let what = if kind.is_dir() {
-            "a directory"
-        } else if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "a device"
-        };
+        let what = crate::untrusted::kind_name(kind);
         return Err(NotALockFile {
             path: shown(),
             what,

@@ -103,7 +103,8 @@ pub(crate) fn read_to_string(path: &Path, cap: u64) -> Result<String, Refused> {
     read(path, cap).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-fn kind_name(kind: std::fs::FileType) -> &'static str {
+/// What a file that is not a regular one is, in a few words: "a FIFO".
+pub(crate) fn kind_name(kind: std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {

@@ -90,13 +90,7 @@ fn a_report_over_a_day_or_more_dates_its_ends() {
         Some("owl report: Mon 23 Nov 03:00 → Mon 30 Nov 03:00"),
         "{text}"
     );
-    let file = env.dir.path().join("report.html");
-    env.owl()
-        .args(["report", "--since", "7d", "--html"])
-        .arg(&file)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&file).unwrap();
+    let page = crate::report::html_report(&env, "7d");
     assert!(
         page.contains("owl report: Mon 23 Nov 03:00 → Mon 30 Nov 03:00"),
         "{page}"
@@ -509,13 +503,7 @@ fn night_page(runs: usize) -> (TestEnv, String) {
         ));
         env.tick();
     }
-    let file = env.dir.path().join("night.html");
-    env.owl()
-        .args(["report", "--since", "12h", "--html"])
-        .arg(&file)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&file).unwrap();
+    let page = crate::report::html_report(&env, "12h");
     (env, page)
 }
 
@@ -573,13 +561,7 @@ fn the_report_page_puts_the_night_first_and_draws_what_it_says_where_it_can_be_r
 fn the_no_utilization_note_is_drawn_clear_of_the_ceiling_lines() {
     let env = TestEnv::with_config("    limits: {fiveHourMax: 60, weeklyMax: 50}\n");
     env.add("Nothing observed");
-    let file = env.dir.path().join("night.html");
-    env.owl()
-        .args(["report", "--since", "12h", "--html"])
-        .arg(&file)
-        .assert()
-        .success();
-    let page = std::fs::read_to_string(&file).unwrap();
+    let page = crate::report::html_report(&env, "12h");
     let note = page
         .lines()
         .find(|l| l.contains("no utilization observed"))

@@ -287,6 +287,21 @@ fn a_notify_command_is_bounded_in_every_direction() {
     assert!(seen.contains("HOME="), "{seen}");
 }
 
+/// A test env whose repository has a local bare remote `origin`.
+fn env_with_a_remote() -> (TestEnv, std::path::PathBuf) {
+    let env = TestEnv::new();
+    let remote = env.dir.path().join("remote.git");
+    crate::support::git(
+        env.dir.path(),
+        &["init", "-q", "--bare", remote.to_str().unwrap()],
+    );
+    crate::support::git(
+        &env.repo,
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    (env, remote)
+}
+
 /// Runs contrib/notify-pull-request on `payload` with a fake `gh` first on PATH (it writes
 /// its argv, one per line, and its cwd to `gh.txt`); what `gh` was told, if it ran.
 fn run_pull_request_hook(payload: &Value, args: &[&str]) -> Option<String> {
@@ -327,16 +342,7 @@ fn run_pull_request_hook(payload: &Value, args: &[&str]) -> Option<String> {
 
 #[test]
 fn the_pull_request_hook_pushes_a_verified_branch_and_opens_a_draft_and_nothing_else() {
-    let env = TestEnv::new();
-    let remote = env.dir.path().join("remote.git");
-    crate::support::git(
-        env.dir.path(),
-        &["init", "-q", "--bare", remote.to_str().unwrap()],
-    );
-    crate::support::git(
-        &env.repo,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
+    let (env, remote) = env_with_a_remote();
     crate::support::git(&env.repo, &["branch", "owl/ab12cd"]);
     let tip = crate::support::git(&env.repo, &["rev-parse", "owl/ab12cd"]);
     let payload = serde_json::json!({
@@ -432,16 +438,7 @@ fn a_claimed_done_that_fails_its_check_is_told_and_a_verified_done_carries_its_c
 
 #[test]
 fn the_pull_request_hook_pushes_the_very_commit_that_was_verified_or_nothing() {
-    let env = TestEnv::new();
-    let remote = env.dir.path().join("remote.git");
-    crate::support::git(
-        env.dir.path(),
-        &["init", "-q", "--bare", remote.to_str().unwrap()],
-    );
-    crate::support::git(
-        &env.repo,
-        &["remote", "add", "origin", remote.to_str().unwrap()],
-    );
+    let (env, remote) = env_with_a_remote();
     let verified = crate::support::git(&env.repo, &["rev-parse", "HEAD"]);
     let verified = verified.trim();
     // The branch moved past what was verified (a commit nobody checked).

@@ -364,7 +364,7 @@ fn the_report_page_draws_configured_ceilings_and_short_runs() {
 
 /// Writes the report of the last `since` to `night.html` in the test dir, as a person
 /// would, and returns the page.
-fn html_report(env: &TestEnv, since: &str) -> String {
+pub fn html_report(env: &TestEnv, since: &str) -> String {
     let page = env.dir.path().join("night.html");
     env.owl()
         .args(["report", "--since", since, "--html"])

@@ -32,12 +32,7 @@ pub(super) fn round(
     tidied: &mut bool,
 ) -> Result<Round> {
     let (dry_run, json) = (args.dry_run, args.json);
-    let said = |action, reason: String| -> Result<Round> {
-        Ok(Round::Ended(report(
-            json,
-            TickJson::said(action, reason, dry_run),
-        )?))
-    };
+    let said = |action, reason: String| said(args, action, reason);
     let pick = match take_pick_lock(ctx, latch)? {
         Ok(pick) => pick,
         Err(reason) => return said(TickAction::Busy, reason),
@@ -120,12 +115,7 @@ fn take(
     decided: Decided,
 ) -> Result<Round> {
     let (dry_run, json) = (args.dry_run, args.json);
-    let said = |action, reason: String| -> Result<Round> {
-        Ok(Round::Ended(report(
-            json,
-            TickJson::said(action, reason, dry_run),
-        )?))
-    };
+    let said = |action, reason: String| said(args, action, reason);
     let Decided {
         decision,
         machine_problem,
@@ -192,4 +182,10 @@ fn take(
         now,
         _locks: (run_lock, job_lock),
     })))
+}
+
+/// A round that ends with `reason`, reported.
+fn said(args: &TickArgs, action: TickAction, reason: String) -> Result<Round> {
+    let out = TickJson::said(action, reason, args.dry_run);
+    Ok(Round::Ended(report(args.json, out)?))
 }
