@@ -160,17 +160,21 @@ impl SandboxExecutor {
                     args.extend(["--tmpfs".into(), hidden.display().to_string()]);
                 }
             }
+        }
+        for dir in &writable {
+            std::fs::create_dir_all(dir)?;
+            let dir = dir.display().to_string();
+            args.extend(["--bind".into(), dir.clone(), dir]);
+        }
+        // After the writable binds: a credential file inside one (`sandbox.writable:
+        // [~/.cargo]`) is hidden all the same.
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
             for hidden in HIDDEN_FILES_IN_HOME.iter().map(|f| home.join(f)) {
                 if hidden.is_file() {
                     let hidden = hidden.display().to_string();
                     args.extend(["--ro-bind".into(), "/dev/null".into(), hidden]);
                 }
             }
-        }
-        for dir in &writable {
-            std::fs::create_dir_all(dir)?;
-            let dir = dir.display().to_string();
-            args.extend(["--bind".into(), dir.clone(), dir]);
         }
         args.extend(
             [

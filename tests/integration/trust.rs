@@ -214,13 +214,23 @@ fn a_verified_check_records_the_commit_it_passed_at() {
 
 #[test]
 fn the_sandbox_hides_the_credentials_of_the_readmes_integrations() {
+    // A writable ~/.cargo (a build cache) still hides cargo's publish token in it.
+    let home = |env: &TestEnv| env.dir.path().join("home");
     let env = TestEnv::sandboxed("");
-    let home = env.dir.path().join("home");
+    let cargo = home(&env).join(".cargo");
+    std::fs::create_dir_all(&cargo).unwrap();
+    let config = std::fs::read_to_string(&env.config).unwrap().replace(
+        "  writable: [",
+        &format!("  writable: [{}, ", cargo.display()),
+    );
+    std::fs::write(&env.config, config).unwrap();
+    let home = home(&env);
     let secrets = [
         ".config/gh/hosts.yml",
         ".git-credentials",
         ".config/git/credentials",
         ".netrc",
+        ".cargo/credentials.toml",
     ];
     for (i, file) in secrets.iter().enumerate() {
         std::fs::create_dir_all(home.join(file).parent().unwrap()).unwrap();
