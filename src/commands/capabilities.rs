@@ -52,7 +52,6 @@ mod tests {
         .unwrap();
         let blind = |_| Capabilities {
             usage_reporting: false,
-            usage_probe: false,
             budget_cap: false,
             tool_policy: false,
             session_id: false,

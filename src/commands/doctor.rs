@@ -177,12 +177,13 @@ fn probe_finding(
     let cwd = Some(ctx.config.state_dir.clone())
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
-    if !d.account_capabilities(account).usage_probe {
+    if !driver::offers_probe(d, account) {
         // Nothing to ask without spending a token: the first Run tells.
         found.note(format!(
             "account {name}: login not checked: the {} driver has no zero-token probe{}",
             account.driver.name(),
-            if d.capabilities().usage_probe {
+            // It can be asked for utilization, just not without a token on this login.
+            if d.usage_request_input("owl-doctor").is_some() {
                 " for this login"
             } else {
                 ""
@@ -232,8 +233,11 @@ fn agent_cli(
             let what = format!("{} {v} at '{}'", account.driver.name(), command.display());
             found.check(true, format!("account {name}: {what}"));
             let (has, lacks): (Vec<_>, Vec<_>) = d
-                .account_capabilities(account)
-                .named(d.interrupt("owl-doctor").is_some())
+                .capabilities()
+                .named(
+                    driver::offers_probe(d, account),
+                    d.interrupt("owl-doctor").is_some(),
+                )
                 .into_iter()
                 .partition(|(_, on)| *on);
             let names = |caps: Vec<(&str, bool)>| -> String {
@@ -249,7 +253,7 @@ fn agent_cli(
                 names(has),
                 names(lacks)
             ));
-            let caps = d.account_capabilities(account);
+            let caps = d.capabilities();
             if !caps.tool_policy {
                 found.note(format!(
                     "allowedTools and disallowedTools do not reach the {} CLI: its own \

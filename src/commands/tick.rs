@@ -465,9 +465,7 @@ fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
 /// allow it).
 fn can_probe(ctx: &Ctx, account: &str) -> bool {
     let account = &ctx.config.accounts[account];
-    driver::for_kind(account.driver)
-        .account_capabilities(account)
-        .usage_probe
+    driver::offers_probe(driver::for_kind(account.driver).as_ref(), account)
 }
 
 /// Asks the Account's agent for its utilization and login, and records what it says. A

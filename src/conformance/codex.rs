@@ -441,7 +441,8 @@ fn probe(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     const KEY: &str = "app-server says an API key has no plan";
     let ask = |chatgpt: bool| -> Result<(Option<Usage>, usize), String> {
         let bench = Bench::new(if chatgpt { "probe-plan" } else { "probe-key" }, chatgpt)?;
-        let inv = Codex.probe_invocation(command, &bench.account);
+        // The app-server whatever the login: the API key's answer is one of the facts.
+        let inv = crate::driver::codex::app_server(command, &bench.account);
         let mut session = Session::start(&inv, &bench.scratch.0)
             .map_err(|e| format!("starting '{}': {e}", command.display()))?;
         session.send(&Codex.usage_request_input("owl-probe").unwrap_or_default());

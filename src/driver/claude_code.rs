@@ -49,7 +49,6 @@ impl ClaudeCode {
     /// What Claude Code can do for owl.
     pub const CAPABILITIES: Capabilities = Capabilities {
         usage_reporting: true,
-        usage_probe: true,
         budget_cap: true,
         tool_policy: true,
         session_id: true,
@@ -131,9 +130,13 @@ impl Driver for ClaudeCode {
         account_invocation(req.command, req.account, args)
     }
 
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Option<Invocation> {
         // No prompt is ever written, so the CLI makes no API call and spends nothing.
-        account_invocation(command, account, stream_json_args("dontAsk"))
+        Some(account_invocation(
+            command,
+            account,
+            stream_json_args("dontAsk"),
+        ))
     }
 
     fn prompt_input(&self, prompt: &str) -> Vec<u8> {

@@ -15,16 +15,22 @@ pub struct Codex;
 const TESTED_MAJOR_MINOR: (u64, u64) = (0, 171);
 
 impl Codex {
-    /// With a ChatGPT login; an API key has no plan, so no probe (see `account_capabilities`).
+    /// A zero-token probe only with a ChatGPT login: an API key has no plan
+    /// (`probe_invocation`).
     pub const CAPABILITIES: Capabilities = Capabilities {
         // The rollout file carries the plan's windows whatever the login (PROTOCOL.md §5.2).
         usage_reporting: true,
-        usage_probe: true,
         budget_cap: false,
         tool_policy: false,
         // SIGINT aborts the turn and kills its tools (§7).
         session_id: true,
     };
+}
+
+/// `codex app-server` in the Account's environment: JSON-RPC on stdio, where owl asks for the
+/// plan's windows (and, with an API key, is told there is no plan).
+pub fn app_server(command: &std::path::Path, account: &Account) -> Invocation {
+    account_invocation(command, account, vec!["app-server".into()])
 }
 
 /// Where the Account's Codex keeps its login and sessions: `CODEX_HOME` as the Account's
@@ -76,16 +82,10 @@ impl Driver for Codex {
         Self::CAPABILITIES
     }
 
-    fn account_capabilities(&self, account: &Account) -> Capabilities {
-        Capabilities {
-            usage_probe: chatgpt_login(account),
-            ..Self::CAPABILITIES
-        }
-    }
-
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
-        // JSON-RPC on stdio; no thread is started, so no token is spent.
-        account_invocation(command, account, vec!["app-server".into()])
+    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Option<Invocation> {
+        // JSON-RPC on stdio; no thread is started, so no token is spent. An API key has no
+        // plan to read.
+        chatgpt_login(account).then(|| app_server(command, account))
     }
 
     fn usage_request_input(&self, _request_id: &str) -> Option<Vec<u8>> {

@@ -19,7 +19,6 @@ impl GeminiCli {
     /// §5), it cannot be capped in money, and a signal ends it without a final line (§7).
     pub const CAPABILITIES: Capabilities = Capabilities {
         usage_reporting: false,
-        usage_probe: false,
         budget_cap: false,
         tool_policy: true,
         session_id: true,

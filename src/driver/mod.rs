@@ -20,8 +20,6 @@ pub use events::*;
 pub struct Capabilities {
     /// The agent reports the Account's utilization, so a Ceiling can be kept.
     pub usage_reporting: bool,
-    /// An Account's utilization can be read without spending a token (the preflight probe).
-    pub usage_probe: bool,
     /// A Run can be capped in money (`--max-budget-usd`).
     pub budget_cap: bool,
     /// `allowedTools`/`disallowedTools` can be expressed to the CLI.
@@ -31,12 +29,13 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// Each capability with its name as `owl doctor` prints it; `graceful_interrupt` is
-    /// not a flag but the Driver's `interrupt()`, which is `Some` when it has one.
-    pub fn named(&self, graceful_interrupt: bool) -> [(&'static str, bool); 6] {
+    /// Each capability with its name as `owl doctor` prints it. `usage_probe` and
+    /// `graceful_interrupt` are not flags but methods of the Driver, `probe_invocation` and
+    /// `interrupt`, which return `Some` when it has one ([`offers_probe`]).
+    pub fn named(&self, usage_probe: bool, graceful_interrupt: bool) -> [(&'static str, bool); 6] {
         [
             ("usage_reporting", self.usage_reporting),
-            ("usage_probe", self.usage_probe),
+            ("usage_probe", usage_probe),
             ("budget_cap", self.budget_cap),
             ("tool_policy", self.tool_policy),
             ("graceful_interrupt", graceful_interrupt),
@@ -57,6 +56,14 @@ pub(crate) fn login_fix(account: &Account, name: &str) -> String {
         "{}, then `owl probe {name}`",
         for_kind(account.driver).login_hint(account)
     )
+}
+
+/// Whether the Account's utilization can be read without a token: its Driver offers a probe
+/// for its login.
+pub(crate) fn offers_probe(driver: &dyn Driver, account: &Account) -> bool {
+    driver
+        .probe_invocation(std::path::Path::new("probe"), account)
+        .is_some()
 }
 
 /// The Driver for a configured kind: the registry, one line a Driver (its name and default
@@ -182,11 +189,6 @@ pub trait Driver: Send + Sync {
     /// What this agent can do, with any login.
     fn capabilities(&self) -> Capabilities;
 
-    /// What this agent can do with this Account's login (a probe may need a plan login).
-    fn account_capabilities(&self, _account: &Account) -> Capabilities {
-        self.capabilities()
-    }
-
     /// The command that makes the CLI print its version, in the Account's environment
     /// (scrubbed like every other process owl starts).
     fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
@@ -224,10 +226,15 @@ pub trait Driver: Send + Sync {
         None
     }
 
-    /// The command that starts the agent only to ask it for utilization: no prompt, no tokens.
-    /// Only called for a Driver that declares `usage_probe`.
-    fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation {
-        self.version_invocation(command, account)
+    /// The command that starts the agent only to ask it for utilization: no prompt, no
+    /// tokens; `None` when this Driver, or this Account's login, has no such probe. The one
+    /// declaration of the `usage_probe` capability: there is no flag beside it.
+    fn probe_invocation(
+        &self,
+        _command: &std::path::Path,
+        _account: &Account,
+    ) -> Option<Invocation> {
+        None
     }
 
     /// Where the CLI keeps its login for an Account that names no `credentialStore`: its

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::driver::{AgentEvent, Capabilities, Interrupt, RateLimitStatus, UsagePoll};
+use crate::driver::{AgentEvent, Interrupt, RateLimitStatus, UsagePoll};
 use crate::model::{ExitInfo, StopCause};
 use crate::sys::Sig;
 
@@ -26,7 +26,7 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_millis(500);
 /// offers for the Account, and whether the agent's stdin is open: an interrupt on stdin
 /// needs stdin, a SIGINT does not; the probe beside the agent needs a zero-token probe.
 pub(crate) fn negotiate(
-    caps: Capabilities,
+    probe: bool,
     offered_interrupt: Option<Interrupt>,
     offered_poll: UsagePoll,
     stdin_open: bool,
@@ -34,7 +34,7 @@ pub(crate) fn negotiate(
     // The interrupt the Driver offers is the capability: there is no second declaration.
     let interrupt = offered_interrupt.filter(|how| stdin_open || *how == Interrupt::Sigint);
     let poll = match offered_poll {
-        UsagePoll::Probe if caps.usage_probe => UsagePoll::Probe,
+        UsagePoll::Probe if probe => UsagePoll::Probe,
         UsagePoll::Probe | UsagePoll::None => UsagePoll::None,
         UsagePoll::Stdin => UsagePoll::Stdin,
     };
@@ -510,10 +510,7 @@ mod tests {
 
     #[test]
     fn the_stop_and_the_poll_are_what_the_driver_declares_and_the_pipe_allows() {
-        let all = Capabilities {
-            usage_probe: true,
-            ..Default::default()
-        };
+        let all = true;
         let on_stdin = Interrupt::Stdin(b"{}".to_vec());
         // Claude Code: an interrupt and a poll on stdin, while stdin is open.
         assert_eq!(
@@ -529,9 +526,9 @@ mod tests {
             negotiate(all, Some(Interrupt::Sigint), UsagePoll::None, false).0,
             Some(Interrupt::Sigint)
         );
-        // A probe the Driver offers but does not declare for this Account is not used; an
-        // interrupt it offers is its capability.
-        let none = Capabilities::default();
+        // A side probe the Driver would poll with but has none for this Account is not
+        // used; an interrupt it offers is its capability.
+        let none = false;
         assert_eq!(
             negotiate(none, Some(Interrupt::Sigint), UsagePoll::Probe, true),
             (Some(Interrupt::Sigint), UsagePoll::None)

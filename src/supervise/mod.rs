@@ -332,7 +332,7 @@ fn prompt_and_negotiate(
     let stdin = Some(stdin).filter(|_| !prompt.is_empty());
     send(&stdin, prompt);
     let (interrupt, poll) = machine::negotiate(
-        driver.account_capabilities(account),
+        crate::driver::offers_probe(driver, account),
         driver.interrupt("owl-interrupt"),
         driver.usage_poll(),
         stdin.is_some(),

@@ -54,7 +54,11 @@ pub(crate) fn start(
             "the driver cannot report utilization".into(),
         ));
     };
-    let invocation = driver.probe_invocation(command, account);
+    let Some(invocation) = driver.probe_invocation(command, account) else {
+        return Err(ProbeOutcome::Failed(
+            "the driver has no zero-token probe for this login".into(),
+        ));
+    };
     let mut handle = executor
         .start(&invocation, cwd)
         .map_err(|e| ProbeOutcome::Failed(format!("starting '{}': {e}", command.display())))?;
