@@ -330,7 +330,7 @@ fn job_check(
             "{key} is empty: name the command to run (or use {off})"
         ));
     }
-    argv[0] = crate::config::check_program(&argv[0])?;
+    argv[0] = crate::config::check_program(&argv[0]).map_err(|e| e.to_string())?;
     Ok(Some(crate::model::Check {
         argv,
         timeout_secs: ctx.config.check_timeout(repo).as_secs(),

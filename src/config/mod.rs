@@ -640,21 +640,29 @@ pub fn expand_tilde(path: &str) -> PathBuf {
 /// config.yaml is, written out when the Job is queued: unexpanded, it has a `/` and would be
 /// found inside the Job's working copy, whose every file the agent writes. `~name/…` is
 /// refused, not guessed.
-pub fn check_program(program: &str) -> Result<String, String> {
+pub fn check_program(program: &str) -> Result<String, CheckProgramError> {
     if !program.starts_with('~') {
         return Ok(program.to_string());
     }
+    let refused = |why| CheckProgramError {
+        program: program.to_string(),
+        why,
+    };
     if program != "~" && !program.starts_with("~/") {
-        return Err(format!(
-            "check program '{program}': owl expands only ~/ (your home); write the path in full"
-        ));
+        return Err(refused("owl expands only ~/ (your home)"));
     }
     match home() {
         Some(_) => Ok(expand_tilde(program).display().to_string()),
-        None => Err(format!(
-            "check program '{program}': HOME is not set, so ~ means nothing; write the path in full"
-        )),
+        None => Err(refused("HOME is not set, so ~ means nothing")),
     }
+}
+
+/// Why a check's program cannot be taken as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("check program '{program}': {why}; write the path in full")]
+pub struct CheckProgramError {
+    pub program: String,
+    pub why: &'static str,
 }
 
 /// Where a check's program is found, in words for `show`: a path of the user's, a file of
@@ -816,7 +824,11 @@ mod tests {
         assert_eq!(check_program("cargo"), Ok("cargo".into()));
         assert_eq!(check_program("./ci/check"), Ok("./ci/check".into()));
         let refused = check_program("~other/bin/check").unwrap_err();
-        assert!(refused.contains("~other/bin/check"), "{refused}");
+        assert_eq!(refused.why, "owl expands only ~/ (your home)");
+        assert!(
+            refused.to_string().contains("~other/bin/check"),
+            "{refused}"
+        );
         assert!(check_program_place("./ci/check").contains("the agent can change"));
         assert_eq!(check_program_place("/usr/bin/make"), "runs /usr/bin/make");
     }

@@ -150,7 +150,7 @@ fn check_argv(
         )),
         Some(mut argv) => {
             argv[0] = super::check_program(&argv[0])
-                .map_err(|why| place.at(key, format!("{key}: {why}")))?;
+                .map_err(|refused| place.at(key, format!("{key}: {refused}")))?;
             Ok(Some(argv))
         }
         None => Ok(None),

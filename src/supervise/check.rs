@@ -193,7 +193,7 @@ fn verdict_of(exit: ExitInfo) -> CheckStatus {
 /// on: a missing or non-executable program is the environment's fault.
 pub(crate) fn resolve_program(name: &str, cwd: &Path, path: &str) -> Result<PathBuf, String> {
     // A `~/…` stored by an owl that did not expand it: the home's, never the working copy's.
-    let expanded = crate::config::check_program(name)?;
+    let expanded = crate::config::check_program(name).map_err(|e| e.to_string())?;
     let name = expanded.as_str();
     if name.starts_with('/') {
         return match executable(Path::new(name)) {
