@@ -1,11 +1,7 @@
 //! The first week, as a new user lives it (issue 36): every word true, every step works as
 //! printed, nothing waits behind another.
 
-use crate::support::TestEnv;
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use crate::support::{stderr_of, TestEnv};
 
 #[test]
 fn add_from_a_subdirectory_takes_the_repository_git_would_and_says_so() {
@@ -484,6 +480,12 @@ fn ticks_started_together_probe_their_accounts_side_by_side_not_one_behind_anoth
     assert_eq!(accounts, ["a", "b", "c"]);
 }
 
+/// The number an SVG element's attribute `key` holds on its line of the page.
+fn attr(line: &str, key: &str) -> f64 {
+    let value = line.split(&format!(" {key}=\"")).nth(1).unwrap();
+    value.split('"').next().unwrap().parse().unwrap()
+}
+
 /// A night of `runs` Runs over named Jobs, each Run ending `continue` (every fourth done),
 /// and its report page.
 fn night_page(runs: usize) -> (TestEnv, String) {
@@ -537,19 +539,7 @@ fn the_report_page_puts_the_night_first_and_draws_what_it_says_where_it_can_be_r
     let bars: Vec<(f64, f64)> = svg
         .lines()
         .filter(|l| l.contains("<rect class=\"run"))
-        .map(|l| {
-            let num = |key: &str| -> f64 {
-                l.split(&format!("{key}=\""))
-                    .nth(1)
-                    .unwrap()
-                    .split('"')
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            };
-            (num("x"), num("width"))
-        })
+        .map(|l| (attr(l, "x"), attr(l, "width")))
         .collect();
     assert_eq!(bars.len(), 12);
     for pair in bars.windows(2) {
@@ -566,25 +556,9 @@ fn the_no_utilization_note_is_drawn_clear_of_the_ceiling_lines() {
         .lines()
         .find(|l| l.contains("no utilization observed"))
         .unwrap();
-    let y: f64 = note
-        .split("y=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let y = attr(note, "y");
     for line in page.lines().filter(|l| l.contains("class=\"ceiling\"")) {
-        let at: f64 = line
-            .split("y1=\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let at = attr(line, "y1");
         assert!(
             (at - y).abs() > 14.0,
             "the note at {y} is drawn over a ceiling at {at}"

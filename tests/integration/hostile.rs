@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{git, TestEnv};
+use crate::support::{git, show_text, TestEnv};
 
 /// How a bounded command ended: its status, how long it took, its peak memory.
 pub struct Bounded {
@@ -119,11 +119,6 @@ fn assert_same_files(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathB
             .map(|k| String::from_utf8_lossy(after.get(*k).map(|v| v.as_slice()).unwrap_or(b"")))
             .collect::<Vec<_>>()
     );
-}
-
-fn show_text(env: &TestEnv, id: &str) -> String {
-    let out = env.owl().args(["show", id]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Adds a Job and makes the branch owl creates for it, so that the user's `.git` can be

@@ -602,3 +602,36 @@ pub fn wait_until(never: &str, done: impl Fn() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// What a command wrote on stderr, as text.
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// What `owl show JOB` prints.
+pub fn show_text(env: &TestEnv, id: &str) -> String {
+    let out = env.owl().args(["show", id]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The pid a test's process wrote to `path` (whole, by a rename).
+pub fn read_pid(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Queues a Job whose check writes a pid to `pidfile` (whole, by a rename), starts a tick
+/// in the background and waits until its check has: the Job, the tick, the pid.
+pub fn tick_into_check(
+    env: &TestEnv,
+    check: &str,
+    pidfile: &Path,
+) -> (String, std::process::Child, i32) {
+    let id = env.add_with(&["--check", check], "Stopped mid-check");
+    let tick = env.spawn_tick();
+    wait_until("the check never started", || pidfile.exists());
+    (id, tick, read_pid(pidfile))
+}

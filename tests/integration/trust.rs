@@ -7,7 +7,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::{alive, done_script, git, wait_until, TestEnv};
+use crate::support::{
+    alive, done_script, git, read_pid, show_text, stderr_of, tick_into_check, wait_until, TestEnv,
+};
 
 /// Writes an executable shell script.
 fn script_file(path: &Path, body: &str) {
@@ -35,23 +37,6 @@ fn output_within(mut cmd: std::process::Command) -> std::process::Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().unwrap()
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn show_text(env: &TestEnv, id: &str) -> String {
-    let out = env.owl().args(["show", id]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn read_pid(path: &Path) -> i32 {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 /// The agent commits an executable `~/bin/check-feature` inside its working copy, which
@@ -292,10 +277,7 @@ fn a_cancel_stops_a_running_check() {
         "sh -c 'echo $$ > {0}.tmp; mv {0}.tmp {0}; exec sleep 600'",
         pidfile.display()
     );
-    let id = env.add_with(&["--check", &check], "Cancel me");
-    let tick = env.spawn_tick();
-    wait_until("the check never started", || pidfile.exists());
-    let pid = read_pid(&pidfile);
+    let (id, tick, pid) = tick_into_check(&env, &check, &pidfile);
     env.owl().args(["cancel", &id]).assert().success();
     let cancelled = Instant::now();
     wait_until("the cancel did not stop the check", || !alive(pid));

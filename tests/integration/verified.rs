@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use crate::support::{alive, done_script, held_run_script, wait_until, TestEnv};
+use crate::support::{
+    alive, done_script, held_run_script, read_pid, tick_into_check, wait_until, TestEnv,
+};
 
 /// A check that fails until a file `fixed` is in the worktree, saying so on stderr.
 /// What it prints starts with an escape sequence, which owl shows and never passes on.
@@ -11,27 +13,6 @@ const FIXED_CHECK: &str = r#"sh -c 'printf "\033[2Jfixed is missing\n" >&2; test
 
 /// A Run that makes the check pass: writes `fixed`, hands off done and commits both.
 const FIXING_SCRIPT: &str = "read-prompt\nwrite fixed yes\\n\nwrite .owl/handoff.md status: done\\n\\nFixed.\\n\ncommit fix\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n";
-
-/// Queues a Job whose check writes a pid to `pidfile` (whole, by a rename), starts a tick
-/// in the background and waits until its check has: the Job, the tick, the pid.
-fn tick_into_check(
-    env: &TestEnv,
-    check: &str,
-    pidfile: &Path,
-) -> (String, std::process::Child, i32) {
-    let id = env.add_with(&["--check", check], "Stopped mid-check");
-    let tick = env.spawn_tick();
-    wait_until("the check never started", || pidfile.exists());
-    (id, tick, read_pid(pidfile))
-}
-
-fn read_pid(path: &Path) -> i32 {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 fn logs_check(env: &TestEnv, run: i64) -> String {
     let out = env
