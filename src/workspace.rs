@@ -330,7 +330,7 @@ impl Workspace {
         let safety_commit = self.safety_net(author, run_id);
         let not_published = self
             .is_clone()
-            .then(|| self.publish_marked(job, began_at, Some(mark)).err())
+            .then(|| self.publish(job, began_at, Some(mark)).err())
             .flatten()
             .map(|e| {
                 tracing::warn!("run {run_id}: {e:#}");

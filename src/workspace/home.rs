@@ -18,15 +18,11 @@ impl Workspace {
     ///
     /// `began_at` is the branch's head when the Run began: a repository still there while the
     /// clone's branch no longer descends from it means the Run rewrote the branch's history,
-    /// and the error says so rather than blame the repository.
-    pub(crate) fn publish(&self, job: &Job, began_at: Option<&str>) -> Result<bool> {
-        self.publish_marked(job, began_at, None)
-    }
-
-    /// [`Workspace::publish`], with `mark` (a file of owl's state dir) in place while the
-    /// objects come in: owl killed then leaves libgit2's lock files in the user's repository,
-    /// and the mark tells the recovery they are owl's own ([`clear_killed_publish`]).
-    pub(crate) fn publish_marked(
+    /// and the error says so rather than blame the repository. `mark` (a file of owl's state
+    /// dir), when given, is in place while the objects come in: owl killed then leaves
+    /// libgit2's lock files in the user's repository, and the mark tells the recovery they
+    /// are owl's own ([`clear_killed_publish`]).
+    pub(crate) fn publish(
         &self,
         job: &Job,
         began_at: Option<&str>,

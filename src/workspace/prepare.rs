@@ -63,7 +63,7 @@ fn existing_worktree(job: &Job, path: &Path, branch_name: &str) -> Result<Option
         .with_context(|| format!("{} exists but is not a git worktree", path.display()))?;
     if wt.is_clone() {
         // A sandboxed Run's clone: its work is brought back first, then it gives way.
-        wt.publish(job, None)?;
+        wt.publish(job, None, None)?;
         if wt.is_dirty()? {
             bail!(
                 "the clone {} has uncommitted changes from a sandboxed Run; commit them \
