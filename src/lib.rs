@@ -29,6 +29,7 @@ mod sys;
 mod text;
 mod untrusted;
 mod usage;
+mod wait;
 mod workspace;
 
 #[cfg(not(target_os = "linux"))]

@@ -4,7 +4,9 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::wait::Waited;
 
 /// How long the output is waited for once the command has exited: a process it left in
 /// another session may hold its pipes open for ever.
@@ -81,16 +83,13 @@ pub(crate) fn run(
     }
     let stdout = child.stdout.take().map(|pipe| read_capped(pipe, cap));
     let stderr = child.stderr.take().map(|pipe| read_capped(pipe, cap));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    let status = match rx.recv_timeout(timeout) {
-        Ok(Ok(status)) => status,
-        Ok(Err(source)) => return Err(Failed::Wait { program, source }),
-        Err(_) => {
+    let exited = crate::wait::on_thread(move || child.wait());
+    let status = match crate::wait::until(&exited, Instant::now() + timeout, None) {
+        Waited::Got(Ok(status)) => status,
+        Waited::Got(Err(source)) => return Err(Failed::Wait { program, source }),
+        _ => {
             let _ = crate::sys::signal_group(group, crate::sys::Sig::KILL);
-            let _ = rx.recv();
+            let _ = exited.recv();
             return Err(Failed::TimedOut {
                 program,
                 timeout,
@@ -140,7 +139,7 @@ fn read_capped(mut pipe: impl Read + Send + 'static, cap: usize) -> Reader {
 /// only, then what was read so far.
 fn collect(reader: Option<Reader>) -> Vec<u8> {
     reader.map_or_else(Vec::new, |r| {
-        let _ = r.done.recv_timeout(DRAIN_WAIT);
+        let _ = crate::wait::within(&r.done, DRAIN_WAIT);
         std::mem::take(&mut *r.kept.lock().unwrap_or_else(|e| e.into_inner()))
     })
 }

@@ -438,7 +438,9 @@ fn check_name(name: &str, batch: &Batch) -> Result<Result<(), String>> {
 
 fn read_prompt(args: &AddArgs) -> Result<String> {
     let prompt = match (&args.prompt_file, args.prompt.as_deref()) {
-        (Some(file), _) => read_prompt_file(file).map_err(crate::error::Error::bad_input)?,
+        (Some(file), _) => {
+            read_prompt_file(file).map_err(|e| crate::error::Error::bad_input(e.to_string()))?
+        }
         (None, Some("-")) => {
             let mut bytes = Vec::new();
             std::io::stdin()
@@ -467,16 +469,25 @@ pub(super) const PROMPT_FILE_CAP: u64 = 1024 * 1024;
 
 /// A prompt file's text, read as owl reads every file it did not make: a regular file
 /// only (a FIFO is refused, never waited on), at most [`PROMPT_FILE_CAP`] bytes, UTF-8.
-pub(super) fn read_prompt_file(file: &std::path::Path) -> Result<String, String> {
-    let bytes = crate::untrusted::read_named(file, PROMPT_FILE_CAP)
-        .map_err(|e| format!("reading prompt file: {e}"))?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "prompt file {} is not UTF-8 text (byte {})",
-            file.display(),
-            e.utf8_error().valid_up_to()
-        )
+pub(super) fn read_prompt_file(file: &std::path::Path) -> Result<String, PromptFileError> {
+    let bytes =
+        crate::untrusted::read_named(file, PROMPT_FILE_CAP).map_err(PromptFileError::Read)?;
+    String::from_utf8(bytes).map_err(|e| PromptFileError::NotText {
+        file: file.to_path_buf(),
+        valid_up_to: e.utf8_error().valid_up_to(),
     })
+}
+
+/// Why a prompt file gives no prompt.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PromptFileError {
+    #[error("reading prompt file: {0}")]
+    Read(crate::untrusted::Refused),
+    #[error("prompt file {} is not UTF-8 text (byte {valid_up_to})", file.display())]
+    NotText {
+        file: std::path::PathBuf,
+        valid_up_to: usize,
+    },
 }
 
 /// A short random id, like a git short hash: typable, and unlikely to collide with a

@@ -13,7 +13,7 @@ pub(super) fn check_capabilities(config: &Config) -> Result<(), crate::error::Er
     let kinds: std::collections::BTreeSet<_> = config.accounts.values().map(|a| a.driver).collect();
     for kind in kinds {
         if let Err(why) = crate::driver::for_kind(kind).check_defaults(&config.defaults) {
-            return Err(config.error_at(config.defaults.permission_mode_line, &why));
+            return Err(config.error_at(config.defaults.permission_mode_line, &why.to_string()));
         }
     }
     Ok(())

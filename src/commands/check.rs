@@ -69,6 +69,30 @@ pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     })
 }
 
+/// Why a Job's check cannot be run by hand now.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NotNow {
+    #[error("a Run of job {0} is live (the Job is running): try again when it ends")]
+    Running(String),
+    #[error(
+        "job {job} has no worktree at {} (no Run has worked on it yet, or `owl clean` removed it)",
+        worktree.display()
+    )]
+    NoWorktree {
+        job: String,
+        worktree: std::path::PathBuf,
+    },
+    #[error(
+        "a Run of job {0} is live (or its check is being run by hand): try again when it ends"
+    )]
+    Locked(String),
+    #[error("no Account is configured to run the check as")]
+    NoAccount,
+    /// Its working copy cannot be opened as owl left it (a clone tampered with).
+    #[error("{0:#}")]
+    Workspace(anyhow::Error),
+}
+
 /// Runs a Job's check now in its worktree, through the Executor of the Account its Runs
 /// ran on, its output to `log`, as a tick runs it: owl a subreaper, so that the check dies
 /// with everything it started; stopped by a cancel; a clone sealed before and after, since
@@ -80,36 +104,27 @@ pub(super) fn check_now(
     job: &crate::model::Job,
     check: &crate::model::Check,
     log: &std::path::Path,
-) -> Result<Result<HandCheck, String>> {
+) -> Result<Result<HandCheck, NotNow>> {
     if job.state == crate::model::JobState::Running {
-        return Ok(Err(format!(
-            "a Run of job {} is live (the Job is running): try again when it ends",
-            job.id
-        )));
+        return Ok(Err(NotNow::Running(job.id.clone())));
     }
     let worktree = ctx.worktrees_dir().join(&job.id);
     if !worktree.is_dir() {
-        return Ok(Err(format!(
-            "job {} has no worktree at {} (no Run has worked on it yet, or `owl clean` \
-             removed it)",
-            job.id,
-            worktree.display()
-        )));
+        return Ok(Err(NotNow::NoWorktree {
+            job: job.id.clone(),
+            worktree,
+        }));
     }
     let state = ctx.config.state();
     ensure_private_dir(&state.logs(&job.id))?;
     // Held by the tick for a Run's whole life: taken here, no Run of this Job starts
     // while the check runs, and none is live when it starts.
     let Some(_held) = crate::lock::try_lock(&state.job_lock(&job.id))? else {
-        return Ok(Err(format!(
-            "a Run of job {} is live (or its check is being run by hand): try again when it \
-             ends",
-            job.id
-        )));
+        return Ok(Err(NotNow::Locked(job.id.clone())));
     };
     let latch = crate::supervise::StopLatch::install().context("catching stop signals")?;
     let Some(account) = account_of(ctx, store, job)? else {
-        return Ok(Err("no Account is configured to run the check as".into()));
+        return Ok(Err(NotNow::NoAccount));
     };
     let executor = ctx.executor_of(account);
     executor
@@ -117,7 +132,7 @@ pub(super) fn check_now(
         .context("readying owl to supervise the check")?;
     let mut workspace = match crate::workspace::Workspace::open(&worktree, job) {
         Ok(w) => w,
-        Err(e) => return Ok(Err(format!("{e:#}"))),
+        Err(e) => return Ok(Err(NotNow::Workspace(e))),
     };
     let commit = workspace.head();
     let not_home = workspace.not_at_home(job)?;
@@ -149,7 +164,7 @@ pub(super) fn check_now(
             undone.join(", ")
         ),
         Ok(_) => {}
-        Err(e) => return Ok(Err(format!("{e:#}"))),
+        Err(e) => return Ok(Err(NotNow::Workspace(e))),
     }
     Ok(Ok(HandCheck { record, not_home }))
 }

@@ -100,8 +100,13 @@ pub(crate) fn hint_for(error: &clap::Error, args: &[std::ffi::OsString]) -> Opti
 }
 
 /// `--priority N`: a whole number, higher first; said so when it is not one.
-pub(crate) fn parse_priority(text: &str) -> Result<i64, String> {
-    text.trim().parse().map_err(|_| {
-        format!("'{text}' is not a priority: a whole number, higher runs first (e.g. 10 or -5)")
-    })
+pub(crate) fn parse_priority(text: &str) -> Result<i64, NotAPriority> {
+    text.trim()
+        .parse()
+        .map_err(|_| NotAPriority(text.to_string()))
 }
+
+/// A `--priority` that is not a whole number.
+#[derive(Debug, thiserror::Error)]
+#[error("'{0}' is not a priority: a whole number, higher runs first (e.g. 10 or -5)")]
+pub(crate) struct NotAPriority(String);

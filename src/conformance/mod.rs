@@ -9,7 +9,7 @@ mod words;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -87,10 +87,7 @@ impl Session {
             crate::supervise::reader::each_line(stdout, |line| tx.send(line.to_vec()).is_ok());
         });
         std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
-        let (done, exit_rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(exit());
-        });
+        let exit_rx = crate::wait::on_thread(exit);
         Ok(Session {
             executor,
             id,
@@ -122,7 +119,7 @@ impl Session {
     /// running.
     pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<ExitInfo> {
         if self.exited.is_none() {
-            self.exited = self.exit.recv_timeout(limit).ok();
+            self.exited = crate::wait::within(&self.exit, limit);
         }
         self.exited
     }
@@ -141,16 +138,14 @@ impl Session {
         }
         let deadline = Instant::now() + limit;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(bytes) => {
-                    let value = parsed(&bytes);
-                    self.seen.push(value.clone());
-                    if wanted(&value) {
-                        return Some(value);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            let crate::wait::Waited::Got(bytes) = crate::wait::until(&self.lines, deadline, None)
+            else {
+                return None;
+            };
+            let value = parsed(&bytes);
+            self.seen.push(value.clone());
+            if wanted(&value) {
+                return Some(value);
             }
         }
     }
@@ -163,7 +158,7 @@ impl Session {
             self.signal(crate::sys::Sig::KILL);
             let _ = self.wait_exit(limit);
         }
-        while let Ok(bytes) = self.lines.recv_timeout(Duration::from_millis(200)) {
+        while let Some(bytes) = crate::wait::within(&self.lines, Duration::from_millis(200)) {
             self.seen.push(parsed(&bytes));
         }
         self.seen

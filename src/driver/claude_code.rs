@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 
 use super::{
     AgentCliError, AgentEvent, AgentFailure, AgentResult, Capabilities, Driver, Interrupt,
-    Invocation, LineError, Login, RateLimitInfo, RateLimitStatus, RunRequest, Usage, UsagePoll,
-    WindowUsage,
+    Invocation, LineError, Login, RateLimitInfo, RateLimitStatus, Refused, RunRequest, Usage,
+    UsagePoll, WindowUsage,
 };
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
@@ -60,16 +60,15 @@ impl ClaudeCode {
 const PERMISSION_MODES: &[&str] = &["acceptEdits", "default", "dontAsk", "plan", "auto"];
 
 impl Driver for ClaudeCode {
-    fn check_defaults(&self, defaults: &crate::config::JobDefaults) -> Result<(), String> {
+    fn check_defaults(&self, defaults: &crate::config::JobDefaults) -> Result<(), Refused> {
         let mode = defaults.permission_mode.as_str();
         if PERMISSION_MODES.contains(&mode) {
             return Ok(());
         }
-        Err(format!(
-            "permissionMode '{mode}' is not one of {}{}",
-            PERMISSION_MODES.join(", "),
-            crate::config::did_you_mean(mode, PERMISSION_MODES)
-        ))
+        Err(Refused::PermissionMode {
+            mode: mode.to_string(),
+            accepted: PERMISSION_MODES,
+        })
     }
 
     fn kind(&self) -> DriverKind {

@@ -182,7 +182,7 @@ pub trait Driver: Send + Sync {
 
     /// Whether the Jobs' defaults ask this agent for what it can take (a permission mode
     /// it has); why not. A Driver that ignores a setting takes any value of it.
-    fn check_defaults(&self, _defaults: &crate::config::JobDefaults) -> Result<(), String> {
+    fn check_defaults(&self, _defaults: &crate::config::JobDefaults) -> Result<(), Refused> {
         Ok(())
     }
 
@@ -547,6 +547,16 @@ impl Login {
             None => self.method.clone(),
         }
     }
+}
+
+/// A Job default an agent cannot take.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("permissionMode '{mode}' is not one of {}{}", accepted.join(", "), crate::config::did_you_mean(mode, accepted))]
+    PermissionMode {
+        mode: String,
+        accepted: &'static [&'static str],
+    },
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use super::{Executor, RunPlace, StopLatch};
 use crate::driver::Invocation;
 use crate::model::{Check, CheckRecord, CheckStatus, ExitInfo};
 use crate::sys::Sig;
+use crate::wait::Waited;
 
 /// The most of a check's output kept in its file: a test suite's log, not a flood.
 pub(crate) const OUTPUT_CAP: u64 = 4 * 1024 * 1024;
@@ -86,11 +87,7 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
     drop(handle.stdin);
     let sink = Arc::new(Mutex::new(Bounded::new(run.output)));
     let readers = [handle.stdout, handle.stderr].map(|stream| copy_into(stream, sink.clone()));
-    let (tx, exited) = mpsc::channel();
-    let wait = handle.exit;
-    std::thread::spawn(move || {
-        let _ = tx.send(wait());
-    });
+    let exited = crate::wait::on_thread(handle.exit);
     let deadline = started + run.check.timeout();
     let (status, exit) = wait_for(executor, &id, &exited, (run.latch, run.cancelled), deadline);
     // What the check left behind (a server it forked, a build daemon) dies with it.
@@ -102,7 +99,7 @@ pub(crate) fn run_check(executor: &dyn Executor, run: CheckRun) -> CheckRecord {
         );
     }
     for done in readers {
-        let _ = done.recv_timeout(DRAIN_WAIT);
+        let _ = crate::wait::within(&done, DRAIN_WAIT);
     }
     let exit_code = exit.and_then(|e| e.code.or(e.signal.map(|s| 128 + s)));
     let detail = (status != CheckStatus::Passed).then(|| {
@@ -122,27 +119,22 @@ fn wait_for(
     deadline: Instant,
 ) -> (CheckStatus, Option<ExitInfo>) {
     let mut asked = Instant::now();
-    loop {
-        match exited.recv_timeout(TICK) {
-            Ok(exit) => return (verdict_of(exit), Some(exit)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return (CheckStatus::Failed, None),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        let cancelled = asked.elapsed() >= CANCEL_POLL && {
-            asked = Instant::now();
-            cancelled()
-        };
-        let stop = if latch.fired().is_some() || cancelled {
-            Some(CheckStatus::NotFinished)
-        } else {
-            (Instant::now() >= deadline).then_some(CheckStatus::TimedOut)
-        };
-        if let Some(status) = stop {
-            executor.signal(id, Sig::KILL);
-            let _ = exited.recv_timeout(DRAIN_WAIT);
-            return (status, None);
-        }
-    }
+    let mut stop = || {
+        latch.fired().is_some()
+            || asked.elapsed() >= CANCEL_POLL && {
+                asked = Instant::now();
+                cancelled()
+            }
+    };
+    let status = match crate::wait::until(exited, deadline, Some((TICK, &mut stop))) {
+        Waited::Got(exit) => return (verdict_of(exit), Some(exit)),
+        Waited::Closed => return (CheckStatus::Failed, None),
+        Waited::Stopped => CheckStatus::NotFinished,
+        Waited::TimedOut => CheckStatus::TimedOut,
+    };
+    executor.signal(id, Sig::KILL);
+    let _ = crate::wait::within(exited, DRAIN_WAIT);
+    (status, None)
 }
 
 /// The environment of a Job's check: the Account's settings (a `PATH` for cargo under
@@ -191,7 +183,7 @@ fn verdict_of(exit: ExitInfo) -> CheckStatus {
 /// The program a check's argv names, found as `execvp` would find it from the working copy:
 /// a path with a `/` from there, a bare name on `PATH`. Why not, in words a person can act
 /// on: a missing or non-executable program is the environment's fault.
-pub(crate) fn resolve_program(name: &str, cwd: &Path, path: &str) -> Result<PathBuf, String> {
+fn resolve_program(name: &str, cwd: &Path, path: &str) -> Result<PathBuf, String> {
     // A `~/…` stored by an owl that did not expand it: the home's, never the working copy's.
     let expanded = crate::config::check_program(name).map_err(|e| e.to_string())?;
     let name = expanded.as_str();

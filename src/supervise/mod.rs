@@ -12,7 +12,7 @@ mod side;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use signal_hook::iterator::Signals;
 
 use crate::sys::Sig;
+use crate::wait::Waited;
 
 use crate::config::{Account, Config, ExecutorKind};
 use crate::driver::{AgentEvent, Driver, Interrupt, Invocation, UsagePoll};
@@ -287,31 +288,31 @@ fn drive(
             break;
         }
         let received = match queued.pop_front() {
-            Some(event) => Ok(event),
-            None => rx.recv_timeout(machine.next_deadline(now).saturating_duration_since(now)),
+            Some(event) => Waited::Got(event),
+            None => crate::wait::until(rx, machine.next_deadline(now), None),
         };
         let now = Instant::now();
         let actions = match received {
-            Ok(Event::Batch(events)) => {
+            Waited::Got(Event::Batch(events)) => {
                 queued.extend(events);
                 continue;
             }
-            Ok(Event::Line(ev)) => {
+            Waited::Got(Event::Line(ev)) => {
                 follower.start_when_named(&ev, plumbing.driver, account);
                 let actions = machine.on_event(Input::Line(&ev), now);
                 observed(actions, &ev, machine, observer, now)
             }
-            Ok(Event::Side(ev)) => {
+            Waited::Got(Event::Side(ev)) => {
                 let actions = machine.on_event(Input::Side(&ev), now);
                 observed(actions, &ev, machine, observer, now)
             }
-            Ok(Event::Skipped(why)) => {
+            Waited::Got(Event::Skipped(why)) => {
                 tracing::debug!(agent = %plumbing.agent, "skipped a stdout line: {why}");
                 machine.on_event(Input::Skipped, now)
             }
-            Ok(Event::Happened(what)) => machine.on_event(Input::Happened(what), now),
-            Err(RecvTimeoutError::Timeout) => Vec::new(),
-            Err(RecvTimeoutError::Disconnected) => break,
+            Waited::Got(Event::Happened(what)) => machine.on_event(Input::Happened(what), now),
+            Waited::TimedOut | Waited::Stopped => Vec::new(),
+            Waited::Closed => break,
         };
         plumbing.carry_out(actions, machine, observer);
         let due = machine.on_deadline(Instant::now());

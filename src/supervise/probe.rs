@@ -9,6 +9,7 @@ use super::process::{Executor, HandleId, RunHandle};
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, Invocation, Usage};
 use crate::usage::{ProbeOutcome, PROBE_TIMEOUT};
+use crate::wait::Waited;
 
 /// How long owl waits for a connection to the API (or its proxy) to be taken.
 const REACH_TIMEOUT: Duration = Duration::from_secs(3);
@@ -100,44 +101,42 @@ pub(crate) fn answer(driver: &dyn Driver, started: Started) -> ProbeOutcome {
     });
     std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
     let deadline = Instant::now() + PROBE_TIMEOUT;
+    // A stop signal ends the wait at once: a Ctrl-C is not held for the probe's timeout.
+    let mut stopped = || super::StopLatch::received().is_some();
     let outcome = loop {
-        // A stop signal ends the wait at once: a Ctrl-C is not held for the probe's timeout.
-        if let Some(sig) = super::StopLatch::received() {
-            break ProbeOutcome::Failed(format!("owl received {sig}"));
-        }
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .min(STOP_POLL);
-        if left.is_zero() {
-            break ProbeOutcome::Failed(format!("no answer within {}s", PROBE_TIMEOUT.as_secs()));
-        }
-        match rx.recv_timeout(left) {
-            Ok(line) => match driver.parse_line(&line) {
-                Ok(AgentEvent::ControlResponse { usage: Some(u), .. }) => {
-                    break match u {
-                        Usage::Unknown => ProbeOutcome::Unknown,
-                        Usage::Windows(w) => ProbeOutcome::Observed(w),
-                        Usage::NoPlan => ProbeOutcome::NoPlan,
-                    }
-                }
-                Ok(AgentEvent::ControlResponse { ok: false, .. }) => {
-                    break ProbeOutcome::Failed("the agent refused the usage request".into())
-                }
-                _ => continue,
-            },
-            Err(mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
+        let line = match crate::wait::until(&rx, deadline, Some((STOP_POLL, &mut stopped))) {
+            Waited::Got(line) => line,
+            Waited::Stopped => {
+                let sig = super::StopLatch::received().unwrap_or("a stop signal");
+                break ProbeOutcome::Failed(format!("owl received {sig}"));
+            }
+            Waited::TimedOut => {
+                break ProbeOutcome::Failed(format!(
+                    "no answer within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                ))
+            }
+            Waited::Closed => {
                 break ProbeOutcome::Failed("the agent exited without answering".into())
             }
+        };
+        match driver.parse_line(&line) {
+            Ok(AgentEvent::ControlResponse { usage: Some(u), .. }) => {
+                break match u {
+                    Usage::Unknown => ProbeOutcome::Unknown,
+                    Usage::Windows(w) => ProbeOutcome::Observed(w),
+                    Usage::NoPlan => ProbeOutcome::NoPlan,
+                }
+            }
+            Ok(AgentEvent::ControlResponse { ok: false, .. }) => {
+                break ProbeOutcome::Failed("the agent refused the usage request".into())
+            }
+            _ => continue,
         }
     };
     // Closed stdin ends the CLI; its exit is waited for (not polled), a moment at most.
     drop(stdin);
-    let (done, exited) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(exit());
-    });
-    let _ = exited.recv_timeout(EXIT_WAIT);
+    let _ = crate::wait::within(&crate::wait::on_thread(exit), EXIT_WAIT);
     match outcome {
         // The CLI answers "unknown" the same way whether the API is there or not (it asks
         // the API nothing before a prompt): owl asks the network itself.

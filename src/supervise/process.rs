@@ -156,7 +156,7 @@ pub(crate) trait Executor: Send + Sync {
         None
     }
     /// Whether Runs can start here now (a sandbox's bubblewrap works); why not.
-    fn ready(&self) -> Result<(), String> {
+    fn ready(&self) -> Result<(), super::sandbox::Unusable> {
         Ok(())
     }
     /// Whether the agent must work in a clone of its own rather than a worktree of the

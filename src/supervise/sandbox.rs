@@ -228,9 +228,9 @@ impl Executor for SandboxExecutor {
         ))
     }
 
-    fn ready(&self) -> Result<(), String> {
+    fn ready(&self) -> Result<(), Unusable> {
         // Never unconfined: without a usable bubblewrap a sandboxed Account waits.
-        check(&self.bwrap).map_err(|e| e.to_string())
+        check(&self.bwrap)
     }
 
     fn own_clone(&self) -> bool {

@@ -727,3 +727,110 @@ fn no_function_is_over_80_lines() {
     );
     assert!(long_functions(&long, 82).is_empty());
 }
+
+/// The files other than `src/wait.rs` whose code waits on a channel with a timeout or polls
+/// a child's exit: each such loop is one more place where a deadline or a stop of owl's can
+/// be honoured differently.
+fn timed_waits(files: &BTreeMap<String, String>) -> Vec<String> {
+    files
+        .iter()
+        .filter(|(path, _)| path.as_str() != "wait.rs")
+        .flat_map(|(path, code)| {
+            code.lines()
+                .filter(|l| l.contains(".recv_timeout(") || l.contains(".try_wait("))
+                .map(move |l| format!("{path}: {}", l.trim()))
+        })
+        .collect()
+}
+
+/// Issue 37: every wait with a timeout on a child process (its exit, its lines, its readers)
+/// goes through `wait`, the one implementation.
+#[test]
+fn every_timed_wait_on_a_child_goes_through_the_wait_module() {
+    let found = timed_waits(&source_files());
+    assert!(found.is_empty(), "{found:#?}");
+    // What the check's own wait loop looked like before issue 37.
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "supervise/check.rs".to_string(),
+        "loop {\n    match exited.recv_timeout(TICK) {\n        Ok(exit) => return exit,\n    }\n}\n"
+            .to_string(),
+    );
+    broken.insert(
+        "wait.rs".to_string(),
+        "match rx.recv_timeout(slice) {}\n".to_string(),
+    );
+    assert_eq!(
+        timed_waits(&broken),
+        ["supervise/check.rs: match exited.recv_timeout(TICK) {"]
+    );
+}
+
+/// The functions a module shows beyond itself (any `pub`, and a trait's methods) that
+/// return a `Result` whose error is a bare `String`: a reason in words, which the caller can
+/// only print, where a type would say which failure it is.
+fn string_errors(files: &BTreeMap<String, String>) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, code) in files {
+        let mut in_trait = false;
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            if !line.starts_with(' ') && trimmed.contains("trait ") && line.ends_with('{') {
+                in_trait = true;
+            } else if *line == "}" {
+                in_trait = false;
+            }
+            let Some(at) = trimmed.find("fn ") else {
+                continue;
+            };
+            let shown = trimmed.starts_with("pub") || (in_trait && at == 0);
+            if !shown {
+                continue;
+            }
+            // The signature, to its body or its `;`.
+            let signature: String = lines[i..]
+                .iter()
+                .take_while(|l| !l.trim_end().ends_with('{') && !l.trim_end().ends_with(';'))
+                .chain(
+                    lines[i..]
+                        .iter()
+                        .find(|l| l.trim_end().ends_with('{') || l.trim_end().ends_with(';')),
+                )
+                .map(|l| l.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let returns = signature.split("->").nth(1).unwrap_or("");
+            if returns.contains("Result<") && returns.contains(", String>") {
+                found.push(format!("{path}: {}", trimmed));
+            }
+        }
+    }
+    found
+}
+
+/// Issue 24, held by issue 37: no `Result<_, String>` across a module boundary.
+#[test]
+fn no_string_is_an_error_across_a_module_boundary() {
+    let found = string_errors(&source_files());
+    assert!(found.is_empty(), "{found:#?}");
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "supervise/check.rs".to_string(),
+        "fn local(name: &str) -> Result<PathBuf, String> {\n}\n\
+         pub(crate) fn resolve_program(\n    name: &str,\n) -> Result<PathBuf, String> {\n}\n"
+            .to_string(),
+    );
+    broken.insert(
+        "supervise/process.rs".to_string(),
+        "pub(crate) trait Executor {\n    fn ready(&self) -> Result<(), String> {\n        Ok(())\n    }\n}\n"
+            .to_string(),
+    );
+    assert_eq!(
+        string_errors(&broken),
+        [
+            "supervise/check.rs: pub(crate) fn resolve_program(",
+            "supervise/process.rs: fn ready(&self) -> Result<(), String> {"
+        ]
+    );
+}

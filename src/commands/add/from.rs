@@ -118,9 +118,8 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
             return Err(("promptFile", "give prompt or promptFile, not both".into()))
         }
         (Some(p), None) => p.clone(),
-        (None, Some(file)) => {
-            super::read_prompt_file(&dir.join(file)).map_err(|why| ("promptFile", why))?
-        }
+        (None, Some(file)) => super::read_prompt_file(&dir.join(file))
+            .map_err(|why| ("promptFile", why.to_string()))?,
         (None, None) => return Err(("prompt", "an entry needs a prompt (or promptFile)".into())),
     };
     if prompt.trim().is_empty() {

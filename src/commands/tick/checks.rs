@@ -102,9 +102,9 @@ pub(super) fn checked_version(
     let checked = agent_version(ctx, store, executor, account, driver, command, now)?
         .map_err(crate::error::Error::from)
         .and_then(|version| {
-            executor
-                .ready()
-                .map_err(|why| crate::error::Error::new(crate::error::ErrorKind::AgentCli, why))?;
+            executor.ready().map_err(|why| {
+                crate::error::Error::new(crate::error::ErrorKind::AgentCli, why.to_string())
+            })?;
             Ok(version)
         });
     match checked {
