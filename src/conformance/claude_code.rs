@@ -8,21 +8,21 @@ use serde_json::{json, Value};
 
 use crate::config::{Account, Env};
 use crate::conformance::mock::api::{MockApi, Reply};
-use crate::conformance::{control_response_to, is, run_scenarios, words, Check, Scratch, Session};
+use crate::conformance::supervised::{self, StopWhen, Supervised};
+use crate::conformance::{is, run_scenarios, words, Check, Scratch};
 use crate::driver::ClaudeCode;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RateLimitStatus, RunRequest, Usage};
+use crate::usage::ProbeOutcome;
 
 mod interrupt;
 mod plan;
-mod supervised;
+mod verdicts;
 use interrupt::*;
 use plan::*;
-use supervised::*;
+use verdicts::*;
 
 /// What owl appends to the system prompt here, to find it in the request.
 const MARKER: &str = "owl-conformance-marker: find me in the system prompt";
-/// How long the CLI gets to start and answer its first control request.
-const START: Duration = Duration::from_secs(15);
 /// How long a turn against the mock may take: a bound for a CLI that hangs, far above
 /// the second or two a turn takes, since a loaded machine (CI) slows every node start.
 const TURN: Duration = Duration::from_secs(40);
@@ -35,6 +35,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
         record,
         &[
             version,
+            probe,
             turn,
             interrupt,
             denied,
@@ -44,8 +45,6 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
             windows,
             limit,
             auth_status,
-            supervised_turn,
-            supervised_stop,
         ],
     )
 }
@@ -80,59 +79,78 @@ fn account(dir: &Path, mock: &MockApi, logged_in: bool) -> Account {
     )
 }
 
-/// A scenario's CLI: its own mock, scratch dir and session, with owl's Run argv.
+/// A scenario's Run: its own mock, scratch dir and Account, the CLI started with owl's Run
+/// argv and supervised by owl.
 struct Scene {
     label: &'static str,
     mock: MockApi,
-    session: Session,
     scratch: Scratch,
+    account: Account,
 }
 
+/// How often owl asks for the plan's utilization in a scenario that polls: the first ask
+/// goes at the API's first answer, and a turn against the mock ends well before a second.
+const POLL: Duration = Duration::from_secs(30);
+
 impl Scene {
-    /// Ends the CLI; with `record`, keeps what it wrote as a fixture.
-    fn end(self, record: Option<&Path>) {
-        let lines = self.session.finish(Duration::from_secs(10));
-        if let Some(dir) = record {
-            if let Err(e) = crate::conformance::record(dir, self.label, &self.scratch.0, &lines) {
+    /// Runs the CLI on `prompt` with `request`'s settings, supervised by owl to its end
+    /// (polling every `poll`, stopped when `stop` says); with `record`, keeps what it wrote
+    /// as a fixture.
+    fn run(
+        &self,
+        command: &Path,
+        (request, prompt): (RunRequestOwned, &str),
+        poll: Option<Duration>,
+        stop: StopWhen,
+        record: Option<&Path>,
+    ) -> Result<Supervised, String> {
+        let dir = &self.scratch.0;
+        let invocation = ClaudeCode.invocation(&RunRequest {
+            command,
+            account: &self.account,
+            permission_mode: "dontAsk",
+            max_budget_usd: request.max_budget_usd,
+            allowed_tools: &request.allowed_tools,
+            disallowed_tools: &[],
+            model: None,
+            standing_instructions: MARKER,
+            prompt: "",
+            files_dir: dir,
+            cwd: dir,
+            writable_dirs: &[],
+        });
+        let run = supervised::supervise(supervised::Run {
+            driver: std::sync::Arc::new(ClaudeCode),
+            command,
+            account: &self.account,
+            invocation: &invocation,
+            prompt,
+            workspace: dir,
+            files: dir,
+            limit: TURN,
+            usage_poll: poll,
+            stop,
+        })
+        .map_err(|e| format!("starting '{}': {e}", command.display()))?;
+        if let Some(to) = record {
+            if let Err(e) = crate::conformance::record(to, self.label, dir, &run.lines) {
                 tracing::warn!("recording the {} scenario: {e}", self.label);
             }
         }
+        Ok(run)
     }
 }
 
-fn scene(
-    label: &'static str,
-    command: &Path,
-    replies: Vec<Reply>,
-    request: impl FnOnce(&Account) -> RunRequestOwned,
-    logged_in: bool,
-) -> Result<Scene, String> {
+fn scene(label: &'static str, replies: Vec<Reply>, logged_in: bool) -> Result<Scene, String> {
     let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
     let mock = MockApi::start().map_err(|e| format!("starting the mock API: {e}"))?;
     mock.script(replies);
     let account = account(&scratch.0, &mock, logged_in);
-    let owned = request(&account);
-    let inv = ClaudeCode.invocation(&RunRequest {
-        command,
-        account: &account,
-        permission_mode: "dontAsk",
-        max_budget_usd: owned.max_budget_usd,
-        allowed_tools: &owned.allowed_tools,
-        disallowed_tools: &[],
-        model: None,
-        standing_instructions: MARKER,
-        prompt: "",
-        files_dir: &scratch.0,
-        cwd: &scratch.0,
-        writable_dirs: &[],
-    });
-    let session = Session::start(&inv, &scratch.0)
-        .map_err(|e| format!("starting '{}': {e}", command.display()))?;
     Ok(Scene {
         label,
         mock,
-        session,
         scratch,
+        account,
     })
 }
 
@@ -142,19 +160,10 @@ struct RunRequestOwned {
     allowed_tools: Vec<String>,
 }
 
-fn tools(names: &[&str]) -> impl FnOnce(&Account) -> RunRequestOwned {
-    let allowed_tools = names.iter().map(|s| s.to_string()).collect();
-    move |_| RunRequestOwned {
+fn tools(names: &[&str]) -> RunRequestOwned {
+    RunRequestOwned {
         max_budget_usd: None,
-        allowed_tools,
-    }
-}
-
-/// The result line, parsed by the Driver.
-fn result_of(line: &Value) -> Option<crate::driver::AgentResult> {
-    match ClaudeCode.parse_line(line.to_string().as_bytes()) {
-        Ok(AgentEvent::Result(r)) => Some(r),
-        _ => None,
+        allowed_tools: names.iter().map(|s| s.to_string()).collect(),
     }
 }
 
@@ -166,8 +175,31 @@ fn version(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     vec![crate::conformance::version_check(&ClaudeCode, command, &[])]
 }
 
-/// A turn with a tool: get_usage before the prompt and mid-turn, a rate-limit warning, the
-/// init and result lines, and the system prompt in the request.
+/// The zero-token probe owl runs before a Run: `get_usage` answered before any prompt.
+fn probe(command: &Path, _record: Option<&Path>) -> Vec<Check> {
+    const NAME: &str = "get_usage answered before the first message";
+    let s = match scene("probe", Vec::new(), true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    let local = crate::supervise::LocalExecutor {
+        state_dir: s.scratch.0.clone(),
+    };
+    let outcome =
+        crate::supervise::probe::probe(&local, &ClaudeCode, command, &s.account, &s.scratch.0);
+    let usage = match outcome {
+        ProbeOutcome::Observed(w) => Usage::Windows(w),
+        ProbeOutcome::Unknown => Usage::Unknown,
+        ProbeOutcome::NoPlan => Usage::NoPlan,
+        ProbeOutcome::Failed(why) | ProbeOutcome::Unreachable(why) => {
+            return vec![Check::failed(NAME, why)]
+        }
+    };
+    vec![Check::new(NAME, true, words::usage(Some(&usage)))]
+}
+
+/// A turn with a tool, owl polling: get_usage mid-turn, a rate-limit warning, the init and
+/// result lines, the system prompt in the request, and owl's verdict on the Run.
 fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
     let reset = chrono::Utc::now().timestamp() + 3 * 3600;
     let replies = vec![
@@ -181,67 +213,27 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
             .with_five_hour("allowed_warning", 0.85, reset)
             .with_five_hour_warning(0.8),
     ];
-    let mut s = match scene("turn", command, replies, tools(&["Bash(sleep:*)"]), true) {
-        Ok(s) => s,
+    let run = scene("turn", replies, true).and_then(|s| {
+        let asked = (tools(&["Bash(sleep:*)"]), "Wait a little, then say done.");
+        let run = s.run(command, asked, Some(POLL), StopWhen::Never, record)?;
+        Ok((s, run))
+    });
+    let (s, run) = match run {
+        Ok(both) => both,
         Err(why) => return vec![Check::failed("the CLI starts", why)],
     };
-    let mut checks = vec![usage_before_the_prompt(&mut s)];
-    s.session
-        .send(&ClaudeCode.prompt_input("Wait a little, then say done."));
-    let started = s.session.wait_for(TURN, |l| {
-        is(l, "assistant", None)
-            && l["message"]["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use"))
-    });
-    checks.push(init_first(&s));
-    checks.push(warning_event(&mut s));
-    checks.push(usage_mid_turn(&mut s, started.is_some()));
-    checks.push(result_fields(&mut s));
-    checks.push(system_prompt_sent(&s));
-    s.end(record);
-    checks
+    vec![
+        init_first(&run),
+        warning_event(&run),
+        usage_mid_turn(&run),
+        result_fields(&run),
+        system_prompt_sent(&s),
+        supervised_turn(&run),
+    ]
 }
 
-/// The CLI's line as the Driver reads it.
-fn usage(line: &Value) -> Result<AgentEvent, crate::driver::LineError> {
-    ClaudeCode.parse_line(line.to_string().as_bytes())
-}
-
-fn usage_before_the_prompt(s: &mut Scene) -> Check {
-    s.session
-        .send(&ClaudeCode.usage_request_input("r0").unwrap_or_default());
-    let before = s.session.wait_for(START, |l| control_response_to(l, "r0"));
-    match before.as_ref().map(usage) {
-        Some(Ok(AgentEvent::ControlResponse {
-            ok: true,
-            usage: Some(u),
-            ..
-        })) => Check::new(
-            "get_usage answered before the first message",
-            true,
-            words::usage(Some(&u)),
-        ),
-        Some(_) => Check::failed(
-            "get_usage answered before the first message",
-            format!(
-                "an answer owl cannot read: {}",
-                short(before.as_ref().unwrap_or(&Value::Null))
-            ),
-        ),
-        None => Check::failed(
-            "get_usage answered before the first message",
-            format!("no answer within {}s", START.as_secs()),
-        ),
-    }
-}
-
-fn init_first(s: &Scene) -> Check {
-    let init = s
-        .session
-        .seen
-        .iter()
-        .find(|l| l["type"] != "control_response");
+fn init_first(run: &Supervised) -> Check {
+    let init = run.lines.iter().find(|l| l["type"] != "control_response");
     match init {
         Some(l) if is(l, "system", Some("init")) && l["session_id"].is_string() => Check::new(
             "the stream starts with system/init and a session id",
@@ -259,23 +251,11 @@ fn init_first(s: &Scene) -> Check {
     }
 }
 
-fn warning_event(s: &mut Scene) -> Check {
-    let event = s
-        .session
-        .seen
-        .iter()
-        .find_map(|l| match usage(l) {
-            Ok(AgentEvent::RateLimit(info)) => Some(info),
-            _ => None,
-        })
-        .or_else(|| {
-            s.session
-                .wait_for(Duration::from_secs(3), |l| is(l, "rate_limit_event", None))
-                .and_then(|l| match usage(&l) {
-                    Ok(AgentEvent::RateLimit(info)) => Some(info),
-                    _ => None,
-                })
-        });
+fn warning_event(run: &Supervised) -> Check {
+    let event = run.events.iter().find_map(|e| match e {
+        AgentEvent::RateLimit(info) => Some(info),
+        _ => None,
+    });
     match event {
         Some(info)
             if info.status == RateLimitStatus::AllowedWarning && info.utilization.is_some() =>
@@ -302,44 +282,31 @@ fn warning_event(s: &mut Scene) -> Check {
     }
 }
 
-fn usage_mid_turn(s: &mut Scene, started: bool) -> Check {
-    if started {
-        s.session
-            .send(&ClaudeCode.usage_request_input("r1").unwrap_or_default());
-        let mid = s.session.wait_for(TURN, |l| control_response_to(l, "r1"));
-        return match mid.as_ref().map(usage) {
-            Some(Ok(AgentEvent::ControlResponse {
-                usage: Some(Usage::Windows(w)),
-                ..
-            })) if w
-                .iter()
+/// owl's own poll, asked at the API's first answer while the tool ran.
+fn usage_mid_turn(run: &Supervised) -> Check {
+    const NAME: &str = "get_usage answered mid-turn with the rate_limits owl parses";
+    let answer = run.events.iter().find_map(|e| match e {
+        AgentEvent::ControlResponse { usage, .. } => Some(usage),
+        _ => None,
+    });
+    match answer {
+        Some(Some(Usage::Windows(w)))
+            if w.iter()
                 .any(|w| w.window == "five_hour" && (w.percent - 85.0).abs() < 0.5) =>
-            {
-                Check::new(
-                    "get_usage answered mid-turn with the rate_limits owl parses",
-                    true,
-                    "five_hour at 85%",
-                )
-            }
-            Some(_) => Check::failed(
-                "get_usage answered mid-turn with the rate_limits owl parses",
-                short(mid.as_ref().unwrap_or(&Value::Null)),
-            ),
-            None => Check::failed(
-                "get_usage answered mid-turn with the rate_limits owl parses",
-                format!("no answer within {}s", TURN.as_secs()),
-            ),
-        };
+        {
+            Check::new(NAME, true, "five_hour at 85%")
+        }
+        Some(usage) => Check::failed(NAME, words::usage(usage.as_ref())),
+        None => Check::failed(
+            NAME,
+            format!("owl's poll got no answer in a {}s turn", TURN.as_secs()),
+        ),
     }
-    Check::failed(
-        "get_usage answered mid-turn with the rate_limits owl parses",
-        "the turn never called its tool",
-    )
 }
 
-fn result_fields(s: &mut Scene) -> Check {
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    match &result {
+fn result_fields(run: &Supervised) -> Check {
+    let result = run.lines.iter().find(|l| is(l, "result", None));
+    match result {
         Some(l) => {
             let missing: Vec<&str> = [
                 "subtype",
@@ -355,7 +322,7 @@ fn result_fields(s: &mut Scene) -> Check {
             .collect();
             Check::new(
                 "the result line has the fields owl reads",
-                missing.is_empty() && result_of(l).is_some(),
+                missing.is_empty() && run.report.result.is_some(),
                 if missing.is_empty() {
                     format!("subtype {}", l["subtype"])
                 } else {
@@ -398,32 +365,27 @@ fn system_prompt_sent(s: &Scene) -> Check {
     }
 }
 
-/// One prompt's turn in a fresh scene, its result judged by `judge` (with the lines the
-/// CLI wrote); a missing result fails the check.
-#[allow(clippy::too_many_arguments)]
+/// One prompt's turn in a fresh scene, supervised by owl, its result judged by `judge`
+/// (with every event owl read); a missing result fails the check.
 fn one_turn(
-    name: &'static str,
-    label: &'static str,
+    (name, label): (&'static str, &'static str),
     command: &Path,
     record: Option<&Path>,
-    replies: Vec<Reply>,
-    request: impl FnOnce(&Account) -> RunRequestOwned,
+    (replies, request): (Vec<Reply>, RunRequestOwned),
     logged_in: bool,
-    judge: impl FnOnce(&crate::driver::AgentResult, &[Value]) -> Check,
+    judge: impl FnOnce(&crate::driver::AgentResult, &[AgentEvent]) -> Check,
 ) -> Vec<Check> {
-    let mut s = match scene(label, command, replies, request, logged_in) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(name, why)],
-    };
-    s.session
-        .send(&ClaudeCode.prompt_input("Do what the replies say."));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let check = match result.as_ref().and_then(result_of) {
-        Some(r) => judge(&r, &s.session.seen),
-        None => Check::failed(name, format!("no result within {}s", TURN.as_secs())),
-    };
-    s.end(record);
-    vec![check]
+    let run = scene(label, replies, logged_in).and_then(|s| {
+        let asked = (request, "Do what the replies say.");
+        s.run(command, asked, None, StopWhen::Never, record)
+    });
+    vec![match run {
+        Ok(run) => match &run.report.result {
+            Some(r) => judge(r, &run.events),
+            None => Check::failed(name, format!("no result within {}s", TURN.as_secs())),
+        },
+        Err(why) => Check::failed(name, why),
+    }]
 }
 
 /// A tool outside `allowedTools` under `dontAsk` lands in `permission_denials`.
@@ -437,12 +399,10 @@ fn denied(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Reply::text("I could not write it."),
     ];
     one_turn(
-        NAME,
-        "denied",
+        (NAME, "denied"),
         command,
         record,
-        replies,
-        tools(&["Read"]),
+        (replies, tools(&["Read"])),
         true,
         |r, _| {
             let denied = r.permission_denials.iter().any(|d| d.tool_name == "Write");
@@ -457,12 +417,10 @@ fn api_error(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an API 500 surfaces as is_error with api_error_status";
     let replies = vec![Reply::error(500), Reply::error(500), Reply::error(500)];
     one_turn(
-        NAME,
-        "api500",
+        (NAME, "api500"),
         command,
         record,
-        replies,
-        tools(&[]),
+        (replies, tools(&[])),
         true,
         |r, _| {
             let failure = ClaudeCode.failure(r, None, false);
@@ -496,17 +454,15 @@ fn budget(command: &Path, record: Option<&Path>) -> Vec<Check> {
         ),
         Reply::text("Done."),
     ];
-    let request = |_: &Account| RunRequestOwned {
+    let request = RunRequestOwned {
         max_budget_usd: Some(0.0001),
         allowed_tools: vec!["Bash(sleep:*)".into()],
     };
     one_turn(
-        NAME,
-        "budget",
+        (NAME, "budget"),
         command,
         record,
-        replies,
-        request,
+        (replies, request),
         true,
         |r, _| Check::new(NAME, r.budget_exhausted, format!("subtype {}", r.subtype)),
     )
@@ -516,19 +472,15 @@ fn budget(command: &Path, record: Option<&Path>) -> Vec<Check> {
 fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "an empty credential store reads as not logged in";
     one_turn(
-        NAME,
-        "nologin",
+        (NAME, "nologin"),
         command,
         record,
-        Vec::new(),
-        tools(&[]),
+        (Vec::new(), tools(&[])),
         false,
         |r, seen| {
-            let agent_error = seen.iter().rev().find_map(|l| {
-                match ClaudeCode.parse_line(l.to_string().as_bytes()) {
-                    Ok(AgentEvent::Assistant { error, .. }) => error,
-                    _ => None,
-                }
+            let agent_error = seen.iter().rev().find_map(|e| match e {
+                AgentEvent::Assistant { error, .. } => error.clone(),
+                _ => None,
             });
             let failure = ClaudeCode.failure(r, agent_error.as_deref(), false);
             Check::new(

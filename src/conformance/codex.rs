@@ -8,9 +8,11 @@ use serde_json::Value;
 
 use crate::config::{Account, DriverKind, Env};
 use crate::conformance::mock::openai::{MockOpenAi, Step};
-use crate::conformance::{run_scenarios, words, Check, Scratch, Session};
+use crate::conformance::supervised::{self, StopWhen, Supervised};
+use crate::conformance::{run_scenarios, words, Check, Scratch};
 use crate::driver::codex::Codex;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest, Usage};
+use crate::usage::ProbeOutcome;
 
 /// What owl puts before the prompt here, to find it in the request.
 const MARKER: &str = "owl-conformance-marker: find me in the prompt";
@@ -82,14 +84,31 @@ impl Bench {
         self.scratch.0.join("repo")
     }
 
-    /// Starts one Run's command, as owl builds it, with stdin closed.
-    fn start(&self, command: &Path, steps: Vec<Step>) -> Result<Session, String> {
+    /// One Run of the CLI against `steps`, supervised by owl to its end, in the scratch
+    /// repository; owl stops it when `stop` says so.
+    fn supervise(
+        &self,
+        command: &Path,
+        steps: Vec<Step>,
+        stop: StopWhen,
+    ) -> Result<Supervised, String> {
         self.mock.script(steps);
-        let repo = self.repo();
-        let mut session = Session::start(&self.invocation(command), &repo)
-            .map_err(|e| format!("starting '{}': {e}", command.display()))?;
-        session.close_stdin();
-        Ok(session)
+        let files = self.scratch.0.join("files");
+        std::fs::create_dir_all(&files).map_err(|e| format!("making {}: {e}", files.display()))?;
+        let invocation = self.invocation(command);
+        supervised::supervise(supervised::Run {
+            driver: std::sync::Arc::new(Codex),
+            command,
+            account: &self.account,
+            invocation: &invocation,
+            prompt: "Do what the replies say.",
+            workspace: &self.repo(),
+            files: &files,
+            limit: TURN,
+            usage_poll: None,
+            stop,
+        })
+        .map_err(|e| format!("starting '{}': {e}", command.display()))
     }
 
     /// One Run's command, as owl builds it.
@@ -119,11 +138,7 @@ impl Bench {
         record: Option<&Path>,
         steps: Vec<Step>,
     ) -> Result<Vec<Value>, String> {
-        let mut session = self.start(command, steps)?;
-        let _ = session.wait_for(TURN, |l| {
-            l["type"] == "turn.completed" || l["type"] == "turn.failed"
-        });
-        let lines = session.finish(Duration::from_secs(10));
+        let lines = self.supervise(command, steps, StopWhen::Never)?.lines;
         if let Some(dir) = record {
             if let Err(e) = crate::conformance::record(dir, label, &self.scratch.0, &lines) {
                 tracing::warn!("recording the {label} scenario: {e}");
@@ -367,9 +382,10 @@ fn usage_limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
     )]
 }
 
-/// SIGINT aborts the turn: codex exits 1 at once. Its tool is killed too, mostly; when
-/// SIGINT comes right after the tool started, 0.171.0 was seen to leave it running
-/// (reparented, in its own session), which owl's sweep of a Run's leftovers catches.
+/// owl's stop (SIGINT to the CLI's group) aborts the turn: codex exits 1 at once. Its tool
+/// is killed too, mostly; when SIGINT comes right after the tool started, 0.171.0 was seen
+/// to leave it running (reparented, in its own session), which owl's sweep of a Run's
+/// leftovers catches.
 fn sigint(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     const NAME: &str = "SIGINT aborts the turn and codex exits 1";
     let bench = match Bench::new("sigint", false) {
@@ -378,31 +394,18 @@ fn sigint(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     };
     // A number no other process has in its command line.
     let tool = format!("sleep {}", 600 + std::process::id() % 1000);
-    let mut session = match bench.start(command, vec![Step::Shell(tool.clone())]) {
-        Ok(s) => s,
-        Err(why) => return vec![Check::failed(NAME, why)],
-    };
-    let started = session.wait_for(TURN, |l| {
-        l["type"] == "item.started" && l["item"]["type"] == "command_execution"
-    });
-    if started.is_none() {
-        let _ = session.finish(Duration::from_secs(2));
-        return vec![Check::failed(NAME, "the tool never started")];
-    }
-    // The tool runs in a session of its own: wait until it is there to be killed.
     let alive = |needle: &str| {
         crate::sys::all_pids()
             .into_iter()
             .any(|pid| crate::sys::cmdline(pid).contains(needle))
     };
-    let deadline = std::time::Instant::now() + TURN;
-    while !alive(&tool) && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let asked = std::time::Instant::now();
-    session.signal(crate::sys::Sig::INT);
-    let exit = session.wait_exit(SIGINT_EXIT);
-    let took = asked.elapsed();
+    // The tool runs in a session of its own: owl stops the Run once it is there.
+    let tool_running = || alive(&tool);
+    let run = bench.supervise(
+        command,
+        vec![Step::Shell(tool.clone())],
+        StopWhen::Once(&tool_running),
+    );
     // Killed is not yet gone from the process table: give it a moment.
     let deadline = std::time::Instant::now() + SIGINT_EXIT;
     while alive(&tool) && std::time::Instant::now() < deadline {
@@ -415,13 +418,20 @@ fn sigint(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     for pid in &left {
         let _ = crate::sys::signal_pid(*pid, crate::sys::Sig::KILL);
     }
-    let _ = session.finish(Duration::from_secs(2));
+    let run = match run {
+        Ok(run) => run,
+        Err(why) => return vec![Check::failed(NAME, why)],
+    };
+    let Some(asked) = run.stopped else {
+        return vec![Check::failed(NAME, "the tool never started")];
+    };
+    let took = run.ended.saturating_duration_since(asked);
     vec![Check::new(
         NAME,
-        exit.is_some_and(|s| s.code == Some(1)),
+        run.report.exit.code == Some(1) && took <= SIGINT_EXIT,
         format!(
-            "exit {} after {} ms; the tool {}",
-            words::or_none(exit.and_then(|s| s.code)),
+            "exit {} within {} ms; the tool {}",
+            words::or_none(run.report.exit.code),
             took.as_millis(),
             if left.is_empty() {
                 "was killed with it".to_string()
@@ -441,22 +451,20 @@ fn probe(command: &Path, _record: Option<&Path>) -> Vec<Check> {
     const KEY: &str = "app-server says an API key has no plan";
     let ask = |chatgpt: bool| -> Result<(Option<Usage>, usize), String> {
         let bench = Bench::new(if chatgpt { "probe-plan" } else { "probe-key" }, chatgpt)?;
-        // The app-server whatever the login: the API key's answer is one of the facts.
-        let inv = crate::driver::codex::app_server(command, &bench.account);
-        let mut session = Session::start(&inv, &bench.scratch.0)
-            .map_err(|e| format!("starting '{}': {e}", command.display()))?;
-        session.send(&Codex.usage_request_input("owl-probe").unwrap_or_default());
-        let answer = session.wait_for(TURN, |l| {
-            matches!(
-                parse(l),
-                Some(AgentEvent::ControlResponse { usage: Some(_), .. })
-            )
-        });
-        let _ = session.finish(Duration::from_secs(2));
-        let usage = answer.and_then(|l| match parse(&l) {
-            Some(AgentEvent::ControlResponse { usage, .. }) => usage,
-            _ => None,
-        });
+        let local = crate::supervise::LocalExecutor {
+            state_dir: bench.scratch.0.clone(),
+        };
+        // owl's own probe; with an API key (for which owl never probes) its app-server
+        // all the same: the answer is why owl does not.
+        let invocation = crate::driver::codex::app_server(command, &bench.account);
+        let outcome =
+            crate::supervise::probe::probe_with(&local, &Codex, &invocation, &bench.scratch.0);
+        let usage = match outcome {
+            ProbeOutcome::Observed(w) => Some(Usage::Windows(w)),
+            ProbeOutcome::NoPlan => Some(Usage::NoPlan),
+            ProbeOutcome::Unknown => Some(Usage::Unknown),
+            ProbeOutcome::Failed(why) | ProbeOutcome::Unreachable(why) => return Err(why),
+        };
         Ok((usage, bench.mock.calls()))
     };
     let plan = match ask(true) {
@@ -493,28 +501,13 @@ fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         Ok(b) => b,
         Err(why) => return vec![Check::failed(NAME, why)],
     };
-    bench
-        .mock
-        .script(vec![Step::Text("Hello.".into()).at(42.5, 13.0)]);
-    let invocation = bench.invocation(command);
-    let run = crate::conformance::supervised::supervise(crate::conformance::supervised::Run {
-        driver: std::sync::Arc::new(Codex),
+    let run = match bench.supervise(
         command,
-        account: &bench.account,
-        invocation: &invocation,
-        prompt: "Do what the replies say.",
-        dir: &bench.repo(),
-        limit: TURN,
-        stop_at: |_| false,
-    });
-    let run = match run {
+        vec![Step::Text("Hello.".into()).at(42.5, 13.0)],
+        StopWhen::Never,
+    ) {
         Ok(run) => run,
-        Err(e) => {
-            return vec![Check::failed(
-                NAME,
-                format!("starting '{}': {e}", command.display()),
-            )]
-        }
+        Err(why) => return vec![Check::failed(NAME, why)],
     };
     let figure = run.events.iter().find_map(|e| match e {
         AgentEvent::Usage { windows, .. } => windows

@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 use crate::config::{Account, Env};
 use crate::conformance::mock::gemini::{MockGemini, Step};
-use crate::conformance::{is, run_scenarios, words, Check, Scratch, Session};
+use crate::conformance::supervised::{self, StopWhen, Supervised};
+use crate::conformance::{is, run_scenarios, words, Check, Scratch};
 use crate::driver::gemini::GeminiCli;
 use crate::driver::{AgentEvent, AgentFailure, Driver, RunRequest};
 
@@ -88,6 +89,28 @@ fn bench(
     })
 }
 
+impl Bench {
+    /// One Run of the CLI (its prompt in argv, its stdin closed at once), supervised by owl
+    /// to its end.
+    fn supervise(&self, command: &Path) -> Result<Supervised, String> {
+        let files = self.scratch.0.join("files");
+        std::fs::create_dir_all(&files).map_err(|e| format!("making {}: {e}", files.display()))?;
+        supervised::supervise(supervised::Run {
+            driver: std::sync::Arc::new(GeminiCli),
+            command,
+            account: &self.account,
+            invocation: &self.invocation,
+            prompt: "Do what the replies say.",
+            workspace: &self.scratch.0,
+            files: &files,
+            limit: TURN,
+            usage_poll: None,
+            stop: StopWhen::Never,
+        })
+        .map_err(|e| format!("starting '{}': {e}", command.display()))
+    }
+}
+
 /// One turn: the lines the CLI wrote, and the requests the mock saw.
 fn one_turn(
     label: &'static str,
@@ -96,23 +119,19 @@ fn one_turn(
     steps: Vec<Step>,
     allowed: &[&str],
 ) -> Result<(Vec<Value>, Vec<Value>), String> {
-    let Bench {
-        scratch,
-        mock,
-        invocation: inv,
-        ..
-    } = bench(label, command, steps, allowed)?;
-    let mut session = Session::start(&inv, &scratch.0)
-        .map_err(|e| format!("starting '{}': {e}", command.display()))?;
-    session.close_stdin();
-    let _ = session.wait_for(TURN, |l| is(l, "result", None));
-    let lines = session.finish(Duration::from_secs(10));
+    let bench = bench(label, command, steps, allowed)?;
+    let lines = bench.supervise(command)?.lines;
     if let Some(dir) = record {
-        if let Err(e) = crate::conformance::record(dir, label, &scratch.0, &lines) {
+        if let Err(e) = crate::conformance::record(dir, label, &bench.scratch.0, &lines) {
             tracing::warn!("recording the {label} scenario: {e}");
         }
     }
-    let requests = mock.requests.lock().map(|r| r.clone()).unwrap_or_default();
+    let requests = bench
+        .mock
+        .requests
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default();
     Ok((lines, requests))
 }
 
@@ -211,17 +230,7 @@ fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         Ok(b) => b,
         Err(why) => return vec![Check::failed(NAME, why)],
     };
-    let run = crate::conformance::supervised::supervise(crate::conformance::supervised::Run {
-        driver: std::sync::Arc::new(GeminiCli),
-        command,
-        account: &bench.account,
-        invocation: &bench.invocation,
-        prompt: "Do what the replies say.",
-        dir: &bench.scratch.0,
-        limit: TURN,
-        stop_at: |_| false,
-    });
-    match run {
+    match bench.supervise(command) {
         Ok(run) => {
             let ok = run.report.result.is_some()
                 && run.report.exit.code == Some(0)
@@ -237,9 +246,6 @@ fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
                 ),
             )]
         }
-        Err(e) => vec![Check::failed(
-            NAME,
-            format!("starting '{}': {e}", command.display()),
-        )],
+        Err(why) => vec![Check::failed(NAME, why)],
     }
 }

@@ -7,18 +7,15 @@ pub mod mock;
 mod supervised;
 mod words;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::DriverKind;
 use crate::driver::Invocation;
-use crate::model::ExitInfo;
-use crate::supervise::{Executor, HandleId, LocalExecutor, Oneshot, RunHandle};
+use crate::supervise::{Executor, LocalExecutor, Oneshot};
 
 /// Every protocol fact owl relies on in the agent CLI at `command` (of the Driver `kind`),
 /// checked against a loopback mock under a throwaway login (no real credential, no token).
@@ -56,121 +53,6 @@ impl Check {
     }
 }
 
-/// An agent CLI in stream-json mode, started through the local Executor as owl starts it:
-/// stdin written line by line, stdout read on a thread with a Run's line cap, every line kept.
-pub(crate) struct Session {
-    executor: LocalExecutor,
-    id: HandleId,
-    stdin: Option<Box<dyn Write + Send>>,
-    lines: Receiver<Vec<u8>>,
-    exit: Receiver<ExitInfo>,
-    exited: Option<ExitInfo>,
-    /// Every stdout line so far, parsed (a line that is not JSON is kept as a string).
-    pub seen: Vec<Value>,
-}
-
-impl Session {
-    /// Starts `inv` in `cwd`, in its own process group, with stderr read and dropped.
-    pub(crate) fn start(inv: &Invocation, cwd: &Path) -> std::io::Result<Session> {
-        let executor = LocalExecutor {
-            state_dir: cwd.to_path_buf(),
-        };
-        let RunHandle {
-            id,
-            stdin,
-            stdout,
-            stderr,
-            exit,
-        } = executor.start(inv, cwd)?;
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            crate::supervise::reader::each_line(stdout, |line| tx.send(line.to_vec()).is_ok());
-        });
-        std::thread::spawn(move || std::io::copy(&mut { stderr }, &mut std::io::sink()));
-        let exit_rx = crate::wait::on_thread(exit);
-        Ok(Session {
-            executor,
-            id,
-            stdin: Some(stdin),
-            lines,
-            exit: exit_rx,
-            exited: None,
-            seen: Vec::new(),
-        })
-    }
-
-    /// Writes bytes to the agent's stdin (a line the Driver built).
-    pub(crate) fn send(&mut self, bytes: &[u8]) {
-        if let Some(stdin) = self.stdin.as_mut() {
-            let _ = stdin.write_all(bytes).and_then(|()| stdin.flush());
-        }
-    }
-
-    pub(crate) fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Sends `signal` to the agent's process group.
-    pub(crate) fn signal(&self, signal: crate::sys::Sig) {
-        self.executor.signal(&self.id, signal);
-    }
-
-    /// The agent's exit, waited for (not polled) up to `limit`; `None` when it is still
-    /// running.
-    pub(crate) fn wait_exit(&mut self, limit: Duration) -> Option<ExitInfo> {
-        if self.exited.is_none() {
-            self.exited = crate::wait::within(&self.exit, limit);
-        }
-        self.exited
-    }
-
-    /// The first line of the whole stream for which `wanted` holds: one already read, or
-    /// one read within `limit`; `None` when the time ran out or stdout closed first. Lines
-    /// read while waiting for something else are kept, so no answer is lost to the order
-    /// in which a scenario asks.
-    pub(crate) fn wait_for(
-        &mut self,
-        limit: Duration,
-        wanted: impl Fn(&Value) -> bool,
-    ) -> Option<Value> {
-        if let Some(line) = self.seen.iter().find(|l| wanted(l)) {
-            return Some(line.clone());
-        }
-        let deadline = Instant::now() + limit;
-        loop {
-            let crate::wait::Waited::Got(bytes) = crate::wait::until(&self.lines, deadline, None)
-            else {
-                return None;
-            };
-            let value = parsed(&bytes);
-            self.seen.push(value.clone());
-            if wanted(&value) {
-                return Some(value);
-            }
-        }
-    }
-
-    /// Closes stdin and waits (bounded) for the agent to exit, killing its group after
-    /// that; returns every stdout line it wrote.
-    pub(crate) fn finish(mut self, limit: Duration) -> Vec<Value> {
-        self.close_stdin();
-        if self.wait_exit(limit).is_none() {
-            self.signal(crate::sys::Sig::KILL);
-            let _ = self.wait_exit(limit);
-        }
-        while let Some(bytes) = crate::wait::within(&self.lines, Duration::from_millis(200)) {
-            self.seen.push(parsed(&bytes));
-        }
-        self.seen
-    }
-}
-
-/// A stdout line as JSON, or as a string when it is not JSON.
-fn parsed(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
-}
-
 /// Writes a scenario's stdout lines to `dir/conformance-<label>.jsonl`, the scratch dir's
 /// path in them replaced by `<cwd>`: a fixture recorded from the CLI, for comparing the
 /// shapes of two versions' lines.
@@ -192,11 +74,6 @@ pub(crate) fn record(
 /// A line's `type` (and `subtype`) is `kind` (and `sub`).
 pub(crate) fn is(line: &Value, kind: &str, sub: Option<&str>) -> bool {
     line["type"] == kind && sub.is_none_or(|s| line["subtype"] == s)
-}
-
-/// The control response to `request_id`.
-pub(crate) fn control_response_to(line: &Value, request_id: &str) -> bool {
-    line["type"] == "control_response" && line["response"]["request_id"] == request_id
 }
 
 /// The check every Driver makes first: `--version` runs (with `env` set) through the local

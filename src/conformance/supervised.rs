@@ -1,8 +1,10 @@
-//! A scenario run through owl's own supervision: the CLI started as a Run by the Executor and supervised by `supervise::supervise`, a recording observer beside it, and the Run judged by the settlement's classification, so that one run proves both the CLI and owl's handling of it.
+//! Every scenario's Run: the CLI started by the Executor a Run uses, supervised by `supervise::supervise` with its readers, its polls and its stop sequence, a recording observer beside it, and judged by the settlement's classification; so a conformance pass proves what a Run relies on.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use crate::config::Account;
 use crate::driver::{AgentEvent, Driver, Invocation};
@@ -14,14 +16,28 @@ use crate::supervise::{
 };
 use crate::sys::Sig;
 
-/// What a supervised scenario saw: owl's report of the Run, every event in order, and the
-/// settlement's verdict on it.
+/// What a supervised scenario saw: owl's report of the Run, every event in order, every
+/// line the CLI wrote, and the settlement's verdict on it.
 pub(crate) struct Supervised {
     pub report: RunReport,
     pub events: Vec<AgentEvent>,
+    /// Every stdout line, as the Run's log kept it, parsed (a line that is not JSON is
+    /// kept as a string).
+    pub lines: Vec<Value>,
     pub classified: Classified,
-    /// The stop the observer asked for, if it did.
-    pub stopped: bool,
+    /// When the observer asked owl to stop the Run, if it did.
+    pub stopped: Option<Instant>,
+    /// When the turn's result was read, if it was.
+    pub result_at: Option<Instant>,
+    /// When the supervision ended (the CLI reaped, its streams read).
+    pub ended: Instant,
+}
+
+/// When the observer asks owl to stop a Run: never, or once a condition outside the stream
+/// holds (a tool's process running), asked at each heartbeat, about twice a second.
+pub(crate) enum StopWhen<'a> {
+    Never,
+    Once(&'a dyn Fn() -> bool),
 }
 
 /// Everything a supervised scenario needs.
@@ -32,81 +48,117 @@ pub(crate) struct Run<'a> {
     pub invocation: &'a Invocation,
     /// The prompt, as the Driver writes it (`""` when it rides in argv).
     pub prompt: &'a str,
-    /// The CLI's working copy and the Run's own files (its logs).
-    pub dir: &'a Path,
+    /// The CLI's working copy.
+    pub workspace: &'a Path,
+    /// The Run's own files (its logs).
+    pub files: &'a Path,
     /// How long the Run may take before owl stops it.
     pub limit: Duration,
-    /// The observer asks owl to stop the Run at the first event this picks.
-    pub stop_at: fn(&AgentEvent) -> bool,
+    /// How often owl asks for the plan's utilization once the API has answered (as
+    /// `usagePollInterval`); `None`: never.
+    pub usage_poll: Option<Duration>,
+    /// When the observer asks owl to stop the Run, as a cancel would.
+    pub stop: StopWhen<'a>,
 }
 
 /// Supervises `run` to its end as a tick would, with owl's own stop sequence.
 pub(crate) fn supervise(run: Run) -> std::io::Result<Supervised> {
     let executor = ScenarioExecutor(LocalExecutor {
-        state_dir: run.dir.to_path_buf(),
+        state_dir: run.files.to_path_buf(),
     });
     let mut observer = Recording {
         events: Vec::new(),
-        stop_at: run.stop_at,
-        stopped: false,
+        stop: run.stop,
+        stopped: None,
+        result_at: None,
     };
+    let stdout_log = run.files.join("supervised.stdout.jsonl");
     let spec = RunSpec {
         driver: run.driver.clone(),
         command: run.command,
         account: run.account,
         invocation: run.invocation,
         place: RunPlace {
-            workspace: run.dir,
-            files: run.dir,
+            workspace: run.workspace,
+            files: run.files,
         },
         run_id: 0,
         prompt: run.prompt,
-        stdout_log: std::fs::File::create(run.dir.join("supervised.stdout.jsonl"))?,
-        stderr_log: std::fs::File::create(run.dir.join("supervised.stderr.log"))?,
+        stdout_log: std::fs::File::create(&stdout_log)?,
+        stderr_log: std::fs::File::create(run.files.join("supervised.stderr.log"))?,
         max_run_time: run.limit,
         stall_timeout: run.limit,
         grace_window: Duration::from_secs(5),
-        usage_poll_interval: None,
+        usage_poll_interval: run.usage_poll,
         secrets: Vec::new(),
         latch: StopLatch::default(),
     };
     let report = crate::supervise::supervise(spec, &executor, &mut observer)?;
+    let ended = Instant::now();
     let classified = crate::settlement::classify(&report, run.account, run.driver.as_ref());
+    let lines = std::fs::read(&stdout_log)
+        .unwrap_or_default()
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(parsed)
+        .collect();
     Ok(Supervised {
         report,
         events: observer.events,
+        lines,
         classified,
         stopped: observer.stopped,
+        result_at: observer.result_at,
+        ended,
     })
 }
 
-/// Records every event; stops the Run (as a cancel would) at the first `stop_at` picks.
-struct Recording {
-    events: Vec<AgentEvent>,
-    stop_at: fn(&AgentEvent) -> bool,
-    stopped: bool,
+/// A stdout line as JSON, or as a string when it is not JSON.
+fn parsed(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into()))
 }
 
-impl Observer for Recording {
+/// Records every event; stops the Run (as a cancel would) when its [`StopWhen`] says so.
+struct Recording<'a> {
+    events: Vec<AgentEvent>,
+    stop: StopWhen<'a>,
+    stopped: Option<Instant>,
+    result_at: Option<Instant>,
+}
+
+impl Recording<'_> {
+    fn stop_now(&mut self) -> Option<StopCause> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        self.stopped = Some(Instant::now());
+        Some(StopCause::Cancelled)
+    }
+}
+
+impl Observer for Recording<'_> {
     fn spawned(&mut self, _agent: &HandleId) {}
 
     fn event(&mut self, event: &AgentEvent, _report: &RunReport) -> Option<StopCause> {
         self.events.push(event.clone());
-        if !self.stopped && (self.stop_at)(event) {
-            self.stopped = true;
-            return Some(StopCause::Cancelled);
+        if matches!(event, AgentEvent::Result(_)) && self.result_at.is_none() {
+            self.result_at = Some(Instant::now());
         }
         None
     }
 
     fn heartbeat(&mut self, _report: &RunReport) -> Option<StopCause> {
-        None
+        match self.stop {
+            StopWhen::Once(holds) if holds() => self.stop_now(),
+            _ => None,
+        }
     }
 }
 
-/// The local Executor, but a scenario's leftovers are its own group's only: the scenarios
-/// run side by side in one owl, and the local sweep of every process below owl would take
-/// the others' CLIs for this Run's leftovers.
+/// The local Executor, but a scenario's leftovers are those that carry its own marker: the
+/// scenarios run side by side in one owl, and the local sweep of every process below owl
+/// would take the others' CLIs for this Run's leftovers.
 struct ScenarioExecutor(LocalExecutor);
 
 impl Executor for ScenarioExecutor {
@@ -138,8 +190,14 @@ impl Executor for ScenarioExecutor {
         self.0.signal(agent, signal);
     }
     fn kill_leftovers(&self, agent: &HandleId) -> usize {
+        // The scenario's own marker (its Run's files are its state dir) finds what its CLI
+        // left, in a session of its own or not, as a recovery finds a lost Run's.
         self.0.signal(agent, Sig::KILL);
-        0
+        self.0.kill_lost(&LostProcesses {
+            run_id: 0,
+            agent: None,
+            boot_id: crate::sys::boot_id(),
+        })
     }
     fn kill_lost(&self, lost: &LostProcesses) -> usize {
         self.0.kill_lost(lost)

@@ -23,15 +23,9 @@ pub(crate) fn probe(
     account: &Account,
     cwd: &Path,
 ) -> ProbeOutcome {
-    match start(executor, driver, command, account, cwd) {
-        Ok(started) => {
-            let id = started.id;
-            let outcome = answer(driver, started);
-            // Whatever the probe started in its group goes with it.
-            executor.signal(&id, crate::sys::Sig::KILL);
-            outcome
-        }
-        Err(failed) => failed,
+    match driver.probe_invocation(command, account) {
+        Some(invocation) => probe_with(executor, driver, &invocation, cwd),
+        None => ProbeOutcome::Failed("the driver has no zero-token probe for this login".into()),
     }
 }
 
@@ -50,14 +44,43 @@ pub(crate) fn start(
     account: &Account,
     cwd: &Path,
 ) -> Result<Started, ProbeOutcome> {
-    let Some(request) = driver.usage_request_input("owl-probe") else {
-        return Err(ProbeOutcome::Failed(
-            "the driver cannot report utilization".into(),
-        ));
-    };
     let Some(invocation) = driver.probe_invocation(command, account) else {
         return Err(ProbeOutcome::Failed(
             "the driver has no zero-token probe for this login".into(),
+        ));
+    };
+    start_invocation(executor, driver, invocation, cwd)
+}
+
+/// The probe of `invocation`, whatever the Driver would say of the login: the conformance
+/// check asks the CLI what owl concluded from (Codex's app-server with an API key).
+pub(crate) fn probe_with(
+    executor: &dyn Executor,
+    driver: &dyn Driver,
+    invocation: &Invocation,
+    cwd: &Path,
+) -> ProbeOutcome {
+    match start_invocation(executor, driver, invocation.clone(), cwd) {
+        Ok(started) => {
+            let id = started.id;
+            let outcome = answer(driver, started);
+            executor.signal(&id, crate::sys::Sig::KILL);
+            outcome
+        }
+        Err(failed) => failed,
+    }
+}
+
+fn start_invocation(
+    executor: &dyn Executor,
+    driver: &dyn Driver,
+    invocation: Invocation,
+    cwd: &Path,
+) -> Result<Started, ProbeOutcome> {
+    let command = invocation.program.clone();
+    let Some(request) = driver.usage_request_input("owl-probe") else {
+        return Err(ProbeOutcome::Failed(
+            "the driver cannot report utilization".into(),
         ));
     };
     let mut handle = executor

@@ -331,6 +331,10 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
             })
             .count()
     };
+    // The probe scenario's get_usage is held: the check is mid-way when the signal comes.
+    let gate = env.dir.path().join("usage.gate");
+    env.extra_env
+        .push(("FAKE_AGENT_USAGE_GATE".into(), gate.display().to_string()));
     let doctor = env
         .owl_std()
         .args(["doctor", "--conformance"])
@@ -338,7 +342,9 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    crate::support::wait_until("no scratch directory was made", || scratch() > 0);
+    let waiting = env.dir.path().join("usage.gate.waiting");
+    crate::support::wait_until("the probe scenario never asked", || waiting.exists());
+    assert!(scratch() > 0, "no scratch directory was made");
     unsafe { libc::kill(doctor.id() as i32, libc::SIGINT) };
     let out = doctor.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{out:?}");

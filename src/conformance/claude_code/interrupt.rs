@@ -1,8 +1,9 @@
-//! Claude Code's answer to an interrupt: a turn whose tool runs until killed ends with a result in time, and the tool is gone after.
+//! Claude Code's answer to owl's stop: a turn whose tool runs until killed, stopped by owl once the tool runs, ends with a result in time, and the tool is gone after.
 
 use super::*;
 
-/// An interrupt while a tool runs ends the turn with a result in time, and the tool is gone.
+/// owl's stop while a tool runs ends the turn with a result in time, the tool is gone, and
+/// owl judges the Run interrupted.
 pub(super) fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
     const ENDS: &str = "an interrupt ends the turn with a result in time";
     // A tool that runs until it is killed, found again by its argument. Not a standalone
@@ -13,13 +14,7 @@ pub(super) fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
         "Bash",
         json!({"command": tool_command, "description": "Follow nothing for a long time"}),
     )];
-    let mut s = match scene(
-        "interrupt",
-        command,
-        replies,
-        tools(&["Bash(tail:*)"]),
-        true,
-    ) {
+    let s = match scene("interrupt", replies, true) {
         Ok(s) => s,
         Err(why) => return vec![Check::failed(ENDS, why)],
     };
@@ -29,47 +24,48 @@ pub(super) fn interrupt(command: &Path, record: Option<&Path>) -> Vec<Check> {
             format!("writing the file the tool follows: {e}"),
         )];
     }
-    s.session
-        .send(&ClaudeCode.prompt_input("Wait a long time."));
-    let tool = |pid: &i32| crate::sys::cmdline(*pid).contains(&tool_command);
-    let deadline = Instant::now() + TURN;
-    while !crate::sys::all_pids().iter().any(tool) {
-        if Instant::now() >= deadline {
-            let last = s.session.seen.last().map(short).unwrap_or_default();
-            return vec![Check::failed(
+    // owl stops the Run (as a cancel would) once the tool runs.
+    let tool_running = || {
+        crate::sys::all_pids()
+            .iter()
+            .any(|pid| crate::sys::cmdline(*pid).contains(&tool_command))
+    };
+    let asked = (tools(&["Bash(tail:*)"]), "Wait a long time.");
+    let run = s.run(command, asked, None, StopWhen::Once(&tool_running), record);
+    let gone = tool_gone(&tool_command);
+    let run = match run {
+        Ok(run) => run,
+        Err(why) => return vec![Check::failed(ENDS, why), gone],
+    };
+    let ends = match (run.stopped, run.result_at) {
+        (Some(asked), Some(at))
+            if at.saturating_duration_since(asked) <= crate::driver::INTERRUPT_WAIT =>
+        {
+            Check::new(
                 ENDS,
-                format!("the turn's tool never started; the last line: {last}"),
-            )];
+                true,
+                format!(
+                    "result {} ms after the interrupt",
+                    at.saturating_duration_since(asked).as_millis()
+                ),
+            )
         }
-        let _ = s.session.wait_for(Duration::from_millis(50), |_| false);
-    }
-    let asked = Instant::now();
-    if let Some(crate::driver::Interrupt::Stdin(bytes)) = ClaudeCode.interrupt("owl-interrupt") {
-        s.session.send(&bytes);
-    }
-    let result = s
-        .session
-        .wait_for(crate::driver::INTERRUPT_WAIT, |l| is(l, "result", None));
-    let ends = match result {
-        Some(_) => Check::new(
-            ENDS,
-            true,
-            format!(
-                "result {} ms after the interrupt",
-                asked.elapsed().as_millis()
-            ),
-        ),
-        None => Check::failed(
+        (Some(_), _) => Check::failed(
             ENDS,
             format!(
                 "no result within {}s of the interrupt",
                 crate::driver::INTERRUPT_WAIT.as_secs()
             ),
         ),
+        (None, _) => {
+            let last = run.lines.last().map(short).unwrap_or_default();
+            Check::failed(
+                ENDS,
+                format!("the turn's tool never started; the last line: {last}"),
+            )
+        }
     };
-    s.end(record);
-    let gone = tool_gone(&tool_command);
-    vec![ends, gone]
+    vec![ends, gone, supervised_stop(&run)]
 }
 
 /// The interrupted turn's tool process is gone a moment after the CLI ended (it is killed

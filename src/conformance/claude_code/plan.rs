@@ -58,26 +58,26 @@ pub(super) fn windows(command: &Path, record: Option<&Path>) -> Vec<Check> {
             .unified("overage-status", "allowed")
             .unified("overage-reset", reset + 30 * 86_400),
     ];
-    let mut s = match scene("windows", command, replies, tools(&["Bash(sleep:*)"]), true) {
-        Ok(s) => s,
+    // owl polls at the API's first answer, while the first tool runs.
+    let run = scene("windows", replies, true).and_then(|s| {
+        let asked = (tools(&["Bash(sleep:*)"]), "Wait a little, then say done.");
+        s.run(command, asked, Some(POLL), StopWhen::Never, record)
+    });
+    let run = match run {
+        Ok(run) => run,
         Err(why) => return vec![Check::failed(FIGURE, why)],
     };
-    s.session
-        .send(&ClaudeCode.prompt_input("Wait a little, then say done."));
-    let parse = |l: &Value| ClaudeCode.parse_line(l.to_string().as_bytes()).ok();
-    let first = s
-        .session
-        .wait_for(TURN, |l| is(l, "rate_limit_event", None));
-    s.session
-        .send(&ClaudeCode.usage_request_input("w0").unwrap_or_default());
-    let answer = s.session.wait_for(TURN, |l| control_response_to(l, "w0"));
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let seen: Vec<AgentEvent> = s.session.seen.iter().filter_map(parse).collect();
-    let first = first.as_ref().and_then(parse);
-    let answer = answer.as_ref().and_then(parse);
-    let checks = window_checks(first, answer, result.is_some(), &seen);
-    s.end(record);
-    checks
+    let first = run
+        .events
+        .iter()
+        .find(|e| matches!(e, AgentEvent::RateLimit(_)))
+        .cloned();
+    let answer = run
+        .events
+        .iter()
+        .find(|e| matches!(e, AgentEvent::ControlResponse { usage: Some(_), .. }))
+        .cloned();
+    window_checks(first, answer, run.report.result.is_some(), &run.events)
 }
 
 /// A Window's figure on an event, rounded as owl stores it.
@@ -196,27 +196,37 @@ pub(super) fn limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Reply::rejected(reset),
         Reply::text("Continued after the reset."),
     ];
-    let mut s = match scene("limit", command, replies, tools(&[]), true) {
+    let s = match scene("limit", replies, true) {
         Ok(s) => s,
         Err(why) => return vec![Check::failed(ENDS, why)],
     };
-    s.session.send(&ClaudeCode.prompt_input("Say hello."));
     let started = Instant::now();
-    let result = s.session.wait_for(TURN, |l| is(l, "result", None));
-    let took = started.elapsed();
-    // Past the reset, with stdin still open: no further turn may come.
-    let before = s.session.seen.len();
-    s.session.wait_for(Duration::from_secs(4), |_| false);
-    let more = s.session.seen[before..]
+    let run = match s.run(
+        command,
+        (tools(&[]), "Say hello."),
+        None,
+        StopWhen::Never,
+        record,
+    ) {
+        Ok(run) => run,
+        Err(why) => return vec![Check::failed(ENDS, why)],
+    };
+    let took = run
+        .result_at
+        .unwrap_or(run.ended)
+        .saturating_duration_since(started);
+    // Past the result: no further turn may come, and no further request.
+    let more = run
+        .lines
         .iter()
+        .skip_while(|l| !is(l, "result", None))
+        .skip(1)
         .find(|l| is(l, "assistant", None) || is(l, "result", None))
         .cloned();
     let calls = s.mock.calls();
-    let r = result.as_ref().and_then(result_of);
-    let failure = r
-        .as_ref()
-        .and_then(|r| ClaudeCode.failure(r, Some("rate_limit"), true));
-    let version = s.session.seen.iter().find_map(|l| {
+    let r = run.report.result.as_ref();
+    let failure = r.and_then(|r| ClaudeCode.failure(r, Some("rate_limit"), true));
+    let version = run.lines.iter().find_map(|l| {
         is(l, "system", Some("init"))
             .then(|| l["claude_code_version"].as_str().map(String::from))?
     });
@@ -245,7 +255,6 @@ pub(super) fn limit(command: &Path, record: Option<&Path>) -> Vec<Check> {
             ),
         ),
     ];
-    s.end(record);
     checks
 }
 
