@@ -18,7 +18,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use owl::conformance::mock::api::{MockApi, Reply};
+use owl::mock::api::{MockApi, Reply};
 use serde_json::{json, Value};
 use support::TestEnv;
 

@@ -16,8 +16,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use owl::model::{JobState, NewJob, RunFinish, RunOutcome, Snapshot};
-use owl::store::{RunStart, Store};
 
 const OWL: &str = env!("CARGO_BIN_EXE_owl");
 const AGENT: &str = env!("CARGO_BIN_EXE_owl-fake-agent");
@@ -211,107 +209,91 @@ impl World {
         cmd
     }
 
-    /// A year of nights, through the store's own code: 9,000 done Jobs of 11 Runs each,
-    /// one done Job of 1,000 Runs (its id is returned), 1,000 queued Jobs, and a million
-    /// Snapshots over the last 30 days, the newest over the ceiling.
+    /// A year of nights: 9,000 done Jobs of 11 Runs each, one done Job of 1,000 Runs (its
+    /// id is returned), 1,000 queued Jobs, and a million Snapshots over the last 30 days, the
+    /// newest over the ceiling. owl makes its state and schema (`owl status`); the history is
+    /// written as owl's store writes its rows, in one transaction (owl's crate exports no
+    /// store: it is a binary).
     fn seed(&self) -> String {
-        let state = self.root.join("state");
-        std::fs::create_dir_all(&state).unwrap();
-        let mut store = Store::open(&state.join("owl.db")).unwrap();
+        assert!(self.owl(&["status"]).status().unwrap().success());
+        let mut db = rusqlite::Connection::open(self.root.join("state/owl.db")).unwrap();
         let now: DateTime<Utc> = NOW.parse().unwrap();
+        let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let tx = db.transaction().unwrap();
         let repo = self.repo.display().to_string();
-        let job = |i: usize| NewJob {
-            id: format!("job{i:05}"),
-            name: None,
-            prompt: format!("Job {i}: make the flaky test deterministic; commit as you go."),
-            repo: repo.clone(),
-            base: "HEAD".into(),
-            base_commit: "0000000000000000000000000000000000000000".into(),
-            account: Some("work".into()),
-            priority: 0,
-            max_runs: 2_000,
-            max_run_time_secs: 3600,
-            max_budget_usd: Some(5.0),
-            max_job_budget_usd: None,
-            permission_mode: "dontAsk".into(),
-            allowed_tools: vec!["Read".into(), "Edit".into()],
-            disallowed_tools: vec![],
-            model: None,
-            check: None,
-            after: vec![],
-            base_after: None,
-        };
+        let mut job = tx
+            .prepare(
+                "INSERT INTO jobs (id, prompt, repo, base, account, priority, max_runs, \
+                 max_run_time_secs, max_budget_usd, permission_mode, allowed_tools, \
+                 disallowed_tools, state, created_at, updated_at, base_commit) \
+                 VALUES (?1, ?2, ?3, 'HEAD', 'work', 0, 2000, 3600, 5.0, 'dontAsk', \
+                 '[\"Read\",\"Edit\"]', '[]', 'queued', ?4, ?4, \
+                 '0000000000000000000000000000000000000000')",
+            )
+            .unwrap();
+        let mut run = tx
+            .prepare(
+                "INSERT INTO runs (job_id, account, agent_version, owl_pid, started_at, \
+                 budget_usd, executor, outcome, cost_usd, num_turns, permission_denials, \
+                 api_retries, ended_at, cause) \
+                 VALUES (?1, 'work', '2.1.197', 1, ?2, 5.0, 'local', 'succeeded', 0.05, 3, \
+                 '[]', 0, ?3, 'job')",
+            )
+            .unwrap();
+        let mut done = tx
+            .prepare("UPDATE jobs SET state = 'done', updated_at = ?2 WHERE id = ?1")
+            .unwrap();
         // Runs end one every five minutes, back from now: 100,000 of them span a year.
         let mut ended = 0i64;
-        let mut run_job = |store: &mut Store, id: &str, runs: usize| {
-            for r in 0..runs {
+        let mut add = |i: usize, runs: usize| {
+            let id = format!("job{i:05}");
+            let prompt = format!("Job {i}: make the flaky test deterministic; commit as you go.");
+            job.execute(rusqlite::params![id, prompt, repo, at(now)])
+                .unwrap();
+            for _ in 0..runs {
                 ended += 1;
                 let started = now - chrono::Duration::minutes((100_001 - ended) * 5 + 4);
-                let run = store
-                    .start_run(&RunStart {
-                        job_id: id.to_string(),
-                        account: "work".into(),
-                        agent_version: Some("2.1.197".into()),
-                        owl_pid: 1,
-                        owl_start_time: None,
-                        boot_id: None,
-                        started_at: started,
-                        head_before: None,
-                        budget_usd: Some(5.0),
-                        executor: owl::config::ExecutorKind::Local,
-                    })
-                    .unwrap()
+                let end = started + chrono::Duration::minutes(4);
+                run.execute(rusqlite::params![id, at(started), at(end)])
                     .unwrap();
-                let last = r + 1 == runs;
-                store
-                    .finish_run(
-                        run,
-                        &RunFinish {
-                            outcome: Some(RunOutcome::Succeeded),
-                            cost_usd: Some(0.05),
-                            num_turns: Some(3),
-                            cause: Some(owl::model::Cause::Job),
-                            ..Default::default()
-                        },
-                        if last {
-                            JobState::Done
-                        } else {
-                            JobState::Queued
-                        },
-                        None,
-                        None,
-                        started + chrono::Duration::minutes(4),
-                    )
-                    .unwrap();
+            }
+            if runs > 0 {
+                done.execute(rusqlite::params![id, at(now)]).unwrap();
             }
         };
         for i in 0..9_000 {
-            store.insert_job(&job(i), now).unwrap();
-            run_job(&mut store, &format!("job{i:05}"), 11);
+            add(i, 11);
         }
-        store.insert_job(&job(9_000), now).unwrap();
-        run_job(&mut store, "job09000", 1_000);
+        add(9_000, 1_000);
         for i in 9_001..10_001 {
-            store.insert_job(&job(i), now).unwrap();
+            add(i, 0);
         }
-        let mut batch = Vec::with_capacity(10_000);
+        drop((job, run, done));
+        let mut history = tx
+            .prepare(
+                "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source) \
+                 VALUES ('work', ?1, ?2, ?3, ?4, 'get_usage')",
+            )
+            .unwrap();
+        let resets = at(now + chrono::Duration::hours(2));
         for i in 0..1_000_000i64 {
             let observed = now - chrono::Duration::seconds((1_000_000 - i) * 2);
-            batch.push(Snapshot {
-                account: "work".into(),
-                window: if i % 2 == 0 { "five_hour" } else { "seven_day" }.into(),
-                percent: if i >= 999_998 { 95.0 } else { (i % 50) as f64 },
-                resets_at: Some(now + chrono::Duration::hours(2)),
-                observed_at: observed,
-                source: owl::model::SnapshotSource::GetUsage,
-                run_id: None,
-                model: None,
-            });
-            if batch.len() == 10_000 {
-                store.insert_snapshots(&batch).unwrap();
-                batch.clear();
-            }
+            let window = if i % 2 == 0 { "five_hour" } else { "seven_day" };
+            let percent = if i >= 999_998 { 95.0 } else { (i % 50) as f64 };
+            history
+                .execute(rusqlite::params![window, percent, resets, at(observed)])
+                .unwrap();
         }
+        drop(history);
+        // The newest figure per Window, as owl keeps it beside the history.
+        tx.execute(
+            "INSERT INTO latest_snapshots (account, window, percent, resets_at, observed_at, source) \
+             SELECT account, window, percent, resets_at, observed_at, source FROM snapshots \
+             WHERE id IN (SELECT MAX(id) FROM snapshots GROUP BY account, window)",
+            [],
+        )
+        .unwrap();
+        tx.commit().unwrap();
         "job09000".into()
     }
 }

@@ -13,7 +13,7 @@ pub(crate) const RESERVE_SIZE: u64 = 4 << 20;
 
 /// Why no Run may start on a filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SpaceError {
+pub(crate) enum SpaceError {
     #[error(
         "disk full: only {} free on the filesystem of {} (minFreeSpace {})",
         format_size(*free),

@@ -9,7 +9,7 @@ pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 
 /// What kind of failure ended a command; the exit code follows from it alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Bad usage or bad config: the message names the file, line and key or value at fault,
     /// and nothing in the state was changed.
     BadInput,
@@ -23,7 +23,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The process's exit code for a command that ended with this kind of error.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             ErrorKind::BadInput => EXIT_BAD_INPUT,
             ErrorKind::AgentCli | ErrorKind::DiskSpace | ErrorKind::Failure => EXIT_FAILURE,
@@ -34,13 +34,13 @@ impl ErrorKind {
 /// An error of a known kind, with the words that explain it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Error {
-    pub kind: ErrorKind,
-    pub message: String,
+pub(crate) struct Error {
+    pub(crate) kind: ErrorKind,
+    pub(crate) message: String,
 }
 
 impl Error {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
         Error {
             kind,
             message: message.into(),
@@ -48,7 +48,7 @@ impl Error {
     }
 
     /// Bad usage or bad config.
-    pub fn bad_input(message: impl Into<String>) -> Error {
+    pub(crate) fn bad_input(message: impl Into<String>) -> Error {
         Error::new(ErrorKind::BadInput, message)
     }
 }

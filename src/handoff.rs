@@ -18,7 +18,7 @@ pub(crate) enum HandoffStatus {
 /// Why a Run's Handoff cannot carry its Job on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "problem", content = "detail", rename_all = "snake_case")]
-pub enum HandoffError {
+pub(crate) enum HandoffError {
     #[error("the Run left no {HANDOFF_PATH}")]
     Missing,
     #[error("reading {HANDOFF_PATH}: {0}")]
@@ -36,9 +36,9 @@ pub enum HandoffError {
 /// A parsed Handoff.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Handoff {
-    pub status: HandoffStatus,
+    pub(crate) status: HandoffStatus,
     /// Everything after the status line.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 impl Handoff {

@@ -3,27 +3,27 @@
 
 // First, so that its outln!/errln! are in scope in every module below.
 #[macro_use]
-pub mod output;
+mod output;
 
 mod budget;
 mod clock;
 mod commands;
-pub mod config;
-pub mod conformance;
+mod config;
+mod conformance;
 mod disk;
-pub mod driver;
+mod driver;
 mod error;
 mod handoff;
 mod lock;
-pub mod model;
+mod model;
 mod notify;
 mod oneshot;
 mod outcome;
-pub mod prompt;
+mod prompt;
 mod recover;
 mod schedule;
 mod settlement;
-pub mod store;
+mod store;
 mod supervise;
 mod sys;
 mod text;
@@ -31,6 +31,17 @@ mod untrusted;
 mod usage;
 mod wait;
 mod workspace;
+
+// owl is a binary: what is public here is what `main.rs`, the integration tests and the
+// benches use, and nothing else (the architecture test fails on a public item nothing
+// outside the crate names).
+
+/// The loopback mocks of the agents' APIs, for end-to-end tests against the real CLIs.
+pub use conformance::mock;
+/// How long owl waits for the agent's answer to an interrupt.
+pub use driver::INTERRUPT_WAIT;
+/// The words owl puts before every prompt.
+pub use prompt::STANDING_INSTRUCTIONS;
 
 #[cfg(not(target_os = "linux"))]
 compile_error!(

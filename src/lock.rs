@@ -86,8 +86,8 @@ pub(crate) fn pick_within(
 #[derive(Debug, thiserror::Error)]
 #[error("lock {path} is {what}, not owl's lock file: owl neither follows nor writes it; remove it (owl makes it anew)")]
 pub(crate) struct NotALockFile {
-    pub path: String,
-    pub what: &'static str,
+    pub(crate) path: String,
+    pub(crate) what: &'static str,
 }
 
 /// Opens (or creates) a lock file for writing as a regular file only: a symlink at its path

@@ -12,46 +12,46 @@ use crate::config::{Notify, NotifyEvent};
 pub(crate) struct Payload {
     /// `run-ended`, `job-done`, `job-blocked`, `job-failed`, `account-waiting` or
     /// `check-failed`.
-    pub event: &'static str,
+    pub(crate) event: &'static str,
     /// When owl sent it (RFC 3339, UTC).
-    pub at: String,
-    pub job_id: String,
-    pub job_name: Option<String>,
+    pub(crate) at: String,
+    pub(crate) job_id: String,
+    pub(crate) job_name: Option<String>,
     /// The Job's state after the Run.
-    pub job_state: crate::model::JobState,
+    pub(crate) job_state: crate::model::JobState,
     /// Why the Job is in that state, in words (`blocked: needs an API token`, a wait).
-    pub job_reason: Option<String>,
-    pub repo: String,
-    pub branch: String,
-    pub run_id: i64,
-    pub account: String,
+    pub(crate) job_reason: Option<String>,
+    pub(crate) repo: String,
+    pub(crate) branch: String,
+    pub(crate) run_id: i64,
+    pub(crate) account: String,
     /// The Run's outcome (`succeeded`, `interrupted`, `rate_limited`, …).
-    pub outcome: String,
-    pub stop_reason: Option<String>,
-    pub cost_usd: Option<f64>,
+    pub(crate) outcome: String,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
     /// When the Job (for `account-waiting`: the Account) may run again; `null` when it is
     /// not waiting.
-    pub until: Option<String>,
+    pub(crate) until: Option<String>,
     /// The first line of the Job's prompt (a pull request's title), at most 200 characters.
-    pub prompt_summary: String,
+    pub(crate) prompt_summary: String,
     /// The Handoff the Run left on the branch (the agent's words, at most 8 KiB).
-    pub handoff: Option<String>,
+    pub(crate) handoff: Option<String>,
     /// What the Job's check found after this Run; `null` when none ran.
-    pub check: Option<PayloadCheck>,
+    pub(crate) check: Option<PayloadCheck>,
     /// The Job is done and its check passed: verified, not only claimed.
-    pub verified: bool,
+    pub(crate) verified: bool,
 }
 
 /// A check's result as a payload carries it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PayloadCheck {
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// `passed`, `failed`, `timed_out`, `cannot_start` or `not_finished`.
-    pub status: &'static str,
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
+    pub(crate) status: &'static str,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) duration_ms: u64,
     /// The commit it ran at: for a verified Job, the one commit a hook may push as verified.
-    pub commit: Option<String>,
+    pub(crate) commit: Option<String>,
 }
 
 impl PayloadCheck {

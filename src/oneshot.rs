@@ -15,10 +15,10 @@ const DRAIN_WAIT: Duration = Duration::from_millis(200);
 /// What a command that ended printed.
 #[derive(Debug)]
 pub(crate) struct Ended {
-    pub status: ExitStatus,
+    pub(crate) status: ExitStatus,
     /// The first `cap` bytes of each stream (the rest was read and dropped).
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 /// Why a command gave no answer.

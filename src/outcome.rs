@@ -12,40 +12,40 @@ use crate::model::{
 /// What happened in a Run, as the loop saw it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunReport {
-    pub result: Option<AgentResult>,
-    pub exit: ExitInfo,
-    pub stop: Option<StopCause>,
-    pub stderr_tail: String,
-    pub session_id: Option<String>,
-    pub agent_version: Option<String>,
-    pub api_retries: i64,
-    pub last_event: Option<String>,
+    pub(crate) result: Option<AgentResult>,
+    pub(crate) exit: ExitInfo,
+    pub(crate) stop: Option<StopCause>,
+    pub(crate) stderr_tail: String,
+    pub(crate) session_id: Option<String>,
+    pub(crate) agent_version: Option<String>,
+    pub(crate) api_retries: i64,
+    pub(crate) last_event: Option<String>,
     /// When a `rejected` rate limit resets (epoch seconds).
-    pub rate_limit_reset: Option<i64>,
+    pub(crate) rate_limit_reset: Option<i64>,
     /// When the latest Window reported full (100%) resets: a rate limit's reset told by
     /// the figures rather than by the error (Codex's rollout after a usage-limit 429).
-    pub full_window_reset: Option<DateTime<Utc>>,
-    pub lines: u64,
-    pub skipped_lines: u64,
+    pub(crate) full_window_reset: Option<DateTime<Utc>>,
+    pub(crate) lines: u64,
+    pub(crate) skipped_lines: u64,
     /// Processes still alive after the agent exited, killed by owl.
-    pub survivors_killed: usize,
-    pub log_error: Option<String>,
+    pub(crate) survivors_killed: usize,
+    pub(crate) log_error: Option<String>,
     /// A real model answer was seen, not the CLI's synthetic stand-in.
-    pub reached_model: bool,
+    pub(crate) reached_model: bool,
     /// The CLI's error word on its last synthetic answer (`authentication_failed`, …).
-    pub agent_error: Option<String>,
+    pub(crate) agent_error: Option<String>,
     /// owl signalled the agent after its result line (its teardown overran, or a stop came late).
-    pub signalled_after_result: bool,
+    pub(crate) signalled_after_result: bool,
     /// A stop cause raised after the result line: a note, never the outcome.
-    pub late_stop: Option<StopCause>,
+    pub(crate) late_stop: Option<StopCause>,
     /// The agent outlived SIGKILL for a grace window: owl gave up waiting for it.
-    pub unkillable: Option<String>,
+    pub(crate) unkillable: Option<String>,
     /// Tools the CLI's policy refused, seen on their own lines (a CLI whose result line
     /// does not list them).
-    pub denials: Vec<crate::model::PermissionDenial>,
+    pub(crate) denials: Vec<crate::model::PermissionDenial>,
     /// owl failed before the agent was started (a log it could not create, a sandbox it
     /// could not build): the model never ran, so nothing is charged to the Job.
-    pub never_started: bool,
+    pub(crate) never_started: bool,
 }
 
 impl RunReport {
@@ -64,25 +64,25 @@ impl RunReport {
 /// A Run's outcome, the words recorded with it, and who it is charged to.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Classified {
-    pub outcome: RunOutcome,
-    pub stop_reason: Option<String>,
-    pub cause: Cause,
+    pub(crate) outcome: RunOutcome,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) cause: Cause,
 }
 
 /// What the supervisor saw of a Run: the facts [`classify`] decides on.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RunFacts<'a> {
-    pub result: Option<&'a AgentResult>,
-    pub exit: ExitInfo,
+    pub(crate) result: Option<&'a AgentResult>,
+    pub(crate) exit: ExitInfo,
     /// The stop owl began before the agent's result line (a later one is only a note).
-    pub stop: Option<&'a StopCause>,
-    pub stderr_tail: &'a str,
+    pub(crate) stop: Option<&'a StopCause>,
+    pub(crate) stderr_tail: &'a str,
     /// What the Driver reads in an error result: a login, a rate limit, an outage.
-    pub failure: Option<AgentFailure>,
+    pub(crate) failure: Option<AgentFailure>,
     /// owl signalled the agent after its result line, because its teardown overran.
-    pub signalled_after_result: bool,
+    pub(crate) signalled_after_result: bool,
     /// The agent outlived SIGKILL: why owl gave up on it.
-    pub unkillable: Option<&'a str>,
+    pub(crate) unkillable: Option<&'a str>,
 }
 
 /// Decides a Run's outcome and who it is charged to: from the agent's result line first,
@@ -178,9 +178,9 @@ pub(crate) fn max_runs_reached(runs: u32, max_runs: u32) -> Option<JobReason> {
 /// Where a Job goes after a Run.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct JobTransition {
-    pub state: JobState,
-    pub reason: Option<JobReason>,
-    pub not_before: Option<DateTime<Utc>>,
+    pub(crate) state: JobState,
+    pub(crate) reason: Option<JobReason>,
+    pub(crate) not_before: Option<DateTime<Utc>>,
 }
 
 /// How long a rate-limited Job waits when the provider did not say when the limit resets.
@@ -198,19 +198,19 @@ pub(crate) fn credits_wait(credits: &crate::model::OnCredits, now: DateTime<Utc>
 /// The inputs to [`next_job_state`].
 #[derive(Debug, Clone)]
 pub(crate) struct AfterRun<'a> {
-    pub outcome: &'a Classified,
-    pub stop: Option<&'a StopCause>,
+    pub(crate) outcome: &'a Classified,
+    pub(crate) stop: Option<&'a StopCause>,
     /// When a `rejected` rate limit resets, if the agent said.
-    pub rate_limit_reset: Option<DateTime<Utc>>,
-    pub handoff: Result<Handoff, HandoffError>,
+    pub(crate) rate_limit_reset: Option<DateTime<Utc>>,
+    pub(crate) handoff: Result<Handoff, HandoffError>,
     /// Runs of this Job charged to it so far, this one included if it counts.
-    pub runs: u32,
-    pub max_runs: u32,
+    pub(crate) runs: u32,
+    pub(crate) max_runs: u32,
     /// What the Job's budget has left after this Run (`None`: no Job budget).
-    pub budget_left: Option<f64>,
+    pub(crate) budget_left: Option<f64>,
     /// What the Job's check found after this Run, when it ran (the agent said done).
-    pub check: Option<&'a CheckRecord>,
-    pub now: DateTime<Utc>,
+    pub(crate) check: Option<&'a CheckRecord>,
+    pub(crate) now: DateTime<Utc>,
 }
 
 /// Decides the Job's next state: a cancel first, then the waits (a ceiling, a rate
@@ -346,10 +346,10 @@ pub(crate) fn reactive_wait(
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct AccountChange {
     /// `Some(Some(why))`: mark it not logged in; `Some(None)`: clear the mark.
-    pub not_logged_in: Option<Option<String>>,
+    pub(crate) not_logged_in: Option<Option<String>>,
     /// `Some((until, outages))`: back off until then (`None`: no back-off) after that many
     /// outages in a row.
-    pub backoff: Option<(Option<DateTime<Utc>>, u32)>,
+    pub(crate) backoff: Option<(Option<DateTime<Utc>>, u32)>,
 }
 
 /// What a Run tells of its Account beyond its Job: a missing login, an outage (the

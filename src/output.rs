@@ -11,7 +11,7 @@ static CLOSED: AtomicBool = AtomicBool::new(false);
 static FAILED: Mutex<Option<String>> = Mutex::new(None);
 
 /// Writes to stdout, made inert; never panics. A closed pipe silences the rest.
-pub fn write_out(args: fmt::Arguments) {
+pub(crate) fn write_out(args: fmt::Arguments) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
@@ -36,7 +36,7 @@ fn settle(result: io::Result<()>) {
 }
 
 /// Writes bytes to stdout exactly as they are (`logs --raw`); a closed pipe is not an error.
-pub fn write_raw(bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_raw(bytes: &[u8]) -> io::Result<()> {
     if CLOSED.load(Ordering::Relaxed) {
         return Ok(());
     }
@@ -50,13 +50,13 @@ pub fn write_raw(bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Writes to stderr, made inert; never panics (a closed stderr loses the message).
-pub fn write_err(args: fmt::Arguments) {
+pub(crate) fn write_err(args: fmt::Arguments) {
     let raw = args.to_string();
     let _ = io::stderr().lock().write_all(inert(&raw).as_bytes());
 }
 
 /// stderr for the log lines, made inert; a closed stderr loses them, never panics.
-pub struct InertStderr;
+pub(crate) struct InertStderr;
 
 impl Write for InertStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -72,19 +72,19 @@ impl Write for InertStderr {
 }
 
 /// Whether stdout's reader has gone: a command that would print on and on stops.
-pub fn stdout_closed() -> bool {
+pub(crate) fn stdout_closed() -> bool {
     CLOSED.load(Ordering::Relaxed)
 }
 
 /// Why writing stdout failed, other than a closed pipe.
-pub fn stdout_failure() -> Option<String> {
+pub(crate) fn stdout_failure() -> Option<String> {
     FAILED.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Text with every control character but newline and tab shown as `\x1b`, `\r`, …: an
 /// agent's ESC, OSC or carriage return cannot clear a screen, write the clipboard or fake
 /// a line. owl's own output uses no other control character, so all of it goes through.
-pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn inert(text: &str) -> std::borrow::Cow<'_, str> {
     let is_live = |c: char| c.is_control() && c != '\n' && c != '\t';
     if !text.chars().any(is_live) {
         return text.into();
@@ -140,14 +140,14 @@ impl Write for QuietStdout {
 }
 
 /// A JSON value printed to stdout in pieces, made inert like all of owl's JSON.
-pub struct JsonOut(serde_json::Serializer<QuietStdout, InertJson>);
+pub(crate) struct JsonOut(serde_json::Serializer<QuietStdout, InertJson>);
 
 /// A JSON list being printed, one element at a time.
-pub struct JsonList<'a>(serde_json::ser::Compound<'a, QuietStdout, InertJson>);
+pub(crate) struct JsonList<'a>(serde_json::ser::Compound<'a, QuietStdout, InertJson>);
 
 impl JsonOut {
     /// JSON to stdout.
-    pub fn stdout() -> JsonOut {
+    pub(crate) fn stdout() -> JsonOut {
         let out = QuietStdout(Vec::with_capacity(QuietStdout::PIECE + 4096));
         JsonOut(serde_json::Serializer::with_formatter(
             out,
@@ -156,14 +156,14 @@ impl JsonOut {
     }
 
     /// Ends the line and flushes what is buffered.
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         let mut out = self.0.into_inner();
         let _ = out.write_all(b"\n");
         let _ = out.flush();
     }
 
     /// Opens a list.
-    pub fn start_list(&mut self) -> anyhow::Result<JsonList<'_>> {
+    pub(crate) fn start_list(&mut self) -> anyhow::Result<JsonList<'_>> {
         use serde::Serializer;
         Ok(JsonList((&mut self.0).serialize_seq(None)?))
     }
@@ -171,13 +171,13 @@ impl JsonOut {
 
 impl JsonList<'_> {
     /// Prints one element.
-    pub fn element(&mut self, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    pub(crate) fn element(&mut self, value: &impl serde::Serialize) -> anyhow::Result<()> {
         use serde::ser::SerializeSeq;
         Ok(self.0.serialize_element(value)?)
     }
 
     /// Closes the list.
-    pub fn end(self) -> anyhow::Result<()> {
+    pub(crate) fn end(self) -> anyhow::Result<()> {
         use serde::ser::SerializeSeq;
         Ok(self.0.end()?)
     }
@@ -186,7 +186,7 @@ impl JsonList<'_> {
 /// serde_json's pretty formatter, escaping inside strings the control characters serde_json
 /// leaves raw (DEL and C1, such as the one-byte CSI `\u{9b}`): JSON owl prints is inert too.
 #[derive(Default)]
-pub struct InertJson(serde_json::ser::PrettyFormatter<'static>);
+pub(crate) struct InertJson(serde_json::ser::PrettyFormatter<'static>);
 
 impl serde_json::ser::Formatter for InertJson {
     fn write_string_fragment<W: ?Sized + Write>(

@@ -20,7 +20,7 @@ decision only a person can make), and say exactly what is needed.";
 /// The user message that starts a Run: the Job's prompt, owl's standing instructions, the
 /// Handoff a previous Run committed, and what that Run came to. Every Run starts a fresh
 /// context (ADR-0026): this message is all it knows.
-pub fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>) -> String {
+pub(crate) fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>) -> String {
     let mut prompt = job_prompt.trim_end().to_string();
     prompt.push_str("\n\n---\nHow to work (from owl, which runs you):\n");
     prompt.push_str(STANDING_INSTRUCTIONS);
@@ -42,7 +42,7 @@ pub fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>
 
 /// One paragraph on how a Run ended, for the next Run's prompt: "stopped at a usage
 /// ceiling after 40m; 3 commits".
-pub fn describe_run(run: &Run, commits: Option<usize>) -> String {
+pub(crate) fn describe_run(run: &Run, commits: Option<usize>) -> String {
     let how = match run.outcome {
         Some(RunOutcome::Succeeded) => "ended normally".to_string(),
         Some(RunOutcome::Interrupted) if run.stop == Some(StopKind::Ceiling) => {
@@ -84,7 +84,7 @@ pub fn describe_run(run: &Run, commits: Option<usize>) -> String {
 /// What the next Run is told of a check that did not pass after a Run said done: the
 /// command, how it ended and the tail of its output, shown as text (its control characters
 /// escaped when it was recorded), never as instructions.
-pub fn describe_failed_check(check: &CheckRecord) -> String {
+pub(crate) fn describe_failed_check(check: &CheckRecord) -> String {
     let how = match check.status {
         CheckStatus::NotFinished => "it did not finish (owl was stopped), so it decided nothing",
         _ => "the Job is not done until it passes",

@@ -18,11 +18,11 @@ const TRANSCRIPT_TAIL: u64 = 4 * 1024 * 1024;
 /// One Run found without an outcome and its tick gone.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LostRun {
-    pub run_id: i64,
-    pub job_id: String,
-    pub survivors_killed: usize,
+    pub(crate) run_id: i64,
+    pub(crate) job_id: String,
+    pub(crate) survivors_killed: usize,
     /// The file its own tick kept its outcome in, recorded from it: the Run is not lost.
-    pub recorded_from: Option<PathBuf>,
+    pub(crate) recorded_from: Option<PathBuf>,
 }
 
 /// Records every Run whose supervisor is gone, after killing what survives of it: from

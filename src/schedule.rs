@@ -16,21 +16,21 @@ pub(crate) use standing::*;
 /// One Window of one Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct WindowView {
-    pub window: String,
+    pub(crate) window: String,
     /// What it limits: the five-hour Window, a weekly one, one model family's week.
-    pub kind: WindowKind,
+    pub(crate) kind: WindowKind,
     /// The model family a per-model Window limits, when known.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// `None` when the last figure is from before the Window's reset (it no longer holds).
-    pub percent: Option<f64>,
-    pub ceiling: Option<f64>,
-    pub resets_at: Option<DateTime<Utc>>,
-    pub observed_at: DateTime<Utc>,
-    pub source: crate::model::SnapshotSource,
-    pub run_id: Option<i64>,
+    pub(crate) percent: Option<f64>,
+    pub(crate) ceiling: Option<f64>,
+    pub(crate) resets_at: Option<DateTime<Utc>>,
+    pub(crate) observed_at: DateTime<Utc>,
+    pub(crate) source: crate::model::SnapshotSource,
+    pub(crate) run_id: Option<i64>,
     /// The figure is at or above the Ceiling (for a per-model Window: and it limits the
     /// model the Account's Jobs run, or that model is unknown).
-    pub over: bool,
+    pub(crate) over: bool,
 }
 
 impl WindowView {
@@ -54,20 +54,20 @@ pub(crate) fn window_label(window: &str, model: Option<&str>) -> String {
 /// Why one Job will or will not run now.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct QueueEntry {
-    pub job_id: String,
-    pub state: JobState,
-    pub not_before: Option<DateTime<Utc>>,
+    pub(crate) job_id: String,
+    pub(crate) state: JobState,
+    pub(crate) not_before: Option<DateTime<Utc>>,
     /// The Account it would run on, when it would run now.
-    pub account: Option<String>,
-    pub eligible: bool,
-    pub reason: String,
+    pub(crate) account: Option<String>,
+    pub(crate) eligible: bool,
+    pub(crate) reason: String,
     /// The unschedulable Accounts this Job waits for (its own, or every one for a Job
     /// bound to none): counted by name, never by matching words in `reason`.
     #[serde(skip)]
-    pub waits_for: Vec<String>,
+    pub(crate) waits_for: Vec<String>,
     /// The Jobs it waits for that are not done yet.
     #[serde(skip)]
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
 }
 
 /// What a tick would do now.
@@ -80,8 +80,8 @@ pub(crate) enum Decision {
 /// The plan: every unfinished Job in the order a tick takes them, and the decision.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
-    pub queue: Vec<QueueEntry>,
-    pub decision: Decision,
+    pub(crate) queue: Vec<QueueEntry>,
+    pub(crate) decision: Decision,
 }
 
 impl Plan {

@@ -16,40 +16,40 @@ use crate::outcome::{self, AfterRun, Classified, RunReport};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct GitAfter {
     /// Why the clone was left alone whole: what the Run planted in its `.git`.
-    pub tampered: Option<String>,
+    pub(crate) tampered: Option<String>,
     /// owl's commit of what the Run left uncommitted.
-    pub safety_commit: Option<String>,
+    pub(crate) safety_commit: Option<String>,
     /// What went wrong bringing a sandboxed Run's branch home, if anything.
-    pub published: Option<String>,
+    pub(crate) published: Option<String>,
     /// The Job's branch head after all that.
-    pub head_after: Option<String>,
+    pub(crate) head_after: Option<String>,
     /// What the seal undid, in words.
-    pub neutralised: Option<String>,
+    pub(crate) neutralised: Option<String>,
     /// Why the working copy's head is not what the repository holds under the Job's branch,
     /// when the agent said done and it is not: nothing is checked or called done then.
-    pub not_home: Option<String>,
+    pub(crate) not_home: Option<String>,
 }
 
 /// What is known of the Run's Job and Account when it ends, besides its report.
 #[derive(Debug)]
 pub(crate) struct Facts<'a> {
-    pub run_id: i64,
-    pub job: &'a Job,
-    pub account_name: &'a str,
-    pub account: &'a Account,
+    pub(crate) run_id: i64,
+    pub(crate) job: &'a Job,
+    pub(crate) account_name: &'a str,
+    pub(crate) account: &'a Account,
     /// The Job's Runs charged to it before this one.
-    pub counted_runs: u32,
+    pub(crate) counted_runs: u32,
     /// What the Job's Runs cost before this one.
-    pub spent_usd: f64,
+    pub(crate) spent_usd: f64,
     /// This Run's `--max-budget-usd`.
-    pub budget_usd: Option<f64>,
+    pub(crate) budget_usd: Option<f64>,
     /// The Handoff's text on the Job's branch after the Run, or why there is none to read.
-    pub handoff: Result<Option<String>, HandoffError>,
-    pub git: GitAfter,
+    pub(crate) handoff: Result<Option<String>, HandoffError>,
+    pub(crate) git: GitAfter,
     /// A provider's rejection held the Account before this Run.
-    pub rejection_held: bool,
+    pub(crate) rejection_held: bool,
     /// What the Job's check found after the Run, when it ran.
-    pub check: Option<CheckRecord>,
+    pub(crate) check: Option<CheckRecord>,
 }
 
 /// Decides how the Run ended and what that does to its Job and Account.

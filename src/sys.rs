@@ -162,11 +162,11 @@ impl ProcessHandle {
 /// The fields of `/proc/<pid>/stat` owl uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcStat {
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
     /// Clock ticks since boot: with the pid and the boot id, identifies a process for good.
-    pub start_time: i64,
+    pub(crate) start_time: i64,
 }
 
 impl ProcStat {

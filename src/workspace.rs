@@ -390,9 +390,9 @@ impl Workspace {
 #[derive(Debug, Default)]
 pub(crate) struct BroughtHome {
     /// The safety net's commit, when the Run left anything uncommitted.
-    pub safety_commit: Option<String>,
+    pub(crate) safety_commit: Option<String>,
     /// Why a clone's branch did not reach the user's repository, if it did not.
-    pub not_published: Option<String>,
+    pub(crate) not_published: Option<String>,
 }
 
 /// The Handoff committed at the head of the Job's branch: `Ok(None)` when there is none.
@@ -435,10 +435,10 @@ fn handoff_on(repo: &Repository, branch: &str) -> Result<Option<String>, Handoff
 /// What the Job's branch holds beyond its base, for `owl show`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct BranchSummary {
-    pub commits: usize,
-    pub files_changed: usize,
-    pub insertions: usize,
-    pub deletions: usize,
+    pub(crate) commits: usize,
+    pub(crate) files_changed: usize,
+    pub(crate) insertions: usize,
+    pub(crate) deletions: usize,
 }
 
 /// Counts the commits on the Job's branch that its base does not have, and their diffstat.

@@ -17,50 +17,50 @@ mod from;
 pub(crate) struct AddArgs {
     /// The git repository to work in (default: the current directory).
     #[arg(long, value_name = "PATH")]
-    pub repo: Option<std::path::PathBuf>,
+    pub(crate) repo: Option<std::path::PathBuf>,
     /// The ref the Job's branch starts from, resolved to its commit now (default: HEAD; with
     /// one --after Job in the same repository, that Job's branch tip when it is done).
     #[arg(long, value_name = "REF")]
-    pub base: Option<String>,
+    pub(crate) base: Option<String>,
     /// Run only once this Job is done (verified, where it has a check); repeatable. With one
     /// in the same repository and no --base, the branch starts where that Job's ended.
     #[arg(long, value_name = "JOB")]
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// The Account to run on (default: defaults.account, else the one with the most headroom).
     #[arg(long, value_name = "NAME")]
-    pub account: Option<String>,
+    pub(crate) account: Option<String>,
     /// Higher runs first.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::cli::parse_priority)]
-    pub priority: Option<i64>,
+    pub(crate) priority: Option<i64>,
     /// Fail the Job after this many Runs without `done`.
     #[arg(long, value_name = "N")]
-    pub max_runs: Option<u32>,
+    pub(crate) max_runs: Option<u32>,
     /// The spending cap of each Run, in USD.
     #[arg(long, value_name = "X")]
-    pub max_budget_usd: Option<f64>,
+    pub(crate) max_budget_usd: Option<f64>,
     /// The spending cap of all the Job's Runs together, in USD.
     #[arg(long, value_name = "X")]
-    pub max_job_budget_usd: Option<f64>,
+    pub(crate) max_job_budget_usd: Option<f64>,
     /// A name for the Job, used as its id (letters, digits, '.', '_', '-').
     #[arg(long, value_name = "NAME")]
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The check the Job's work must pass to be done, as a shell would split it (quotes
     /// honoured, nothing expanded, no shell run): `--check 'cargo test --locked'`.
     /// Default: the repository's `check` in config.yaml, else `defaults.check`.
     #[arg(long, value_name = "CMD", conflicts_with = "no_check")]
-    pub check: Option<String>,
+    pub(crate) check: Option<String>,
     /// No check for this Job, whatever config.yaml says: the agent's word decides.
     #[arg(long)]
-    pub no_check: bool,
+    pub(crate) no_check: bool,
     /// Queue every Job of a plan file (YAML, or JSON Lines for `.jsonl`), all or none;
     /// prints their ids, one a line.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file", "name", "after", "check", "no_check", "base", "repo", "account", "priority", "max_runs", "max_budget_usd", "max_job_budget_usd"])]
-    pub from: Option<PathBuf>,
+    pub(crate) from: Option<PathBuf>,
     /// Read the prompt from a file.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
-    pub prompt_file: Option<std::path::PathBuf>,
+    pub(crate) prompt_file: Option<std::path::PathBuf>,
     /// The prompt; `-` reads it from stdin.
-    pub prompt: Option<String>,
+    pub(crate) prompt: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
@@ -127,17 +127,17 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
 /// is checked.
 #[derive(Debug, Default)]
 pub(super) struct Asked {
-    pub prompt: String,
-    pub repo: PathBuf,
-    pub base: Option<String>,
-    pub account: Option<String>,
-    pub priority: Option<i64>,
-    pub max_runs: Option<u32>,
-    pub max_budget_usd: Option<f64>,
-    pub max_job_budget_usd: Option<f64>,
-    pub name: Option<String>,
-    pub check: AskedCheck,
-    pub after: Vec<String>,
+    pub(crate) prompt: String,
+    pub(crate) repo: PathBuf,
+    pub(crate) base: Option<String>,
+    pub(crate) account: Option<String>,
+    pub(crate) priority: Option<i64>,
+    pub(crate) max_runs: Option<u32>,
+    pub(crate) max_budget_usd: Option<f64>,
+    pub(crate) max_job_budget_usd: Option<f64>,
+    pub(crate) name: Option<String>,
+    pub(crate) check: AskedCheck,
+    pub(crate) after: Vec<String>,
 }
 
 /// The check asked for.
@@ -158,8 +158,8 @@ pub(super) enum AskedCheck {
 /// the one told), and why, in the words of the input it came from.
 #[derive(Debug)]
 pub(super) struct Refused {
-    pub key: &'static str,
-    pub why: String,
+    pub(crate) key: &'static str,
+    pub(crate) why: String,
 }
 
 /// How a key is named back to the user: `--max-runs` on the command line, `maxRuns` in a
@@ -191,8 +191,8 @@ impl Spelling {
 
 /// The Jobs an asked one may name: the store's, and those of the same file made before it.
 pub(super) struct Batch<'a> {
-    pub store: Option<&'a crate::store::Store>,
-    pub earlier: &'a [NewJob],
+    pub(crate) store: Option<&'a crate::store::Store>,
+    pub(crate) earlier: &'a [NewJob],
 }
 
 /// Checks an asked Job and makes it whole: its repository and base, Account, limits,

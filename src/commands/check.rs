@@ -36,8 +36,8 @@ struct CheckedJson<'a> {
 /// A check run by hand: what it found, and why its commit is not the Job's branch in the
 /// repository when it is not (a pass then verifies nothing the user would merge).
 pub(super) struct HandCheck {
-    pub record: CheckRecord,
-    pub not_home: Option<String>,
+    pub(crate) record: CheckRecord,
+    pub(crate) not_home: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {

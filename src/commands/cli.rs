@@ -26,10 +26,10 @@ use super::{
 pub(crate) struct Cli {
     /// The config file (default: $OWL_CONFIG, else $XDG_CONFIG_HOME/owl/config.yaml).
     #[arg(long, global = true, value_name = "PATH")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// What owl can be asked to do.

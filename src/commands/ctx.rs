@@ -14,7 +14,7 @@ use crate::store::Store;
 
 /// What every command works from.
 pub(crate) struct Ctx {
-    pub config: Config,
+    pub(crate) config: Config,
 }
 
 impl Ctx {

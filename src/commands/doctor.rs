@@ -42,17 +42,17 @@ pub(crate) struct DoctorArgs {
     /// a loopback mock (no real credential, no token, nothing leaves the machine), and
     /// record the verdict for that binary. Exits 1 when a check fails.
     #[arg(long)]
-    pub conformance: bool,
+    pub(crate) conformance: bool,
     /// With --conformance: only this Account's CLI.
     #[arg(long, requires = "conformance")]
-    pub account: Option<String>,
+    pub(crate) account: Option<String>,
     /// Print as JSON (with --conformance: the checks).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// With --conformance: keep what the CLI wrote in each scenario in this directory,
     /// as fixtures (`conformance-<scenario>.jsonl`; see scripts/record-fixtures).
     #[arg(long, requires = "conformance", value_name = "DIR")]
-    pub record: Option<std::path::PathBuf>,
+    pub(crate) record: Option<std::path::PathBuf>,
 }
 
 pub(super) fn run(ctx: &Ctx, json: bool) -> Result<u8> {

@@ -11,46 +11,46 @@ use crate::store::ListedJob;
 /// row), borrowing the row's text: ten thousand Jobs are printed without copying them.
 #[derive(Debug, Serialize)]
 pub(crate) struct JobJson<'a> {
-    pub id: &'a str,
-    pub name: Option<&'a str>,
-    pub state: &'static str,
-    pub reason: Option<Cow<'a, str>>,
-    pub repo: &'a str,
-    pub base: &'a str,
+    pub(crate) id: &'a str,
+    pub(crate) name: Option<&'a str>,
+    pub(crate) state: &'static str,
+    pub(crate) reason: Option<Cow<'a, str>>,
+    pub(crate) repo: &'a str,
+    pub(crate) base: &'a str,
     /// The commit `base` named when the Job was queued; the branch starts there.
-    pub base_commit: Option<&'a str>,
-    pub branch: Joined<'a>,
-    pub worktree: Joined<'a>,
-    pub account: Option<&'a str>,
-    pub priority: i64,
-    pub not_before: Option<Cow<'a, str>>,
+    pub(crate) base_commit: Option<&'a str>,
+    pub(crate) branch: Joined<'a>,
+    pub(crate) worktree: Joined<'a>,
+    pub(crate) account: Option<&'a str>,
+    pub(crate) priority: i64,
+    pub(crate) not_before: Option<Cow<'a, str>>,
     /// How many Runs the Job has had (`runs` in `show --json` is the list of them).
-    pub run_count: usize,
+    pub(crate) run_count: usize,
     /// How many of them count toward `max_runs`: a Run that was not the Job's doing (a
     /// ceiling, a missing login, an outage) does not.
-    pub counted_runs: usize,
-    pub max_runs: u32,
-    pub created_at: Cow<'a, str>,
-    pub updated_at: Cow<'a, str>,
-    pub prompt: &'a str,
+    pub(crate) counted_runs: usize,
+    pub(crate) max_runs: u32,
+    pub(crate) created_at: Cow<'a, str>,
+    pub(crate) updated_at: Cow<'a, str>,
+    pub(crate) prompt: &'a str,
     /// The check its work must pass to be done; `null`: the agent's word decides.
-    pub check: Option<CheckJson<'a>>,
+    pub(crate) check: Option<CheckJson<'a>>,
     /// What its latest check found, if one ran.
-    pub last_check: Option<CheckResultJson<'a>>,
+    pub(crate) last_check: Option<CheckResultJson<'a>>,
     /// Done, and its check passed at the end: the work is verified, not only claimed.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// The Jobs it waits for (`add --after`): it runs once every one is done.
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// The Job whose branch tip it starts from (resolved at its first Run); null: `base`.
-    pub base_after: Option<&'a str>,
+    pub(crate) base_after: Option<&'a str>,
 }
 
 /// A Job's check as `--json` prints it.
 #[derive(Debug, Serialize)]
 pub(crate) struct CheckJson<'a> {
     /// argv, never a shell string.
-    pub command: &'a [String],
-    pub timeout_secs: u64,
+    pub(crate) command: &'a [String],
+    pub(crate) timeout_secs: u64,
 }
 
 impl<'a> CheckJson<'a> {
@@ -65,13 +65,13 @@ impl<'a> CheckJson<'a> {
 /// What one attempt of a check found, as `--json` prints it.
 #[derive(Debug, Serialize)]
 pub(crate) struct CheckResultJson<'a> {
-    pub command: &'a [String],
+    pub(crate) command: &'a [String],
     /// `passed`, `failed`, `timed_out`, `cannot_start` or `not_finished`.
-    pub status: &'static str,
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
+    pub(crate) status: &'static str,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) duration_ms: u64,
     /// The commit it ran at; `null` for a check recorded before owl kept it.
-    pub commit: Option<&'a str>,
+    pub(crate) commit: Option<&'a str>,
 }
 
 impl<'a> CheckResultJson<'a> {

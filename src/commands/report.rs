@@ -18,16 +18,16 @@ use crate::model::{JobState, PermissionDenial, Run, StopKind};
 pub(crate) struct ReportArgs {
     /// The period: this long before now (`8h`, `2d`).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "night")]
-    pub since: Option<Duration>,
+    pub(crate) since: Option<Duration>,
     /// The period: since the latest `schedule.window` began (the default with one).
     #[arg(long)]
-    pub night: bool,
+    pub(crate) night: bool,
     /// The same data as JSON (the chart as its series of Snapshots).
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Write one self-contained HTML page (inline SVG and CSS) to FILE.
     #[arg(long, value_name = "FILE")]
-    pub html: Option<std::path::PathBuf>,
+    pub(crate) html: Option<std::path::PathBuf>,
 }
 
 /// A duration as config.yaml writes them (`90s`, `8h`, `2d`).
@@ -39,93 +39,93 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 #[derive(Debug, Serialize)]
 pub(super) struct Report {
     #[serde(serialize_with = "crate::clock::ser")]
-    pub since: DateTime<Utc>,
+    pub(crate) since: DateTime<Utc>,
     #[serde(serialize_with = "crate::clock::ser")]
-    pub until: DateTime<Utc>,
-    pub jobs: Vec<JobReport>,
-    pub accounts: Vec<AccountReport>,
+    pub(crate) until: DateTime<Utc>,
+    pub(crate) jobs: Vec<JobReport>,
+    pub(crate) accounts: Vec<AccountReport>,
     /// One sentence: how many Runs, Jobs done, blocked, failed, waiting.
-    pub summary: String,
+    pub(crate) summary: String,
 }
 
 #[derive(Debug, Serialize)]
 pub(super) struct JobReport {
-    pub id: String,
-    pub name: Option<String>,
-    pub state: String,
-    pub reason: Option<String>,
-    pub branch: String,
-    pub commits: Option<usize>,
-    pub files_changed: Option<usize>,
-    pub insertions: Option<usize>,
-    pub deletions: Option<usize>,
+    pub(crate) id: String,
+    pub(crate) name: Option<String>,
+    pub(crate) state: String,
+    pub(crate) reason: Option<String>,
+    pub(crate) branch: String,
+    pub(crate) commits: Option<usize>,
+    pub(crate) files_changed: Option<usize>,
+    pub(crate) insertions: Option<usize>,
+    pub(crate) deletions: Option<usize>,
     /// What all the Job's Runs cost; a Run without a result counts its cap.
-    pub cost_usd: f64,
+    pub(crate) cost_usd: f64,
     /// `maxJobBudgetUsd` less what was spent; `null` without a Job budget.
-    pub budget_left_usd: Option<f64>,
-    pub denied_tools: Vec<PermissionDenial>,
+    pub(crate) budget_left_usd: Option<f64>,
+    pub(crate) denied_tools: Vec<PermissionDenial>,
     /// The Handoff's words after its status line, first line: what the agent will do next,
     /// or what it needs.
-    pub next_step: Option<String>,
-    pub runs: Vec<RunReport>,
+    pub(crate) next_step: Option<String>,
+    pub(crate) runs: Vec<RunReport>,
     /// The check the Job's work must pass to be done (argv); `null`: the agent's word.
-    pub check: Option<Vec<String>>,
+    pub(crate) check: Option<Vec<String>>,
     /// Done, and its check passed: verified, not only claimed.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// The Jobs it waits for (`add --after`).
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct RunReport {
-    pub id: i64,
-    pub job_id: String,
-    pub account: String,
+    pub(crate) id: i64,
+    pub(crate) job_id: String,
+    pub(crate) account: String,
     /// `null` while it runs.
-    pub outcome: Option<String>,
-    pub stop_reason: Option<String>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) stop_reason: Option<String>,
     /// Why owl stopped it (`ceiling`, `rate_limited`, …); `null` when it ended by itself.
-    pub stop: Option<StopKind>,
+    pub(crate) stop: Option<StopKind>,
     #[serde(serialize_with = "crate::clock::ser")]
-    pub started_at: DateTime<Utc>,
+    pub(crate) started_at: DateTime<Utc>,
     #[serde(serialize_with = "crate::clock::ser_opt")]
-    pub ended_at: Option<DateTime<Utc>>,
-    pub cost_usd: Option<f64>,
+    pub(crate) ended_at: Option<DateTime<Utc>>,
+    pub(crate) cost_usd: Option<f64>,
     /// What owl noted of the Run beyond its outcome: what it undid in a sandboxed Run's
     /// clone, a branch it could not bring home, a stop after the result.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// The Job's check after the Run, when the agent said done and the Job has one.
-    pub check: Option<crate::notify::PayloadCheck>,
+    pub(crate) check: Option<crate::notify::PayloadCheck>,
     /// How the check ended, in words.
     #[serde(skip)]
-    pub check_said: Option<String>,
+    pub(crate) check_said: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
 pub(super) struct AccountReport {
-    pub name: String,
-    pub windows: Vec<WindowSeries>,
-    pub runs: Vec<RunReport>,
+    pub(crate) name: String,
+    pub(crate) windows: Vec<WindowSeries>,
+    pub(crate) runs: Vec<RunReport>,
 }
 
 /// One Window's utilization over the period: the Snapshots, in order, and its ceiling.
 #[derive(Debug, Serialize)]
 pub(super) struct WindowSeries {
-    pub window: String,
-    pub ceiling: Option<f64>,
-    pub snapshots: Vec<Point>,
+    pub(crate) window: String,
+    pub(crate) ceiling: Option<f64>,
+    pub(crate) snapshots: Vec<Point>,
     /// The resets that fell inside the period.
     #[serde(serialize_with = "crate::clock::ser_vec")]
-    pub resets: Vec<DateTime<Utc>>,
+    pub(crate) resets: Vec<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct Point {
     #[serde(serialize_with = "crate::clock::ser")]
-    pub observed_at: DateTime<Utc>,
-    pub percent: f64,
-    pub source: crate::model::SnapshotSource,
-    pub run_id: Option<i64>,
+    pub(crate) observed_at: DateTime<Utc>,
+    pub(crate) percent: f64,
+    pub(crate) source: crate::model::SnapshotSource,
+    pub(crate) run_id: Option<i64>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {

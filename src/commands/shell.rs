@@ -9,7 +9,7 @@ use super::cli::Cli;
 #[derive(Debug, clap::Args)]
 pub(crate) struct CompletionsArgs {
     /// bash, zsh, fish, elvish or powershell.
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 /// Prints the completion script for `shell`.

@@ -69,21 +69,21 @@ struct TickJson {
 pub(crate) struct TickArgs {
     /// Print the decision and change nothing.
     #[arg(long)]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// Print the result as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Run this Job now, if it is eligible, instead of the queue's next.
     #[arg(long, value_name = "ID")]
-    pub job: Option<String>,
+    pub(crate) job: Option<String>,
     /// With --job: run it even over its Account's ceiling, and do not stop it at one
     /// (said loudly on stderr). Logins, backoffs and the Job's own state still hold.
     #[arg(long, requires = "job")]
-    pub ignore_ceiling: bool,
+    pub(crate) ignore_ceiling: bool,
     /// Consider only this Account: its own Jobs and the unbound ones (one timer per
     /// Account: `owl@NAME.timer`).
     #[arg(long, value_name = "NAME")]
-    pub account: Option<String>,
+    pub(crate) account: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {

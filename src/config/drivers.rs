@@ -4,7 +4,7 @@ use super::*;
 
 /// The agent CLIs owl has a Driver for. The first is the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DriverKind {
+pub(crate) enum DriverKind {
     #[default]
     ClaudeCode,
     Gemini,
@@ -33,12 +33,12 @@ pub(super) const DRIVER_NAMES: [&str; DRIVERS.len()] = {
 
 impl DriverKind {
     /// Every Driver, in the table's order.
-    pub fn all() -> impl Iterator<Item = DriverKind> {
+    pub(crate) fn all() -> impl Iterator<Item = DriverKind> {
         DRIVERS.iter().map(|(kind, _, _)| *kind)
     }
 
     /// The Driver config.yaml names `name`.
-    pub fn from_name(name: &str) -> Option<DriverKind> {
+    pub(crate) fn from_name(name: &str) -> Option<DriverKind> {
         DRIVERS
             .iter()
             .find(|(_, n, _)| *n == name)
@@ -53,17 +53,17 @@ impl DriverKind {
     }
 
     /// The name used in config.yaml.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.row().1
     }
 
     /// The command run when `drivers.<name>.command` is not set.
-    pub fn default_command(self) -> &'static str {
+    pub(crate) fn default_command(self) -> &'static str {
         self.row().2
     }
 
     /// The config key that names this Driver's command.
-    pub fn command_key(self) -> String {
+    pub(crate) fn command_key(self) -> String {
         format!("drivers.{}.command", self.name())
     }
 }
@@ -84,17 +84,17 @@ impl<'de> Deserialize<'de> for DriverKind {
 
 /// Per-Driver settings, one entry for every Driver.
 #[derive(Debug, Clone, Serialize)]
-pub struct Drivers(pub(crate) BTreeMap<DriverKind, DriverSettings>);
+pub(crate) struct Drivers(pub(crate) BTreeMap<DriverKind, DriverSettings>);
 
 impl Drivers {
     /// The settings of one Driver.
-    pub fn get(&self, kind: DriverKind) -> &DriverSettings {
+    pub(crate) fn get(&self, kind: DriverKind) -> &DriverSettings {
         &self.0[&kind]
     }
 }
 
 /// How to start one agent CLI.
 #[derive(Debug, Clone, Serialize)]
-pub struct DriverSettings {
-    pub command: PathBuf,
+pub(crate) struct DriverSettings {
+    pub(crate) command: PathBuf,
 }

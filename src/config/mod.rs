@@ -16,20 +16,20 @@ mod units;
 mod validate;
 
 pub(crate) use positions::Positions;
-pub use raw::did_you_mean;
+pub(crate) use raw::did_you_mean;
 use raw::{de_percent, describe_yaml_error, RawConfig};
 pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error};
-pub use units::{format_duration, parse_duration, parse_size, ValueError, DEFAULT_MIN_FREE_SPACE};
+pub(crate) use units::{format_duration, parse_duration, DEFAULT_MIN_FREE_SPACE};
 use units::{ser_duration, ser_opt_duration, ser_size};
 
 mod drivers;
-pub use drivers::*;
+pub(crate) use drivers::*;
 
 /// The largest config file owl reads: far more than any config, and a bound on the work.
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The config used when no file exists: one Account on the user's normal agent login.
-pub const EMBEDDED_DEFAULTS: &str = r#"
+pub(crate) const EMBEDDED_DEFAULTS: &str = r#"
 accounts:
   default:
     driver: claude-code
@@ -41,57 +41,57 @@ accounts:
 /// The validated configuration every command works from.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Config {
+pub(crate) struct Config {
     /// Where the config came from: a file, or the embedded defaults.
     #[serde(skip)]
-    pub source: String,
-    pub state_dir: PathBuf,
+    pub(crate) source: String,
+    pub(crate) state_dir: PathBuf,
     #[serde(serialize_with = "ser_duration")]
-    pub grace_window: Duration,
+    pub(crate) grace_window: Duration,
     #[serde(serialize_with = "ser_duration")]
-    pub usage_poll_interval: Duration,
+    pub(crate) usage_poll_interval: Duration,
     #[serde(serialize_with = "ser_duration")]
-    pub probe_max_age: Duration,
+    pub(crate) probe_max_age: Duration,
     #[serde(serialize_with = "ser_duration")]
-    pub stall_timeout: Duration,
+    pub(crate) stall_timeout: Duration,
     /// Below this much free space on the state dir's or a Job's repository's filesystem,
     /// no Run starts (0: never checked).
     #[serde(serialize_with = "ser_size")]
-    pub min_free_space: u64,
+    pub(crate) min_free_space: u64,
     /// How long utilization Snapshots are kept; older ones are pruned by the tick.
     #[serde(serialize_with = "ser_duration")]
-    pub snapshot_retention: Duration,
+    pub(crate) snapshot_retention: Duration,
     /// What owl does with an agent CLI outside its tested range.
-    pub agent_verification: AgentVerification,
-    pub commit_author: String,
+    pub(crate) agent_verification: AgentVerification,
+    pub(crate) commit_author: String,
     /// How many Runs one state dir takes at once (one per Account at most, whatever this
     /// says: an Account runs one at a time). Default: one per Account.
-    pub max_concurrent_runs: u32,
-    pub defaults: JobDefaults,
-    pub schedule: Schedule,
-    pub accounts: BTreeMap<String, Account>,
-    pub drivers: Drivers,
-    pub sandbox: SandboxSettings,
+    pub(crate) max_concurrent_runs: u32,
+    pub(crate) defaults: JobDefaults,
+    pub(crate) schedule: Schedule,
+    pub(crate) accounts: BTreeMap<String, Account>,
+    pub(crate) drivers: Drivers,
+    pub(crate) sandbox: SandboxSettings,
     /// The command told of what happened at night; `None` without a `notify:` key.
-    pub notify: Option<Notify>,
+    pub(crate) notify: Option<Notify>,
     /// Per-repository defaults (`repos:`), keyed by the repository's path as written,
     /// resolved (`~` expanded, made canonical when it exists).
-    pub repos: BTreeMap<PathBuf, RepoDefaults>,
+    pub(crate) repos: BTreeMap<PathBuf, RepoDefaults>,
 }
 
 /// What one repository's Jobs get unless `owl add` overrides it: `repos.<path>`.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RepoDefaults {
-    pub check: Option<Vec<String>>,
+pub(crate) struct RepoDefaults {
+    pub(crate) check: Option<Vec<String>>,
     #[serde(serialize_with = "ser_opt_duration")]
-    pub check_timeout: Option<Duration>,
+    pub(crate) check_timeout: Option<Duration>,
 }
 
 impl Config {
     /// The check a Job in `repo` gets unless `owl add` says otherwise: its repository's,
     /// else `defaults.check`; with its timeout, likewise.
-    pub fn default_check(&self, repo: &Path) -> Option<crate::model::Check> {
+    pub(crate) fn default_check(&self, repo: &Path) -> Option<crate::model::Check> {
         let own = self.repos.get(repo);
         let argv = own
             .and_then(|r| r.check.clone())
@@ -103,7 +103,7 @@ impl Config {
     }
 
     /// How long a check of a Job in `repo` may run.
-    pub fn check_timeout(&self, repo: &Path) -> Duration {
+    pub(crate) fn check_timeout(&self, repo: &Path) -> Duration {
         self.repos
             .get(repo)
             .and_then(|r| r.check_timeout)
@@ -113,15 +113,15 @@ impl Config {
 
 /// What owl tells a command after a Run: `notify:` in config.yaml.
 #[derive(Debug, Clone, Serialize)]
-pub struct Notify {
+pub(crate) struct Notify {
     /// argv, never a shell string. Its arguments may hold a secret (a webhook's URL): only
     /// the program is ever printed.
     #[serde(serialize_with = "ser_program_only")]
-    pub command: Vec<String>,
-    pub on: Vec<NotifyEvent>,
+    pub(crate) command: Vec<String>,
+    pub(crate) on: Vec<NotifyEvent>,
     /// How long the command may take before owl kills it (default 10 s).
     #[serde(serialize_with = "ser_duration")]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// A command as `config check` prints it: the program, its arguments hidden.
@@ -137,7 +137,7 @@ fn ser_program_only<S: serde::Serializer>(argv: &[String], s: S) -> Result<S::Ok
 /// The events a notify command can be told of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum NotifyEvent {
+pub(crate) enum NotifyEvent {
     /// Every Run, when it is recorded.
     RunEnded,
     /// A Job reached `done`.
@@ -154,7 +154,7 @@ pub enum NotifyEvent {
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 6] = [
+    pub(crate) const ALL: [NotifyEvent; 6] = [
         NotifyEvent::RunEnded,
         NotifyEvent::JobDone,
         NotifyEvent::JobBlocked,
@@ -164,7 +164,7 @@ impl NotifyEvent {
     ];
 
     /// The name used in config.yaml and in the payload's `event`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             NotifyEvent::RunEnded => "run-ended",
             NotifyEvent::JobDone => "job-done",
@@ -179,7 +179,7 @@ impl NotifyEvent {
 /// Where a Run's agent runs: as the user, or confined by bubblewrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ExecutorKind {
+pub(crate) enum ExecutorKind {
     /// A child process of owl with the user's rights (ADR-0006).
     #[default]
     Local,
@@ -190,7 +190,7 @@ pub enum ExecutorKind {
 
 impl ExecutorKind {
     /// The name used in config.yaml, and on a Run's row.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ExecutorKind::Local => "local",
             ExecutorKind::Sandbox => "sandbox",
@@ -198,7 +198,7 @@ impl ExecutorKind {
     }
 
     /// The Executor `name` names; `None` for a name no owl wrote.
-    pub fn from_name(name: &str) -> Option<ExecutorKind> {
+    pub(crate) fn from_name(name: &str) -> Option<ExecutorKind> {
         [ExecutorKind::Local, ExecutorKind::Sandbox]
             .into_iter()
             .find(|kind| kind.name() == name)
@@ -207,21 +207,21 @@ impl ExecutorKind {
 
 /// How the `sandbox` executor confines a Run.
 #[derive(Debug, Clone, Serialize)]
-pub struct SandboxSettings {
+pub(crate) struct SandboxSettings {
     /// The bubblewrap binary (`bwrap` on PATH by default).
-    pub command: PathBuf,
+    pub(crate) command: PathBuf,
     /// More directories a Run may write (a build cache, say), beyond its own.
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
 }
 
 impl Config {
     /// The state dir's layout: every path owl keeps there.
-    pub fn state(&self) -> StateDir<'_> {
+    pub(crate) fn state(&self) -> StateDir<'_> {
         StateDir(&self.state_dir)
     }
 
     /// An error about the value at `line` of this config, for a check a layer above makes.
-    pub fn error_at(&self, line: Option<usize>, msg: &str) -> Error {
+    pub(crate) fn error_at(&self, line: Option<usize>, msg: &str) -> Error {
         let line = line.map(|n| format!("line {n}: ")).unwrap_or_default();
         Error::bad_input(format!("reading config {}: {line}{msg}", self.source))
     }
@@ -230,81 +230,81 @@ impl Config {
 /// The state dir's layout, in one place: the database, the tick lock, the reserve, each
 /// Job's working copy and each Run's logs, files and kept outcome.
 #[derive(Debug, Clone, Copy)]
-pub struct StateDir<'a>(pub &'a Path);
+pub(crate) struct StateDir<'a>(pub &'a Path);
 
 impl StateDir<'_> {
-    pub fn db(&self) -> PathBuf {
+    pub(crate) fn db(&self) -> PathBuf {
         self.0.join("owl.db")
     }
 
-    pub fn lock(&self) -> PathBuf {
+    pub(crate) fn lock(&self) -> PathBuf {
         self.0.join("tick.lock")
     }
 
     /// Where each Job's worktree (or sandboxed clone) is made.
-    pub fn worktrees(&self) -> PathBuf {
+    pub(crate) fn worktrees(&self) -> PathBuf {
         self.0.join("worktrees")
     }
 
     /// One Job's worktree or clone.
-    pub fn worktree(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn worktree(&self, job_id: &str) -> PathBuf {
         self.worktrees().join(job_id)
     }
 
     /// Where a Job's Run logs are: each Run's transcript, stderr, files and kept outcome.
-    pub fn logs(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn logs(&self, job_id: &str) -> PathBuf {
         self.0.join("logs").join(job_id)
     }
 
     /// The transcript (the agent's stdout, byte for byte) of a Run.
-    pub fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn run_log(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.jsonl"))
     }
 
     /// The agent's stderr of a Run, beside its transcript.
-    pub fn run_stderr(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn run_stderr(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.stderr.txt"))
     }
 
     /// An Account's run lock: held by a tick for the whole life of a Run on that Account.
-    pub fn account_lock(&self, account: &str) -> PathBuf {
+    pub(crate) fn account_lock(&self, account: &str) -> PathBuf {
         self.locks().join(format!("{account}.lock"))
     }
 
     /// Where the Accounts' run locks are.
-    pub fn locks(&self) -> PathBuf {
+    pub(crate) fn locks(&self) -> PathBuf {
         self.0.join("locks")
     }
 
     /// Held by a tick while it runs a Job, and by `owl check` while it checks one: a
     /// check by hand never runs beside a Run of the same Job.
-    pub fn job_lock(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn job_lock(&self, job_id: &str) -> PathBuf {
         self.logs(job_id).join("job.lock")
     }
 
     /// What the last check run by hand (`owl check`) printed.
-    pub fn hand_check_log(&self, job_id: &str) -> PathBuf {
+    pub(crate) fn hand_check_log(&self, job_id: &str) -> PathBuf {
         self.logs(job_id).join("check.txt")
     }
 
     /// What a Run's check printed (stdout and stderr interleaved), beside its transcript.
-    pub fn run_check_log(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn run_check_log(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.check.txt"))
     }
 
     /// The files a Run's CLI reads (its policy) and writes (the sandbox's report).
     /// Owl's mark that it is bringing Run `run_id`'s branch home from its clone: left by owl
     /// killed meanwhile, it tells the recovery that the git locks made since are owl's own.
-    pub fn publish_mark(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn publish_mark(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.bringing-home"))
     }
 
-    pub fn run_files(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn run_files(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.files"))
     }
 
     /// Where a Run's settlement is kept until the database has it.
-    pub fn kept_outcome(&self, job_id: &str, run_id: i64) -> PathBuf {
+    pub(crate) fn kept_outcome(&self, job_id: &str, run_id: i64) -> PathBuf {
         self.logs(job_id).join(format!("{run_id}.outcome.json"))
     }
 }
@@ -312,7 +312,7 @@ impl StateDir<'_> {
 /// What owl does with an agent CLI whose version is outside the tested range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum AgentVerification {
+pub(crate) enum AgentVerification {
     /// The first tick that meets a new binary runs the conformance check on it (once, no
     /// tokens) and runs it only if it passes.
     #[default]
@@ -324,63 +324,67 @@ pub enum AgentVerification {
 /// What every Job gets unless `owl add` overrides it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobDefaults {
-    pub account: Option<String>,
-    pub priority: i64,
+pub(crate) struct JobDefaults {
+    pub(crate) account: Option<String>,
+    pub(crate) priority: i64,
     #[serde(serialize_with = "ser_duration")]
-    pub max_run_time: Duration,
-    pub max_runs: u32,
-    pub max_budget_usd: Option<f64>,
-    pub max_job_budget_usd: Option<f64>,
+    pub(crate) max_run_time: Duration,
+    pub(crate) max_runs: u32,
+    pub(crate) max_budget_usd: Option<f64>,
+    pub(crate) max_job_budget_usd: Option<f64>,
     /// How the agent CLI asks before acting (Claude Code's permission modes), checked by
     /// each Account's Driver.
-    pub permission_mode: String,
+    pub(crate) permission_mode: String,
     /// Where `defaults.permissionMode` stands in the file, for a Driver's refusal of it.
     #[serde(skip)]
-    pub permission_mode_line: Option<usize>,
-    pub allowed_tools: Vec<String>,
-    pub disallowed_tools: Vec<String>,
-    pub model: Option<String>,
+    pub(crate) permission_mode_line: Option<usize>,
+    pub(crate) allowed_tools: Vec<String>,
+    pub(crate) disallowed_tools: Vec<String>,
+    pub(crate) model: Option<String>,
     /// The check every Job's work must pass to be done (argv); `None`: the agent's word.
-    pub check: Option<Vec<String>>,
+    pub(crate) check: Option<Vec<String>>,
     /// How long a check may run before it is killed, with what it started.
     #[serde(serialize_with = "ser_duration")]
-    pub check_timeout: Duration,
+    pub(crate) check_timeout: Duration,
     /// The environment every Account's agent gets (already merged into each Account's own
     /// `env`); kept here so that `config check` shows where a key came from, keys only.
-    pub env: Env,
+    pub(crate) env: Env,
 }
 
 /// When a tick may start a Run.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Schedule {
-    pub window: Option<TimeWindow>,
+pub(crate) struct Schedule {
+    pub(crate) window: Option<TimeWindow>,
 }
 
 /// A configured agent Account.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Account {
-    pub driver: DriverKind,
+pub(crate) struct Account {
+    pub(crate) driver: DriverKind,
     /// claude-code: becomes `CLAUDE_CONFIG_DIR`; `None` uses the user's normal login.
-    pub credential_store: Option<PathBuf>,
+    pub(crate) credential_store: Option<PathBuf>,
     /// Extra environment for the agent. Never logged, stored or printed: only the keys are shown.
-    pub env: Env,
-    pub limits: Option<Limits>,
+    pub(crate) env: Env,
+    pub(crate) limits: Option<Limits>,
     /// How long a reactive Account (its Driver reports no utilization) waits after a rate
     /// limit whose reset the agent did not name.
     #[serde(serialize_with = "ser_duration")]
-    pub backoff: Duration,
-    pub executor: ExecutorKind,
+    pub(crate) backoff: Duration,
+    pub(crate) executor: ExecutorKind,
     /// The line of its `limits:` key, for an error a layer above finds in it.
     #[serde(skip)]
-    pub limits_line: Option<usize>,
+    pub(crate) limits_line: Option<usize>,
 }
 
 impl Account {
     /// An Account with no ceiling whose Runs the local Executor runs (the conformance
     /// checks' own), with the default backoff.
-    pub fn local(driver: DriverKind, credential_store: Option<PathBuf>, env: Env) -> Account {
+    pub(crate) fn local(
+        driver: DriverKind,
+        credential_store: Option<PathBuf>,
+        env: Env,
+    ) -> Account {
         Account {
             driver,
             credential_store,
@@ -406,7 +410,7 @@ pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(3600);
 /// `Serialize` show only the keys, each with `<hidden>`.
 #[derive(Clone, Default, PartialEq, Deserialize)]
 #[serde(transparent)]
-pub struct Env(pub BTreeMap<String, String>);
+pub(crate) struct Env(pub(crate) BTreeMap<String, String>);
 
 impl std::ops::Deref for Env {
     type Target = BTreeMap<String, String>;
@@ -432,7 +436,7 @@ impl Serialize for Env {
 impl Env {
     /// `text` with every value long enough to be a secret replaced by `<hidden>`: what the
     /// agent printed may echo its credentials, and owl stores that text.
-    pub fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();
         for value in self.secrets() {
             out = out.replace(value.as_str(), "<hidden>");
@@ -442,7 +446,7 @@ impl Env {
 
     /// The values long enough to be secrets. Short ones ("1", "max") are settings, and
     /// replacing them would garble the text; so are the paths of an environment.
-    pub fn secrets(&self) -> Vec<String> {
+    pub(crate) fn secrets(&self) -> Vec<String> {
         const NOT_SECRET: [&str; 5] = ["PATH", "HOME", "LANG", "TZ", "TMPDIR"];
         self.0
             .iter()
@@ -462,45 +466,45 @@ impl Env {
 /// The Ceilings of one Account, in percent of each Window.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Limits {
+pub(crate) struct Limits {
     #[serde(default, deserialize_with = "de_percent")]
-    pub five_hour_max: Option<f64>,
+    pub(crate) five_hour_max: Option<f64>,
     #[serde(default, deserialize_with = "de_percent")]
-    pub weekly_max: Option<f64>,
+    pub(crate) weekly_max: Option<f64>,
     /// The ceiling of every per-model weekly Window (the "Fable limit"); `weeklyMax`
     /// governs them when it is not set.
     #[serde(default, deserialize_with = "de_percent")]
-    pub model_weekly_max: Option<f64>,
+    pub(crate) model_weekly_max: Option<f64>,
     /// Whether a Run may go on when the plan bills extra usage (paid credits). Off by
     /// default: the first sign of it stops the Run.
     #[serde(default)]
-    pub allow_extra_usage: bool,
+    pub(crate) allow_extra_usage: bool,
 }
 
 impl Limits {
     /// Whether any Ceiling is set.
-    pub fn any_ceiling(&self) -> bool {
+    pub(crate) fn any_ceiling(&self) -> bool {
         self.five_hour_max.is_some() || self.weekly_max.is_some() || self.model_weekly_max.is_some()
     }
 }
 
 impl Account {
     /// Whether it keeps a Ceiling: its login must then be a plan's, which reports utilization.
-    pub fn has_ceiling(&self) -> bool {
+    pub(crate) fn has_ceiling(&self) -> bool {
         self.limits.as_ref().is_some_and(Limits::any_ceiling)
     }
 }
 
 /// Local times of day between which a tick may start a Run; may wrap midnight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TimeWindow {
-    pub start: chrono::NaiveTime,
-    pub end: chrono::NaiveTime,
+pub(crate) struct TimeWindow {
+    pub(crate) start: chrono::NaiveTime,
+    pub(crate) end: chrono::NaiveTime,
 }
 
 impl TimeWindow {
     /// Whether a local time of day falls inside the window.
-    pub fn contains(&self, t: chrono::NaiveTime) -> bool {
+    pub(crate) fn contains(&self, t: chrono::NaiveTime) -> bool {
         if self.start <= self.end {
             self.start <= t && t < self.end
         } else {
@@ -530,7 +534,7 @@ impl Serialize for TimeWindow {
 /// Where the config is read from: `--config`, else `$OWL_CONFIG`, else
 /// `$XDG_CONFIG_HOME/owl/config.yaml` (`~/.config/owl/config.yaml`); `None` when there is
 /// no home to look in.
-pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = explicit {
         return Some(p.to_path_buf());
     }
@@ -541,7 +545,7 @@ pub fn config_path(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// Loads the config: the file when it exists (or was named explicitly), else the embedded defaults.
-pub fn load(explicit: Option<&Path>) -> Result<Config, Error> {
+pub(crate) fn load(explicit: Option<&Path>) -> Result<Config, Error> {
     let Some(path) = config_path(explicit) else {
         return parse(EMBEDDED_DEFAULTS, "embedded defaults");
     };
@@ -590,7 +594,7 @@ fn read_config_file(path: &Path) -> std::io::Result<String> {
 }
 
 /// Parses and validates config text; `source` names it in every error.
-pub fn parse(text: &str, source: &str) -> Result<Config, Error> {
+pub(crate) fn parse(text: &str, source: &str) -> Result<Config, Error> {
     // The parser's own positions first: a key given twice (which serde_yaml would settle
     // silently, last one wins) and input no config has are refused before anything else.
     let positions = Positions::read(text).map_err(|e| {
@@ -614,7 +618,7 @@ pub fn parse(text: &str, source: &str) -> Result<Config, Error> {
 }
 
 /// Whether a name is safe to use as a path component and a branch name suffix.
-pub fn is_safe_name(name: &str) -> bool {
+pub(crate) fn is_safe_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -626,7 +630,7 @@ pub fn is_safe_name(name: &str) -> bool {
 }
 
 /// Expands a leading `~` or `~/` to the home directory.
-pub fn expand_tilde(path: &str) -> PathBuf {
+pub(crate) fn expand_tilde(path: &str) -> PathBuf {
     match (path.strip_prefix('~'), std::env::var_os("HOME")) {
         (Some(""), Some(home)) => PathBuf::from(home),
         (Some(rest), Some(home)) if rest.starts_with('/') => {
@@ -640,7 +644,7 @@ pub fn expand_tilde(path: &str) -> PathBuf {
 /// config.yaml is, written out when the Job is queued: unexpanded, it has a `/` and would be
 /// found inside the Job's working copy, whose every file the agent writes. `~name/…` is
 /// refused, not guessed.
-pub fn check_program(program: &str) -> Result<String, CheckProgramError> {
+pub(crate) fn check_program(program: &str) -> Result<String, CheckProgramError> {
     if !program.starts_with('~') {
         return Ok(program.to_string());
     }
@@ -660,14 +664,14 @@ pub fn check_program(program: &str) -> Result<String, CheckProgramError> {
 /// Why a check's program cannot be taken as written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("check program '{program}': {why}; write the path in full")]
-pub struct CheckProgramError {
-    pub program: String,
-    pub why: &'static str,
+pub(crate) struct CheckProgramError {
+    pub(crate) program: String,
+    pub(crate) why: &'static str,
 }
 
 /// Where a check's program is found, in words for `show`: a path of the user's, a file of
 /// the Job's working copy (which the agent can change), or a name looked up on `PATH`.
-pub fn check_program_place(program: &str) -> String {
+pub(crate) fn check_program_place(program: &str) -> String {
     if program.starts_with('/') {
         format!("runs {program}")
     } else if program.contains('/') {
@@ -695,6 +699,7 @@ fn home() -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::units::parse_size;
     use super::*;
 
     /// The message of a config refused as bad input (any other kind fails the test).

@@ -20,8 +20,8 @@ pub(crate) struct Positions {
 /// Why a config's structure is refused before its values are read.
 #[derive(Debug, PartialEq)]
 pub(crate) struct StructureError {
-    pub line: Option<usize>,
-    pub message: String,
+    pub(crate) line: Option<usize>,
+    pub(crate) message: String,
 }
 
 enum Frame {

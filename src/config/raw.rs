@@ -236,7 +236,7 @@ fn backticked(s: &str) -> Vec<&str> {
 }
 
 /// `" (did you mean 'x'?)"` when a known word is close to the unknown one.
-pub fn did_you_mean(unknown: &str, known: &[&str]) -> String {
+pub(crate) fn did_you_mean(unknown: &str, known: &[&str]) -> String {
     let lower = unknown.to_lowercase();
     known
         .iter()

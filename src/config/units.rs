@@ -6,7 +6,7 @@ use crate::text::format_size;
 
 /// A value that is not of its unit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValueError {
+pub(crate) enum ValueError {
     #[error("'{0}' is not a duration (use e.g. 30s, 15m, 4h, 1h30m)")]
     NotADuration(String),
     #[error("'{0}' is not a size (use e.g. 1GiB, 500MiB, 2GB, 0)")]
@@ -14,10 +14,10 @@ pub enum ValueError {
 }
 
 /// The default `minFreeSpace`: 1 GiB, room for a night of logs, commits and the database.
-pub const DEFAULT_MIN_FREE_SPACE: u64 = 1 << 30;
+pub(crate) const DEFAULT_MIN_FREE_SPACE: u64 = 1 << 30;
 
 /// Parses a size: `1GiB`, `500MiB`, `64KiB`, `2GB`, `100MB`, `4096` (bytes), `0`.
-pub fn parse_size(s: &str) -> Result<u64, ValueError> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, ValueError> {
     let bad = || ValueError::NotASize(s.to_string());
     let t = s.trim();
     let digits = t
@@ -45,7 +45,7 @@ pub fn parse_size(s: &str) -> Result<u64, ValueError> {
 }
 
 /// Parses `30s`, `15m`, `4h`, `1h30m`, `2d`, `500ms`.
-pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, ValueError> {
     let bad = || ValueError::NotADuration(s.to_string());
     let s = s.trim();
     if s.is_empty() {
@@ -79,7 +79,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, ValueError> {
 }
 
 /// Formats a duration the way config.yaml writes it: `1h30m`, `45s`.
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let ms = d.as_millis() as u64;
     if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");

@@ -32,10 +32,10 @@ pub(crate) fn check(kind: DriverKind, command: &Path, record: Option<&Path>) -> 
 /// One protocol fact, checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Check {
-    pub name: &'static str,
-    pub ok: bool,
+    pub(crate) name: &'static str,
+    pub(crate) ok: bool,
     /// What was seen: the evidence for `ok`, or what was there instead.
-    pub seen: String,
+    pub(crate) seen: String,
 }
 
 impl Check {
@@ -168,7 +168,7 @@ pub(crate) fn run_scenarios(
 }
 
 /// A throwaway directory for one check run, removed when dropped.
-pub(crate) struct Scratch(pub PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 /// The scratch directories alive now: what a stop signal removes before owl exits (some hold
 /// a fake login).

@@ -19,18 +19,18 @@ use crate::sys::Sig;
 /// What a supervised scenario saw: owl's report of the Run, every event in order, every
 /// line the CLI wrote, and the settlement's verdict on it.
 pub(crate) struct Supervised {
-    pub report: RunReport,
-    pub events: Vec<AgentEvent>,
+    pub(crate) report: RunReport,
+    pub(crate) events: Vec<AgentEvent>,
     /// Every stdout line, as the Run's log kept it, parsed (a line that is not JSON is
     /// kept as a string).
-    pub lines: Vec<Value>,
-    pub classified: Classified,
+    pub(crate) lines: Vec<Value>,
+    pub(crate) classified: Classified,
     /// When the observer asked owl to stop the Run, if it did.
-    pub stopped: Option<Instant>,
+    pub(crate) stopped: Option<Instant>,
     /// When the turn's result was read, if it was.
-    pub result_at: Option<Instant>,
+    pub(crate) result_at: Option<Instant>,
     /// When the supervision ended (the CLI reaped, its streams read).
-    pub ended: Instant,
+    pub(crate) ended: Instant,
 }
 
 /// When the observer asks owl to stop a Run: never, or once a condition outside the stream
@@ -42,23 +42,23 @@ pub(crate) enum StopWhen<'a> {
 
 /// Everything a supervised scenario needs.
 pub(crate) struct Run<'a> {
-    pub driver: Arc<dyn Driver>,
-    pub command: &'a Path,
-    pub account: &'a Account,
-    pub invocation: &'a Invocation,
+    pub(crate) driver: Arc<dyn Driver>,
+    pub(crate) command: &'a Path,
+    pub(crate) account: &'a Account,
+    pub(crate) invocation: &'a Invocation,
     /// The prompt, as the Driver writes it (`""` when it rides in argv).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// The CLI's working copy.
-    pub workspace: &'a Path,
+    pub(crate) workspace: &'a Path,
     /// The Run's own files (its logs).
-    pub files: &'a Path,
+    pub(crate) files: &'a Path,
     /// How long the Run may take before owl stops it.
-    pub limit: Duration,
+    pub(crate) limit: Duration,
     /// How often owl asks for the plan's utilization once the API has answered (as
     /// `usagePollInterval`); `None`: never.
-    pub usage_poll: Option<Duration>,
+    pub(crate) usage_poll: Option<Duration>,
     /// When the observer asks owl to stop the Run, as a cancel would.
-    pub stop: StopWhen<'a>,
+    pub(crate) stop: StopWhen<'a>,
 }
 
 /// Supervises `run` to its end as a tick would, with owl's own stop sequence.

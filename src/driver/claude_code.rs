@@ -15,7 +15,7 @@ mod stream;
 use stream::*;
 
 /// The Claude Code CLI.
-pub struct ClaudeCode;
+pub(crate) struct ClaudeCode;
 
 /// Inherited credentials that would silently replace the Account's plan login: with an API
 /// key the CLI reports no utilization at all (PROTOCOL.md §4.1).
@@ -47,7 +47,7 @@ fn tested_versions() -> String {
 
 impl ClaudeCode {
     /// What Claude Code can do for owl.
-    pub const CAPABILITIES: Capabilities = Capabilities {
+    pub(crate) const CAPABILITIES: Capabilities = Capabilities {
         usage_reporting: true,
         budget_cap: true,
         tool_policy: true,

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::config::{Account, DriverKind};
 
-pub struct Codex;
+pub(crate) struct Codex;
 
 /// The versions owl is tested against: 0.171.x (recorded on 0.171.0).
 const TESTED_MAJOR_MINOR: (u64, u64) = (0, 171);
@@ -17,7 +17,7 @@ const TESTED_MAJOR_MINOR: (u64, u64) = (0, 171);
 impl Codex {
     /// A zero-token probe only with a ChatGPT login: an API key has no plan
     /// (`probe_invocation`).
-    pub const CAPABILITIES: Capabilities = Capabilities {
+    pub(crate) const CAPABILITIES: Capabilities = Capabilities {
         // The rollout file carries the plan's windows whatever the login (PROTOCOL.md §5.2).
         usage_reporting: true,
         budget_cap: false,
@@ -29,7 +29,7 @@ impl Codex {
 
 /// `codex app-server` in the Account's environment: JSON-RPC on stdio, where owl asks for the
 /// plan's windows (and, with an API key, is told there is no plan).
-pub fn app_server(command: &std::path::Path, account: &Account) -> Invocation {
+pub(crate) fn app_server(command: &std::path::Path, account: &Account) -> Invocation {
     account_invocation(command, account, vec!["app-server".into()])
 }
 

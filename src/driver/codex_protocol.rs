@@ -12,7 +12,7 @@ const RATE_LIMITS_READ: i64 = 2;
 /// What the probe writes to `codex app-server`'s stdin: the JSON-RPC handshake, then
 /// `account/rateLimits/read`, which a ChatGPT login answers from the backend without a
 /// model turn (PROTOCOL.md §5.4).
-pub fn rate_limits_request() -> Vec<u8> {
+pub(crate) fn rate_limits_request() -> Vec<u8> {
     let lines = [
         json!({"id": 1, "method": "initialize",
             "params": {"clientInfo": {"name": "owl", "title": "owl", "version": env!("CARGO_PKG_VERSION")}}}),
@@ -27,7 +27,7 @@ pub fn rate_limits_request() -> Vec<u8> {
 }
 
 /// One line of `codex exec --json`, or of `codex app-server` answering the probe, as an event.
-pub fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
+pub(crate) fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
     let v: Value = serde_json::from_slice(line).map_err(|e| LineError::NotJson(e.to_string()))?;
     if v.get("type").is_none() && v.get("id").is_some() {
         return Ok(rpc_answer(&v));
@@ -107,7 +107,7 @@ fn rpc_answer(v: &Value) -> AgentEvent {
 
 /// What one raw rollout line tells that stdout does not: the Account's utilization, or a
 /// command the sandbox refused (which leaves no item on stdout, PROTOCOL.md §3).
-pub fn rollout_events(line: &[u8]) -> Vec<AgentEvent> {
+pub(crate) fn rollout_events(line: &[u8]) -> Vec<AgentEvent> {
     let Ok(v) = serde_json::from_slice::<Value>(line) else {
         return Vec::new();
     };
@@ -146,7 +146,7 @@ fn sandbox_denial(line: &Value) -> Option<PermissionDenial> {
 
 /// The utilization in one rollout line: a `token_count` event's `rate_limits`, `primary`
 /// as `five_hour` and `secondary` as `seven_day` (empty when the line has none).
-pub fn rollout_usage(line: &Value) -> Vec<WindowUsage> {
+pub(crate) fn rollout_usage(line: &Value) -> Vec<WindowUsage> {
     let payload = &line["payload"];
     if line["type"] != "event_msg" || payload["type"] != "token_count" {
         return Vec::new();
@@ -176,7 +176,7 @@ fn plan_windows(limits: &Value, percent: &str, reset: &str) -> Vec<WindowUsage> 
 
 /// What a failed turn means beyond the Job: a usage limit (never retried by the CLI) or
 /// the API failing after its retries.
-pub fn failure(r: &AgentResult) -> Option<AgentFailure> {
+pub(crate) fn failure(r: &AgentResult) -> Option<AgentFailure> {
     let text = r.text.as_deref().unwrap_or("");
     if !r.is_error {
         None
@@ -191,7 +191,7 @@ pub fn failure(r: &AgentResult) -> Option<AgentFailure> {
 
 /// When a usage limit resets, from the CLI's words: "try again at 4:55 AM." (today, in the
 /// machine's local time) or "try again at Dec 4th, 2026 4:59 AM."; `None` without a time.
-pub fn named_reset(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn named_reset(text: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let at = text.find("try again at ")? + "try again at ".len();
     let when = text[at..].trim_end().trim_end_matches('.');
     let (date, time) = match when.rsplit_once(", ") {

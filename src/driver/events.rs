@@ -4,7 +4,7 @@ use super::*;
 
 /// One line of the agent's output, understood.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AgentEvent {
+pub(crate) enum AgentEvent {
     /// The agent started its session.
     Init {
         session_id: Option<String>,
@@ -58,7 +58,7 @@ pub enum AgentEvent {
 
 impl AgentEvent {
     /// A few words for `owl status`'s "last event".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             AgentEvent::Init { model, .. } => {
                 format!("init ({})", model.as_deref().unwrap_or("unknown model"))
@@ -94,7 +94,7 @@ impl AgentEvent {
 
 /// The Account's utilization as the agent reported it when asked.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Usage {
+pub(crate) enum Usage {
     /// The agent does not know (yet): never read as 0.
     Unknown,
     Windows(Vec<WindowUsage>),
@@ -104,17 +104,17 @@ pub enum Usage {
 
 /// One Window of a usage answer, already in percent 0–100.
 #[derive(Debug, Clone, PartialEq)]
-pub struct WindowUsage {
-    pub window: String,
-    pub percent: f64,
-    pub resets_at: Option<chrono::DateTime<chrono::Utc>>,
+pub(crate) struct WindowUsage {
+    pub(crate) window: String,
+    pub(crate) percent: f64,
+    pub(crate) resets_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The model family a per-model Window limits ("Fable"), when the agent named it.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 /// The provider's word on a request, as the CLI passes it on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RateLimitStatus {
+pub(crate) enum RateLimitStatus {
     Allowed,
     /// Allowed, nearing a limit (the only state in which older CLIs give a figure).
     AllowedWarning,
@@ -126,7 +126,7 @@ pub enum RateLimitStatus {
 
 impl RateLimitStatus {
     /// The CLI's word (`allowed`, `allowed_warning`, `rejected`).
-    pub fn parse(word: &str) -> RateLimitStatus {
+    pub(crate) fn parse(word: &str) -> RateLimitStatus {
         match word {
             "allowed" => RateLimitStatus::Allowed,
             "allowed_warning" => RateLimitStatus::AllowedWarning,
@@ -149,43 +149,43 @@ impl std::fmt::Display for RateLimitStatus {
 
 /// A `rate_limit_event`, in the agent's units.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RateLimitInfo {
-    pub status: RateLimitStatus,
+pub(crate) struct RateLimitInfo {
+    pub(crate) status: RateLimitStatus,
     /// Epoch seconds.
-    pub resets_at: Option<i64>,
-    pub window: Option<String>,
+    pub(crate) resets_at: Option<i64>,
+    pub(crate) window: Option<String>,
     /// A fraction 0–1; only present in warning states.
-    pub utilization: Option<f64>,
+    pub(crate) utilization: Option<f64>,
     /// Every Window's figure the event carries (Claude Code 2.1.332's `unifiedWindows`, on
     /// every event, `allowed` ones included), already in percent.
-    pub windows: Vec<WindowUsage>,
+    pub(crate) windows: Vec<WindowUsage>,
     /// The response was billed to extra usage (paid credits): `isUsingOverage` (the plan
     /// says rejected, credits let it through) or `overageInUse` (billed to credits, even
     /// under `status: allowed`).
-    pub on_credits: bool,
+    pub(crate) on_credits: bool,
 }
 
 /// A file the agent writes during a Run that tells more than its stdout (Codex's rollout
 /// file: the Account's utilization, the commands its sandbox blocked): found under `root`
 /// by its name's end once the session is named, and followed line by line.
 #[derive(Debug, Clone)]
-pub struct SessionLog {
+pub(crate) struct SessionLog {
     /// Where to look, at any depth up to [`SessionLog::DEPTH`].
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// How the file's name starts (Codex: `rollout-`).
-    pub name_starts: &'static str,
+    pub(crate) name_starts: &'static str,
     /// How the file's name ends (`-<thread id>.jsonl`).
-    pub name_ends: String,
+    pub(crate) name_ends: String,
     /// What one line tells owl: [`AgentEvent::Usage`], a denied [`AgentEvent::ToolResult`].
-    pub parse: fn(&[u8]) -> Vec<AgentEvent>,
+    pub(crate) parse: fn(&[u8]) -> Vec<AgentEvent>,
 }
 
 impl SessionLog {
     /// How deep under `root` the file may be (Codex: `sessions/YYYY/MM/DD/`).
-    pub const DEPTH: usize = 3;
+    pub(crate) const DEPTH: usize = 3;
 
     /// The file, once the agent has written it.
-    pub fn find(&self) -> Option<PathBuf> {
+    pub(crate) fn find(&self) -> Option<PathBuf> {
         find_log(&self.root, self.name_starts, &self.name_ends, Self::DEPTH)
     }
 }
@@ -219,7 +219,7 @@ pub(super) fn find_log(
 
 /// How a running agent is asked for the Account's utilization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UsagePoll {
+pub(crate) enum UsagePoll {
     /// It cannot be asked.
     None,
     /// A request on the agent's stdin ([`Driver::usage_request_input`]).
@@ -230,7 +230,7 @@ pub enum UsagePoll {
 
 /// How a running agent is asked to abort its turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Interrupt {
+pub(crate) enum Interrupt {
     /// These bytes on its stdin.
     Stdin(Vec<u8>),
     /// SIGINT to its process group (the CLI aborts the turn and kills its tools).
@@ -239,29 +239,29 @@ pub enum Interrupt {
 
 /// The agent's own account of how its turn ended.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct AgentResult {
-    pub subtype: String,
-    pub is_error: bool,
-    pub api_error_status: Option<i64>,
+pub(crate) struct AgentResult {
+    pub(crate) subtype: String,
+    pub(crate) is_error: bool,
+    pub(crate) api_error_status: Option<i64>,
     /// The agent stopped because it reached its spending cap.
-    pub budget_exhausted: bool,
-    pub text: Option<String>,
-    pub errors: Vec<String>,
-    pub terminal_reason: Option<String>,
+    pub(crate) budget_exhausted: bool,
+    pub(crate) text: Option<String>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) terminal_reason: Option<String>,
     /// The CLI's typed word for an API error (`usage_limit_reached` for a limit stop,
     /// Claude Code 2.1.332 on): read before any words of the text.
-    pub api_error: Option<String>,
-    pub session_id: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub num_turns: Option<i64>,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub permission_denials: Vec<PermissionDenial>,
+    pub(crate) api_error: Option<String>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) num_turns: Option<i64>,
+    pub(crate) input_tokens: Option<i64>,
+    pub(crate) output_tokens: Option<i64>,
+    pub(crate) permission_denials: Vec<PermissionDenial>,
 }
 
 /// Why a stdout line could not be turned into an event.
 #[derive(Debug, Clone, PartialEq)]
-pub enum LineError {
+pub(crate) enum LineError {
     NotUtf8,
     NotJson(String),
     NoType,

@@ -9,7 +9,7 @@ use super::{
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
-pub struct GeminiCli;
+pub(crate) struct GeminiCli;
 
 /// The versions owl is tested against: 0.61.x (recorded on 0.61.0).
 const TESTED_MAJOR_MINOR: (u64, u64) = (0, 61);
@@ -17,7 +17,7 @@ const TESTED_MAJOR_MINOR: (u64, u64) = (0, 61);
 impl GeminiCli {
     /// Reactive: nothing about the plan's utilization ever reaches its output (PROTOCOL.md
     /// §5), it cannot be capped in money, and a signal ends it without a final line (§7).
-    pub const CAPABILITIES: Capabilities = Capabilities {
+    pub(crate) const CAPABILITIES: Capabilities = Capabilities {
         usage_reporting: false,
         budget_cap: false,
         tool_policy: true,
@@ -26,7 +26,7 @@ impl GeminiCli {
 }
 
 /// The file beside a Run's logs that carries its allow-list as a Gemini policy.
-pub const POLICY_FILE: &str = "gemini-policy.toml";
+pub(crate) const POLICY_FILE: &str = "gemini-policy.toml";
 
 impl Driver for GeminiCli {
     fn kind(&self) -> DriverKind {
@@ -202,7 +202,7 @@ fn result_of(v: &Value) -> AgentResult {
 
 /// A tool the policy denied, from a `tool_result` line (the CLI's denials leave no trace
 /// in its `result`: PROTOCOL.md §4).
-pub fn denial(line: &Value) -> Option<PermissionDenial> {
+pub(crate) fn denial(line: &Value) -> Option<PermissionDenial> {
     (line["type"] == "tool_result" && line["error"]["type"] == "policy_violation").then(|| {
         PermissionDenial {
             tool_name: line["tool_id"]
@@ -218,7 +218,7 @@ pub fn denial(line: &Value) -> Option<PermissionDenial> {
 /// owl's allow-list as a Gemini policy (the User tier): `Bash(git add:*)` allows shell
 /// commands that start with `git add`; the file tools map to Gemini's own names. Anything
 /// not listed is denied (`ask_user` is a denial when unattended).
-pub fn policy_toml(allowed: &[String]) -> String {
+pub(crate) fn policy_toml(allowed: &[String]) -> String {
     let mut prefixes = Vec::new();
     let mut tools = Vec::new();
     for tool in allowed {

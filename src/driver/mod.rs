@@ -1,38 +1,42 @@
 //! The Driver seam (ADR-0018): what owl needs from an agent CLI, and the events it turns output into.
 
 mod claude_code;
-pub mod codex;
-pub mod codex_protocol;
-pub mod gemini;
+pub(crate) mod codex;
+pub(crate) mod codex_protocol;
+pub(crate) mod gemini;
 
 use std::path::PathBuf;
 
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
-pub use claude_code::ClaudeCode;
+pub(crate) use claude_code::ClaudeCode;
 
 mod events;
-pub use events::*;
+pub(crate) use events::*;
 
 /// What a Driver can do; owl plans around what is missing instead of assuming it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     /// The agent reports the Account's utilization, so a Ceiling can be kept.
-    pub usage_reporting: bool,
+    pub(crate) usage_reporting: bool,
     /// A Run can be capped in money (`--max-budget-usd`).
-    pub budget_cap: bool,
+    pub(crate) budget_cap: bool,
     /// `allowedTools`/`disallowedTools` can be expressed to the CLI.
-    pub tool_policy: bool,
+    pub(crate) tool_policy: bool,
     /// The agent names its session, so a Run can be looked at (and resumed by hand) later.
-    pub session_id: bool,
+    pub(crate) session_id: bool,
 }
 
 impl Capabilities {
     /// Each capability with its name as `owl doctor` prints it. `usage_probe` and
     /// `graceful_interrupt` are not flags but methods of the Driver, `probe_invocation` and
     /// `interrupt`, which return `Some` when it has one ([`offers_probe`]).
-    pub fn named(&self, usage_probe: bool, graceful_interrupt: bool) -> [(&'static str, bool); 6] {
+    pub(crate) fn named(
+        &self,
+        usage_probe: bool,
+        graceful_interrupt: bool,
+    ) -> [(&'static str, bool); 6] {
         [
             ("usage_reporting", self.usage_reporting),
             ("usage_probe", usage_probe),
@@ -45,7 +49,7 @@ impl Capabilities {
 }
 
 /// The capabilities of a configured kind's Driver, as the Driver declares them.
-pub fn capabilities(kind: DriverKind) -> Capabilities {
+pub(crate) fn capabilities(kind: DriverKind) -> Capabilities {
     for_kind(kind).capabilities()
 }
 
@@ -68,7 +72,7 @@ pub(crate) fn offers_probe(driver: &dyn Driver, account: &Account) -> bool {
 
 /// The Driver for a configured kind: the registry, one line a Driver (its name and default
 /// command are its row in `config`'s table).
-pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
+pub(crate) fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
     match kind {
         DriverKind::ClaudeCode => Box::new(ClaudeCode),
         DriverKind::Gemini => Box::new(gemini::GeminiCli),
@@ -78,22 +82,22 @@ pub fn for_kind(kind: DriverKind) -> Box<dyn Driver> {
 
 /// A command to start: argv and environment changes, never a shell string.
 #[derive(Clone, PartialEq)]
-pub struct Invocation {
-    pub program: PathBuf,
-    pub args: Vec<String>,
+pub(crate) struct Invocation {
+    pub(crate) program: PathBuf,
+    pub(crate) args: Vec<String>,
     /// Variables set for the child. May hold credentials: never log the values.
-    pub env_set: Vec<(String, String)>,
+    pub(crate) env_set: Vec<(String, String)>,
     /// Inherited variables removed from the child's environment.
-    pub env_remove: Vec<String>,
+    pub(crate) env_remove: Vec<String>,
     /// Files the command reads, with their contents: written (readable by the user alone)
     /// before it starts.
-    pub files: Vec<(PathBuf, String)>,
+    pub(crate) files: Vec<(PathBuf, String)>,
 }
 
 impl Invocation {
     /// Writes the files the command reads, readable by the user alone (a policy may name
     /// the commands a Run may use; nobody else needs to read it).
-    pub fn write_files(&self) -> std::io::Result<()> {
+    pub(crate) fn write_files(&self) -> std::io::Result<()> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         for (path, content) in &self.files {
             if let Some(dir) = path.parent() {
@@ -115,7 +119,7 @@ impl Invocation {
 
     /// A variable as the command will see it: what it sets, else what owl's own
     /// environment gives it (unless removed).
-    pub fn env_var(&self, key: &str) -> Option<String> {
+    pub(crate) fn env_var(&self, key: &str) -> Option<String> {
         match self.env_set.iter().rev().find(|(k, _)| k == key) {
             Some((_, value)) => Some(value.clone()),
             None if self.env_remove.iter().any(|k| k == key) => None,
@@ -126,7 +130,7 @@ impl Invocation {
 
     /// The command: program, argv and environment changes, no shell. The caller sets
     /// its stdio and the rest.
-    pub fn command(&self) -> std::process::Command {
+    pub(crate) fn command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.program);
         cmd.args(&self.args);
         for key in &self.env_remove {
@@ -154,29 +158,29 @@ impl std::fmt::Debug for Invocation {
 
 /// What a Driver needs to build one Run's command.
 #[derive(Debug, Clone)]
-pub struct RunRequest<'a> {
-    pub command: &'a std::path::Path,
-    pub account: &'a Account,
-    pub permission_mode: &'a str,
-    pub max_budget_usd: Option<f64>,
-    pub allowed_tools: &'a [String],
-    pub disallowed_tools: &'a [String],
-    pub model: Option<&'a str>,
+pub(crate) struct RunRequest<'a> {
+    pub(crate) command: &'a std::path::Path,
+    pub(crate) account: &'a Account,
+    pub(crate) permission_mode: &'a str,
+    pub(crate) max_budget_usd: Option<f64>,
+    pub(crate) allowed_tools: &'a [String],
+    pub(crate) disallowed_tools: &'a [String],
+    pub(crate) model: Option<&'a str>,
     /// owl's standing instructions, appended to the agent's system prompt.
-    pub standing_instructions: &'a str,
+    pub(crate) standing_instructions: &'a str,
     /// The Run's prompt, for a CLI that takes it in argv (the others get it on stdin).
-    pub prompt: &'a str,
+    pub(crate) prompt: &'a str,
     /// A private directory for the files the command reads (a policy file, say).
-    pub files_dir: &'a std::path::Path,
+    pub(crate) files_dir: &'a std::path::Path,
     /// Where the Run works (the Job's worktree).
-    pub cwd: &'a std::path::Path,
+    pub(crate) cwd: &'a std::path::Path,
     /// Directories beyond `cwd` the Run must write: the repository's git directory, which
     /// a commit in a worktree writes.
-    pub writable_dirs: &'a [PathBuf],
+    pub(crate) writable_dirs: &'a [PathBuf],
 }
 
 /// Knows one agent CLI: its command line, its environment, its output.
-pub trait Driver: Send + Sync {
+pub(crate) trait Driver: Send + Sync {
     /// The kind, as named in config.yaml.
     fn kind(&self) -> DriverKind;
 
@@ -329,7 +333,7 @@ pub const INTERRUPT_WAIT: std::time::Duration = std::time::Duration::from_secs(1
 
 /// What an agent's error result means, when it is not the Job's doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AgentFailure {
+pub(crate) enum AgentFailure {
     /// The Account has no usable login (none, expired, revoked).
     NotLoggedIn,
     /// The provider's rate limiter refused the Account.
@@ -340,7 +344,7 @@ pub enum AgentFailure {
 
 /// Why owl will not run an agent CLI.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AgentCliError {
+pub(crate) enum AgentCliError {
     #[error("'{}' does not exist", .0.display())]
     Missing(PathBuf),
     #[error("'{}' is not an executable file", .0.display())]
@@ -450,7 +454,7 @@ pub(crate) fn recorded_lines(cli: &str, name: &str) -> Vec<String> {
 
 /// Every credential variable a Driver keeps its CLI from inheriting: what owl's other
 /// children (the notify command) are kept from too.
-pub fn inherited_credentials() -> impl Iterator<Item = &'static str> {
+pub(crate) fn inherited_credentials() -> impl Iterator<Item = &'static str> {
     claude_code::INHERITED_CREDENTIALS
         .into_iter()
         .chain(codex::INHERITED_CREDENTIALS)
@@ -460,7 +464,10 @@ pub fn inherited_credentials() -> impl Iterator<Item = &'static str> {
 /// Finds a command (an agent CLI, bubblewrap) without running it: a path must be an
 /// executable file, a bare name must be one on `PATH` (as the tick's environment has it).
 /// `key` is the config key that names it, for the fix.
-pub fn locate(command: &std::path::Path, key: &str) -> Result<std::path::PathBuf, AgentCliError> {
+pub(crate) fn locate(
+    command: &std::path::Path,
+    key: &str,
+) -> Result<std::path::PathBuf, AgentCliError> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         p.metadata()
@@ -489,7 +496,7 @@ pub fn locate(command: &std::path::Path, key: &str) -> Result<std::path::PathBuf
 /// What identifies the agent CLI's file: its resolved path, size, modification time, inode
 /// and device. An update (npm's, or the native installer's new version directory) changes
 /// it; `None` when the file cannot be found.
-pub fn identity(command: &std::path::Path) -> Option<String> {
+pub(crate) fn identity(command: &std::path::Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let path = locate(command, "the command").ok()?.canonicalize().ok()?;
     let m = path.metadata().ok()?;
@@ -507,23 +514,23 @@ pub fn identity(command: &std::path::Path) -> Option<String> {
 /// What the CLI says of its login, read locally and without a token: it cannot see a
 /// login that expired or was revoked (only a Run or a probe can).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Login {
-    pub logged_in: bool,
+pub(crate) struct Login {
+    pub(crate) logged_in: bool,
     /// How: `none`, `claude.ai` (a plan login), `oauth_token`, `api_key`, …
-    pub method: String,
+    pub(crate) method: String,
     /// The plan the stored login names (`max`), when it does.
-    pub plan: Option<String>,
+    pub(crate) plan: Option<String>,
 }
 
 impl Login {
     /// Whether it bills per token instead of a plan: no utilization to keep under a ceiling.
-    pub fn is_api_key(&self) -> bool {
+    pub(crate) fn is_api_key(&self) -> bool {
         self.method == "api_key"
     }
 
     /// Why no Run may start on this login, if none may: none at all, or an API key on an
     /// Account whose ceilings need a plan's utilization (and which would bill per token).
-    pub fn refusal(&self, needs_plan: bool) -> Option<String> {
+    pub(crate) fn refusal(&self, needs_plan: bool) -> Option<String> {
         if !self.logged_in {
             Some(format!(
                 "not logged in (the CLI's auth status: authMethod {})",
@@ -541,7 +548,7 @@ impl Login {
     }
 
     /// A few words: `claude.ai (plan max)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match &self.plan {
             Some(plan) => format!("{} (plan {plan})", self.method),
             None => self.method.clone(),
@@ -551,7 +558,7 @@ impl Login {
 
 /// A Job default an agent cannot take.
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     #[error("permissionMode '{mode}' is not one of {}{}", accepted.join(", "), crate::config::did_you_mean(mode, accepted))]
     PermissionMode {
         mode: String,

@@ -8,25 +8,25 @@ use serde::{Deserialize, Serialize};
 /// The command a Job's work must pass to be done: argv (never a shell string), fixed when
 /// the Job is queued, run in the Job's working copy after a Run whose Handoff says `done`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Check {
-    pub argv: Vec<String>,
+pub(crate) struct Check {
+    pub(crate) argv: Vec<String>,
     /// When a check still running is killed, with what it started.
-    pub timeout_secs: u64,
+    pub(crate) timeout_secs: u64,
 }
 
 impl Check {
     /// The argv as one line a person can copy into a shell.
-    pub fn command_line(&self) -> String {
+    pub(crate) fn command_line(&self) -> String {
         command_line(&self.argv)
     }
 
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs(self.timeout_secs)
     }
 }
 
 /// argv as one line a person can copy into a shell.
-pub fn command_line(argv: &[String]) -> String {
+pub(crate) fn command_line(argv: &[String]) -> String {
     argv.iter()
         .map(|a| crate::text::shell_quote(a))
         .collect::<Vec<_>>()
@@ -36,7 +36,7 @@ pub fn command_line(argv: &[String]) -> String {
 /// How one attempt of a check ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CheckStatus {
+pub(crate) enum CheckStatus {
     /// It exited 0: the work is verified.
     Passed,
     /// It exited non-zero or was killed by a signal.
@@ -50,7 +50,7 @@ pub enum CheckStatus {
 }
 
 impl CheckStatus {
-    pub const ALL: [CheckStatus; 5] = [
+    pub(crate) const ALL: [CheckStatus; 5] = [
         CheckStatus::Passed,
         CheckStatus::Failed,
         CheckStatus::TimedOut,
@@ -59,7 +59,7 @@ impl CheckStatus {
     ];
 
     /// The name stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CheckStatus::Passed => "passed",
             CheckStatus::Failed => "failed",
@@ -79,37 +79,33 @@ impl std::str::FromStr for CheckStatus {
 
 /// What one attempt of a Job's check found, recorded with the Run it followed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CheckRecord {
+pub(crate) struct CheckRecord {
     /// The argv that ran.
-    pub command: Vec<String>,
-    pub status: CheckStatus,
+    pub(crate) command: Vec<String>,
+    pub(crate) status: CheckStatus,
     /// Its exit code (128 + the signal when a signal ended it); `None` when it did not end
     /// by itself.
-    pub exit_code: Option<i32>,
-    pub duration_ms: u64,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) duration_ms: u64,
     /// Why it could not start; or, when it failed, the tail of its output (at most
     /// [`TAIL_LINES`] lines and [`TAIL_BYTES`] bytes, scrubbed of the Account's secrets):
     /// what the next Run's prompt carries.
-    pub detail: Option<String>,
+    pub(crate) detail: Option<String>,
     /// The commit it ran at: the Job's branch tip, which a pass verifies and nothing else
     /// (`None` for a check recorded before owl kept it, or one that never ran).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
+    pub(crate) commit: Option<String>,
 }
 
 /// The most lines of a failed check's output the next Run's prompt carries.
-pub const TAIL_LINES: usize = 100;
+pub(crate) const TAIL_LINES: usize = 100;
 /// The most bytes of a failed check's output the next Run's prompt carries.
-pub const TAIL_BYTES: usize = 8 * 1024;
+pub(crate) const TAIL_BYTES: usize = 8 * 1024;
 
 impl CheckRecord {
     /// Whether the work passed its check.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.status == CheckStatus::Passed
-    }
-
-    pub fn duration(&self) -> Duration {
-        Duration::from_millis(self.duration_ms)
     }
 }
 
@@ -145,7 +141,7 @@ impl fmt::Display for CheckRecord {
 
 /// The tail of a check's output for a prompt: its last [`TAIL_LINES`] lines, within
 /// [`TAIL_BYTES`], cut at a character boundary.
-pub fn output_tail(output: &str) -> String {
+pub(crate) fn output_tail(output: &str) -> String {
     let tail = crate::text::tail(output, TAIL_BYTES);
     let lines: Vec<&str> = tail.lines().collect();
     let keep = lines.len().saturating_sub(TAIL_LINES);

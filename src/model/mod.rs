@@ -10,20 +10,20 @@ use crate::handoff::HandoffError;
 use crate::text::fmt_percent;
 
 mod stop;
-pub use stop::*;
+pub(crate) use stop::*;
 
 mod usage;
-pub use usage::*;
+pub(crate) use usage::*;
 
 mod check;
-pub use check::*;
+pub(crate) use check::*;
 
 /// A stored name (a state, an outcome, a cause) this owl does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} '{name}'")]
-pub struct UnknownName {
-    pub what: &'static str,
-    pub name: String,
+pub(crate) struct UnknownName {
+    pub(crate) what: &'static str,
+    pub(crate) name: String,
 }
 
 impl UnknownName {
@@ -47,7 +47,7 @@ impl UnknownName {
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum JobState {
+pub(crate) enum JobState {
     #[default]
     Queued,
     Running,
@@ -61,7 +61,7 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 7] = [
+    pub(crate) const ALL: [JobState; 7] = [
         JobState::Queued,
         JobState::Running,
         JobState::Waiting,
@@ -72,7 +72,7 @@ impl JobState {
     ];
 
     /// The name stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
             JobState::Running => "running",
@@ -85,7 +85,7 @@ impl JobState {
     }
 
     /// A finished Job is never picked again unless a person requeues it.
-    pub fn is_finished(self) -> bool {
+    pub(crate) fn is_finished(self) -> bool {
         matches!(
             self,
             JobState::Done | JobState::Blocked | JobState::Failed | JobState::Cancelled
@@ -109,7 +109,7 @@ impl FromStr for JobState {
 /// How a Run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RunOutcome {
+pub(crate) enum RunOutcome {
     Succeeded,
     /// The agent reported an error, exited non-zero, or never said how it ended.
     Failed,
@@ -135,7 +135,7 @@ impl RunOutcome {
     ];
 
     /// The name stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Succeeded => "succeeded",
             RunOutcome::Failed => "failed",
@@ -163,128 +163,128 @@ impl FromStr for RunOutcome {
 
 /// A unit of work: a prompt against a repository at a base ref.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Job {
-    pub id: String,
-    pub name: Option<String>,
-    pub prompt: String,
-    pub repo: String,
-    pub base: String,
+pub(crate) struct Job {
+    pub(crate) id: String,
+    pub(crate) name: Option<String>,
+    pub(crate) prompt: String,
+    pub(crate) repo: String,
+    pub(crate) base: String,
     /// The commit `base` named when the Job was queued: the branch starts there, whatever
     /// the ref points at by the time the first Run starts.
-    pub base_commit: Option<String>,
+    pub(crate) base_commit: Option<String>,
     /// `None`: any schedulable Account.
-    pub account: Option<String>,
-    pub priority: i64,
-    pub max_runs: u32,
-    pub max_run_time_secs: u64,
-    pub max_budget_usd: Option<f64>,
-    pub max_job_budget_usd: Option<f64>,
-    pub permission_mode: String,
-    pub allowed_tools: Vec<String>,
-    pub disallowed_tools: Vec<String>,
-    pub model: Option<String>,
+    pub(crate) account: Option<String>,
+    pub(crate) priority: i64,
+    pub(crate) max_runs: u32,
+    pub(crate) max_run_time_secs: u64,
+    pub(crate) max_budget_usd: Option<f64>,
+    pub(crate) max_job_budget_usd: Option<f64>,
+    pub(crate) permission_mode: String,
+    pub(crate) allowed_tools: Vec<String>,
+    pub(crate) disallowed_tools: Vec<String>,
+    pub(crate) model: Option<String>,
     /// The check its work must pass to be done; `None`: the agent's word decides.
-    pub check: Option<Check>,
+    pub(crate) check: Option<Check>,
     /// The Jobs it waits for: it runs once every one of them is done.
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// The Job whose branch tip it starts from, resolved when its first Run prepares its
     /// worktree (so the work stacks); `None`: `base` as given.
-    pub base_after: Option<String>,
-    pub state: JobState,
+    pub(crate) base_after: Option<String>,
+    pub(crate) state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
-    pub reason: Option<JobReason>,
-    pub not_before: Option<DateTime<Utc>>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+    pub(crate) reason: Option<JobReason>,
+    pub(crate) not_before: Option<DateTime<Utc>>,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl Job {
     /// The Job's branch in its repository.
-    pub fn branch(&self) -> String {
+    pub(crate) fn branch(&self) -> String {
         format!("{BRANCH_PREFIX}{}", self.id)
     }
 }
 
 /// Every Job's branch is this and its id.
-pub const BRANCH_PREFIX: &str = "owl/";
+pub(crate) const BRANCH_PREFIX: &str = "owl/";
 
 /// A Job as `owl add` describes it, before it has an id.
 #[derive(Debug, Clone)]
-pub struct NewJob {
-    pub id: String,
-    pub name: Option<String>,
-    pub prompt: String,
-    pub repo: String,
-    pub base: String,
-    pub base_commit: String,
-    pub account: Option<String>,
-    pub priority: i64,
-    pub max_runs: u32,
-    pub max_run_time_secs: u64,
-    pub max_budget_usd: Option<f64>,
-    pub max_job_budget_usd: Option<f64>,
-    pub permission_mode: String,
-    pub allowed_tools: Vec<String>,
-    pub disallowed_tools: Vec<String>,
-    pub model: Option<String>,
-    pub check: Option<Check>,
-    pub after: Vec<String>,
-    pub base_after: Option<String>,
+pub(crate) struct NewJob {
+    pub(crate) id: String,
+    pub(crate) name: Option<String>,
+    pub(crate) prompt: String,
+    pub(crate) repo: String,
+    pub(crate) base: String,
+    pub(crate) base_commit: String,
+    pub(crate) account: Option<String>,
+    pub(crate) priority: i64,
+    pub(crate) max_runs: u32,
+    pub(crate) max_run_time_secs: u64,
+    pub(crate) max_budget_usd: Option<f64>,
+    pub(crate) max_job_budget_usd: Option<f64>,
+    pub(crate) permission_mode: String,
+    pub(crate) allowed_tools: Vec<String>,
+    pub(crate) disallowed_tools: Vec<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) check: Option<Check>,
+    pub(crate) after: Vec<String>,
+    pub(crate) base_after: Option<String>,
 }
 
 /// One execution of the agent on a Job.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Run {
-    pub id: i64,
-    pub job_id: String,
-    pub account: String,
+pub(crate) struct Run {
+    pub(crate) id: i64,
+    pub(crate) job_id: String,
+    pub(crate) account: String,
     /// `None` while the Run is in progress.
-    pub outcome: Option<RunOutcome>,
-    pub stop_reason: Option<String>,
-    pub exit_code: Option<i32>,
-    pub session_id: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub num_turns: Option<i64>,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub permission_denials: Vec<PermissionDenial>,
-    pub api_retries: i64,
-    pub last_event: Option<String>,
-    pub agent_version: Option<String>,
-    pub pid: Option<i64>,
-    pub started_at: DateTime<Utc>,
-    pub ended_at: Option<DateTime<Utc>>,
+    pub(crate) outcome: Option<RunOutcome>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) num_turns: Option<i64>,
+    pub(crate) input_tokens: Option<i64>,
+    pub(crate) output_tokens: Option<i64>,
+    pub(crate) permission_denials: Vec<PermissionDenial>,
+    pub(crate) api_retries: i64,
+    pub(crate) last_event: Option<String>,
+    pub(crate) agent_version: Option<String>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) ended_at: Option<DateTime<Utc>>,
     /// Processes left alive after the agent exited, killed by owl.
-    pub survivors_killed: Option<i64>,
+    pub(crate) survivors_killed: Option<i64>,
     /// stdout lines logged but not understood.
-    pub skipped_lines: Option<i64>,
+    pub(crate) skipped_lines: Option<i64>,
     /// The Job's branch head before and after the Run.
-    pub head_before: Option<String>,
-    pub head_after: Option<String>,
+    pub(crate) head_before: Option<String>,
+    pub(crate) head_after: Option<String>,
     /// owl's commit of what the Run left uncommitted.
-    pub safety_commit: Option<String>,
+    pub(crate) safety_commit: Option<String>,
     /// Who the Run is charged to; `None` for Runs recorded before owl knew.
-    pub cause: Option<Cause>,
+    pub(crate) cause: Option<Cause>,
     /// Something that happened after the result line (a late stop cause).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// The `--max-budget-usd` the Run was started with.
-    pub budget_usd: Option<f64>,
+    pub(crate) budget_usd: Option<f64>,
     /// What kind of stop owl made of it, when it stopped the Run.
-    pub stop: Option<StopKind>,
+    pub(crate) stop: Option<StopKind>,
     /// The Job's check after the Run, when the agent said done and the Job has one.
-    pub check: Option<CheckRecord>,
+    pub(crate) check: Option<CheckRecord>,
 }
 
 impl Run {
     /// Whether the Run counts toward its Job's `maxRuns` (Runs from before owl kept the
     /// cause count, as they did then).
-    pub fn counts(&self) -> bool {
+    pub(crate) fn counts(&self) -> bool {
         self.outcome.is_some() && self.cause.is_none_or(Cause::counts)
     }
 
     /// What the Run cost: its result line's figure, or for a finished Run without one
     /// (killed, lost) its budget cap, since it may have spent up to that.
-    pub fn cost_or_cap(&self) -> Option<f64> {
+    pub(crate) fn cost_or_cap(&self) -> Option<f64> {
         match (self.cost_usd, self.outcome) {
             (Some(c), _) => Some(c),
             (None, Some(_)) => self.budget_usd,
@@ -293,7 +293,7 @@ impl Run {
     }
 
     /// The cost as `show` prints it: "$0.12", or "unknown (≤ $0.50)" without a result line.
-    pub fn describe_cost(&self) -> String {
+    pub(crate) fn describe_cost(&self) -> String {
         match (self.cost_usd, self.budget_usd) {
             (Some(c), _) => format!("${c:.2}"),
             (None, Some(cap)) if self.outcome.is_some() => format!("unknown (≤ ${cap:.2})"),
@@ -304,7 +304,7 @@ impl Run {
 
 /// What a Job's Runs cost together: each by its result line, or by its cap when it has
 /// none, so a Job whose Runs are killed cannot overrun its budget unseen.
-pub fn total_cost(runs: &[Run]) -> f64 {
+pub(crate) fn total_cost(runs: &[Run]) -> f64 {
     // A fold from +0.0, not `sum`: the sum of no f64 is -0.0, printed "$-0.00".
     runs.iter()
         .filter_map(Run::cost_or_cap)
@@ -313,60 +313,60 @@ pub fn total_cost(runs: &[Run]) -> f64 {
 
 /// Everything recorded when a Run ends.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct RunFinish {
-    pub outcome: Option<RunOutcome>,
-    pub stop_reason: Option<String>,
-    pub exit_code: Option<i32>,
-    pub session_id: Option<String>,
-    pub cost_usd: Option<f64>,
-    pub num_turns: Option<i64>,
-    pub input_tokens: Option<i64>,
-    pub output_tokens: Option<i64>,
-    pub permission_denials: Vec<PermissionDenial>,
-    pub api_retries: i64,
-    pub last_event: Option<String>,
+pub(crate) struct RunFinish {
+    pub(crate) outcome: Option<RunOutcome>,
+    pub(crate) stop_reason: Option<String>,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) cost_usd: Option<f64>,
+    pub(crate) num_turns: Option<i64>,
+    pub(crate) input_tokens: Option<i64>,
+    pub(crate) output_tokens: Option<i64>,
+    pub(crate) permission_denials: Vec<PermissionDenial>,
+    pub(crate) api_retries: i64,
+    pub(crate) last_event: Option<String>,
     /// Processes left alive after the agent exited, killed by owl.
-    pub survivors_killed: Option<i64>,
+    pub(crate) survivors_killed: Option<i64>,
     /// stdout lines logged but not understood (garbage, overlong, not UTF-8).
-    pub skipped_lines: Option<i64>,
+    pub(crate) skipped_lines: Option<i64>,
     /// The Job's branch head when the Run ended (after owl's safety-net commit).
-    pub head_after: Option<String>,
+    pub(crate) head_after: Option<String>,
     /// owl's commit of what the Run left uncommitted.
-    pub safety_commit: Option<String>,
+    pub(crate) safety_commit: Option<String>,
     /// Who the Run is charged to.
-    pub cause: Option<Cause>,
+    pub(crate) cause: Option<Cause>,
     /// Something that happened after the result line.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// The kind of stop owl made of the Run, if it stopped it.
-    pub stop: Option<StopKind>,
+    pub(crate) stop: Option<StopKind>,
     /// The Job's check after the Run, when the agent said done and the Job has one.
     #[serde(default)]
-    pub check: Option<CheckRecord>,
+    pub(crate) check: Option<CheckRecord>,
 }
 
 /// Everything a Run's end writes: the Run, its Job's next state, and what holds its
 /// Account from now on.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Settlement {
-    pub run_id: i64,
-    pub job_id: String,
-    pub account: String,
-    pub finish: RunFinish,
-    pub job_state: JobState,
-    pub job_reason: Option<JobReason>,
-    pub not_before: Option<DateTime<Utc>>,
+pub(crate) struct Settlement {
+    pub(crate) run_id: i64,
+    pub(crate) job_id: String,
+    pub(crate) account: String,
+    pub(crate) finish: RunFinish,
+    pub(crate) job_state: JobState,
+    pub(crate) job_reason: Option<JobReason>,
+    pub(crate) not_before: Option<DateTime<Utc>>,
     /// The Account as a whole on credits: the Window it went over and its reset.
-    pub on_credits: Option<(String, DateTime<Utc>)>,
+    pub(crate) on_credits: Option<(String, DateTime<Utc>)>,
     /// What the Run says of a provider's rejection of the whole Account, if anything.
-    pub rejection: Option<RejectionHold>,
-    pub ended_at: DateTime<Utc>,
+    pub(crate) rejection: Option<RejectionHold>,
+    pub(crate) ended_at: DateTime<Utc>,
 }
 
 /// How the agent's process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
+pub(crate) struct ExitInfo {
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
 }
 
 impl std::fmt::Display for ExitInfo {
@@ -382,16 +382,16 @@ impl std::fmt::Display for ExitInfo {
 /// What the plan reads of a Job: no prompt, no tool lists, so that planning a thousand
 /// queued Jobs reads little.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlanJob {
-    pub id: String,
-    pub state: JobState,
-    pub priority: i64,
+pub(crate) struct PlanJob {
+    pub(crate) id: String,
+    pub(crate) state: JobState,
+    pub(crate) priority: i64,
     /// `None`: any schedulable Account.
-    pub account: Option<String>,
-    pub not_before: Option<DateTime<Utc>>,
-    pub reason: Option<String>,
+    pub(crate) account: Option<String>,
+    pub(crate) not_before: Option<DateTime<Utc>>,
+    pub(crate) reason: Option<String>,
     /// The Jobs it waits for, each with its state now.
-    pub after: Vec<(String, JobState)>,
+    pub(crate) after: Vec<(String, JobState)>,
 }
 
 impl From<&Job> for PlanJob {
@@ -410,52 +410,52 @@ impl From<&Job> for PlanJob {
 
 /// What owl has learned about an Account that status and doctor must tell.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AccountNote {
+pub(crate) struct AccountNote {
     /// Set by any sign of a missing login (a Run's or a probe's); cleared when a probe or
     /// a Run shows the Account logged in.
-    pub not_logged_in: Option<String>,
+    pub(crate) not_logged_in: Option<String>,
     /// The newest change of the credential store when `not_logged_in` was found.
-    pub not_logged_in_at: Option<DateTime<Utc>>,
+    pub(crate) not_logged_in_at: Option<DateTime<Utc>>,
     /// Set when the agent CLI is missing or of an untested version; cleared when it checks out.
-    pub agent_problem: Option<String>,
+    pub(crate) agent_problem: Option<String>,
     /// What the last preflight probe learned, and when.
-    pub last_probe: Option<String>,
-    pub last_probe_at: Option<DateTime<Utc>>,
-    pub updated_at: Option<DateTime<Utc>>,
+    pub(crate) last_probe: Option<String>,
+    pub(crate) last_probe_at: Option<DateTime<Utc>>,
+    pub(crate) updated_at: Option<DateTime<Utc>>,
     /// The API was unreachable or failing for a whole Run: no Run starts before this.
-    pub backoff_until: Option<DateTime<Utc>>,
+    pub(crate) backoff_until: Option<DateTime<Utc>>,
     /// Runs or probes in a row that could not reach the API (an outage).
-    pub outages: u32,
+    pub(crate) outages: u32,
     /// The agent CLI file that last passed the version check (its identity: path, size,
     /// mtime), the version it answered, and when.
-    pub agent_checked: Option<String>,
-    pub agent_checked_version: Option<String>,
-    pub agent_checked_at: Option<DateTime<Utc>>,
+    pub(crate) agent_checked: Option<String>,
+    pub(crate) agent_checked_version: Option<String>,
+    pub(crate) agent_checked_at: Option<DateTime<Utc>>,
     /// A reactive Account (its Driver reports no utilization) waits after a rate limit
     /// until this time.
-    pub rate_limited_until: Option<DateTime<Utc>>,
+    pub(crate) rate_limited_until: Option<DateTime<Utc>>,
     /// A Run found the plan billing extra usage: no Run starts before this, the reset of
     /// `on_credits_window`.
-    pub on_credits_until: Option<DateTime<Utc>>,
-    pub on_credits_window: Option<String>,
+    pub(crate) on_credits_until: Option<DateTime<Utc>>,
+    pub(crate) on_credits_window: Option<String>,
     /// What a look at this machine, without starting the agent, shows keeps any Run off the
     /// Account (its CLI not found, bubblewrap missing, an empty credential store). Read
     /// when a plan is made, never stored.
-    pub unready: Option<String>,
+    pub(crate) unready: Option<String>,
     /// Whether the Account's login was ever seen to work (a figure observed, a Run that
     /// succeeded). Read when a plan is made, never stored.
-    pub login_seen: bool,
+    pub(crate) login_seen: bool,
     /// Its credential store is missing or empty: no login there for a probe to find. Read
     /// when a plan is made, never stored.
-    pub store_empty: bool,
+    pub(crate) store_empty: bool,
 }
 
 /// A tool call the agent's permission mode refused.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct PermissionDenial {
-    pub tool_name: String,
+pub(crate) struct PermissionDenial {
+    pub(crate) tool_name: String,
     /// A short rendering of the tool input (the Bash command, the file path).
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use super::*;
 
 /// Why owl stopped a Run before the agent finished it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StopCause {
+pub(crate) enum StopCause {
     /// The Account crossed a Ceiling; the Job waits until the Window resets.
     Ceiling(Crossing),
     /// The provider rejected the Account (`rate_limit_event` with `status: rejected`).
@@ -25,7 +25,7 @@ pub enum StopCause {
 /// The kind of a [`StopCause`], as stored with the Run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StopKind {
+pub(crate) enum StopKind {
     Ceiling,
     RateLimited,
     ExtraUsage,
@@ -38,7 +38,7 @@ pub enum StopKind {
 }
 
 impl StopKind {
-    pub const ALL: [StopKind; 9] = [
+    pub(crate) const ALL: [StopKind; 9] = [
         StopKind::Ceiling,
         StopKind::RateLimited,
         StopKind::ExtraUsage,
@@ -51,7 +51,7 @@ impl StopKind {
     ];
 
     /// The name stored.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StopKind::Ceiling => "ceiling",
             StopKind::RateLimited => "rate_limited",
@@ -75,7 +75,7 @@ impl FromStr for StopKind {
 
 impl StopCause {
     /// Its kind, stored with the Run.
-    pub fn kind(&self) -> StopKind {
+    pub(crate) fn kind(&self) -> StopKind {
         match self {
             StopCause::Ceiling(_) => StopKind::Ceiling,
             StopCause::RateLimited(_) => StopKind::RateLimited,
@@ -90,7 +90,7 @@ impl StopCause {
     }
 
     /// The `stop_reason` recorded on the Run.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             StopCause::Ceiling(crossing) => crossing.to_string(),
             StopCause::RateLimited(rejection) => rejection.to_string(),
@@ -109,7 +109,7 @@ impl StopCause {
 /// Job (as JSON beside its rendered words) and rendered in one place, [`fmt::Display`].
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum JobReason {
+pub(crate) enum JobReason {
     /// A Run crossed the Account's Ceiling; the Job waits for the Window's reset.
     Ceiling(Crossing),
     /// The provider refused the Account; the Job waits for the reset it named (or a default).
@@ -207,7 +207,7 @@ impl fmt::Display for JobReason {
 
 impl JobReason {
     /// The reason as stored: JSON that reads back as the same reason.
-    pub fn to_stored(&self) -> String {
+    pub(crate) fn to_stored(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| {
             serde_json::json!({"kind": "note", "text": self.to_string()}).to_string()
         })
@@ -215,7 +215,7 @@ impl JobReason {
 
     /// A stored reason: its JSON, or (from an older owl, or JSON this owl does not know)
     /// its words kept as a note.
-    pub fn from_stored(data: Option<&str>, text: Option<&str>) -> Option<JobReason> {
+    pub(crate) fn from_stored(data: Option<&str>, text: Option<&str>) -> Option<JobReason> {
         data.and_then(|d| serde_json::from_str(d).ok()).or_else(|| {
             text.map(|t| JobReason::Note {
                 text: t.to_string(),
@@ -228,7 +228,7 @@ impl JobReason {
 /// night without a login, a network or a disk must not use up the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Cause {
+pub(crate) enum Cause {
     /// The model worked, and the Run ended by its own result, its budget, `maxRunTime`, a
     /// stall or a crash.
     Job,
@@ -246,7 +246,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 6] = [
+    pub(crate) const ALL: [Cause; 6] = [
         Cause::Job,
         Cause::NotLoggedIn,
         Cause::Outage,
@@ -256,7 +256,7 @@ impl Cause {
     ];
 
     /// The name stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Cause::Job => "job",
             Cause::NotLoggedIn => "not_logged_in",
@@ -268,7 +268,7 @@ impl Cause {
     }
 
     /// Whether a Run so ended counts toward the Job's `maxRuns`.
-    pub fn counts(self) -> bool {
+    pub(crate) fn counts(self) -> bool {
         self == Cause::Job
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 /// A provider's rejection, as a Run's end changes it.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RejectionHold {
+pub(crate) enum RejectionHold {
     /// Rejected until then: no Job starts on the Account before.
     Until(DateTime<Utc>),
     /// The Run got past a rejection recorded before: lifted.
@@ -14,28 +14,28 @@ pub enum RejectionHold {
 
 /// Drops float noise from a reported percent: the CLI turns a header's 0.55 into
 /// `55.00000000000001`.
-pub fn round_percent(x: f64) -> f64 {
+pub(crate) fn round_percent(x: f64) -> f64 {
     ((x * 10_000.0).round() / 10_000.0).clamp(0.0, 100.0)
 }
 
 /// The observed utilization of one Window of one Account.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Snapshot {
-    pub account: String,
-    pub window: String,
-    pub percent: f64,
-    pub resets_at: Option<DateTime<Utc>>,
-    pub observed_at: DateTime<Utc>,
-    pub source: SnapshotSource,
-    pub run_id: Option<i64>,
+pub(crate) struct Snapshot {
+    pub(crate) account: String,
+    pub(crate) window: String,
+    pub(crate) percent: f64,
+    pub(crate) resets_at: Option<DateTime<Utc>>,
+    pub(crate) observed_at: DateTime<Utc>,
+    pub(crate) source: SnapshotSource,
+    pub(crate) run_id: Option<i64>,
     /// The model family a per-model Window limits, when the agent named it.
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 /// Where a figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SnapshotSource {
+pub(crate) enum SnapshotSource {
     /// The agent's answer to owl's usage request on its stdin.
     GetUsage,
     /// A `rate_limit_event` in the agent's stream.
@@ -55,7 +55,7 @@ impl SnapshotSource {
     ];
 
     /// The name stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SnapshotSource::GetUsage => "get_usage",
             SnapshotSource::RateLimitEvent => "rate_limit_event",
@@ -87,7 +87,7 @@ impl FromStr for SnapshotSource {
 /// report agree on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum WindowKind {
+pub(crate) enum WindowKind {
     /// `five_hour`: the plan's session Window.
     FiveHour,
     /// `seven_day` (and any other account-wide `seven_day*`).
@@ -102,7 +102,7 @@ pub enum WindowKind {
 
 impl WindowKind {
     /// The kind of the Window of this name.
-    pub fn of(window: &str) -> WindowKind {
+    pub(crate) fn of(window: &str) -> WindowKind {
         match window {
             "five_hour" => WindowKind::FiveHour,
             "seven_day_opus" | "seven_day_sonnet" => WindowKind::ModelWeekly,
@@ -114,7 +114,7 @@ impl WindowKind {
 
     /// How long a Window of this kind is: a figure over a Ceiling whose reset is unknown
     /// expires after it. A Window owl does not know gets the shortest it could be.
-    pub fn length(self) -> chrono::Duration {
+    pub(crate) fn length(self) -> chrono::Duration {
         match self {
             WindowKind::Weekly | WindowKind::ModelWeekly => chrono::Duration::days(7),
             WindowKind::FiveHour | WindowKind::Other => chrono::Duration::hours(5),
@@ -123,7 +123,7 @@ impl WindowKind {
 
     /// The model family a Window limits: the name the agent gave it, or the one its own
     /// name says (`seven_day_opus`).
-    pub fn model_of(window: &str, named: Option<&str>) -> Option<String> {
+    pub(crate) fn model_of(window: &str, named: Option<&str>) -> Option<String> {
         match window {
             "seven_day_opus" => Some("Opus".into()),
             "seven_day_sonnet" => Some("Sonnet".into()),
@@ -135,7 +135,7 @@ impl WindowKind {
     /// Whether a per-model Window limits a Run of `run_model` (a model id such as
     /// `claude-fable-5`). Conservative (ADR-0020): it does unless both are known and the
     /// id does not name the family.
-    pub fn limits_model(window_model: Option<&str>, run_model: Option<&str>) -> bool {
+    pub(crate) fn limits_model(window_model: Option<&str>, run_model: Option<&str>) -> bool {
         let (Some(family), Some(run)) = (window_model, run_model) else {
             return true;
         };
@@ -146,10 +146,10 @@ impl WindowKind {
 
 /// A Run billed to extra usage (paid credits), and the Window whose reset ends it.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct OnCredits {
+pub(crate) struct OnCredits {
     /// The Window that is used up (the event's `rateLimitType`), when it said.
-    pub window: Option<String>,
-    pub until: Option<DateTime<Utc>>,
+    pub(crate) window: Option<String>,
+    pub(crate) until: Option<DateTime<Utc>>,
 }
 
 impl fmt::Display for OnCredits {
@@ -165,14 +165,14 @@ impl fmt::Display for OnCredits {
 
 /// A Ceiling crossed: the Window, its figure, and the limit it crossed.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct Crossing {
-    pub window: String,
-    pub percent: f64,
+pub(crate) struct Crossing {
+    pub(crate) window: String,
+    pub(crate) percent: f64,
     /// The config key of the limit (`fiveHourMax`, `weeklyMax`).
-    pub limit: String,
-    pub ceiling: f64,
+    pub(crate) limit: String,
+    pub(crate) ceiling: f64,
     /// When the Window resets, if the figure said.
-    pub resets_at: Option<DateTime<Utc>>,
+    pub(crate) resets_at: Option<DateTime<Utc>>,
 }
 
 impl fmt::Display for Crossing {
@@ -190,11 +190,11 @@ impl fmt::Display for Crossing {
 
 /// The provider's rate limiter refused the Account (`status: rejected`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Rejection {
+pub(crate) struct Rejection {
     /// The Window it named, if any.
-    pub window: Option<String>,
+    pub(crate) window: Option<String>,
     /// When it resets, if it said.
-    pub until: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
 }
 
 impl fmt::Display for Rejection {

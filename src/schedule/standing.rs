@@ -5,38 +5,38 @@ use super::*;
 /// One Account as scheduling sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AccountView {
-    pub name: String,
-    pub schedulable: bool,
+    pub(crate) name: String,
+    pub(crate) schedulable: bool,
     /// Why it is or is not schedulable, in words (with its name when it is not): rendered
     /// from `standing`.
-    pub reason: String,
+    pub(crate) reason: String,
     /// The same, without the steps to fix it: what the queue and the idle line repeat for
     /// each Job, so that a login hint is printed once per Account, not once per mention.
-    pub brief: String,
+    pub(crate) brief: String,
     /// Why it is or is not schedulable.
-    pub standing: Standing,
+    pub(crate) standing: Standing,
     /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
-    pub headroom: f64,
+    pub(crate) headroom: f64,
     /// When the Account becomes schedulable again, if it is blocked by a Window.
-    pub until: Option<DateTime<Utc>>,
-    pub has_ceiling: bool,
-    pub windows: Vec<WindowView>,
-    pub not_logged_in: Option<String>,
-    pub agent_problem: Option<String>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    pub(crate) has_ceiling: bool,
+    pub(crate) windows: Vec<WindowView>,
+    pub(crate) not_logged_in: Option<String>,
+    pub(crate) agent_problem: Option<String>,
     /// After an outage: no Run starts before this (already past: `None`).
-    pub backoff_until: Option<DateTime<Utc>>,
-    pub outages: u32,
+    pub(crate) backoff_until: Option<DateTime<Utc>>,
+    pub(crate) outages: u32,
     /// What the last preflight probe learned, and when.
-    pub last_probe: Option<String>,
-    pub last_probe_at: Option<DateTime<Utc>>,
+    pub(crate) last_probe: Option<String>,
+    pub(crate) last_probe_at: Option<DateTime<Utc>>,
     /// Its login was seen to work: a figure observed, a Run that succeeded.
-    pub login_seen: bool,
+    pub(crate) login_seen: bool,
     /// Its credential store is empty: a probe would find no login there.
-    pub store_empty: bool,
+    pub(crate) store_empty: bool,
     /// Why no Run may start on it now whatever its standing: a live Run holds it, or the
     /// tick was started for another Account.
     #[serde(skip)]
-    pub occupied: Option<String>,
+    pub(crate) occupied: Option<String>,
 }
 
 impl AccountView {

@@ -59,42 +59,42 @@ fn check_from(argv: Option<String>, timeout_secs: Option<i64>) -> Option<crate::
 /// A Job as `owl jobs` lists it: the columns it prints, borrowed from the row, times as
 /// stored.
 #[derive(Debug)]
-pub struct ListedJob<'r> {
-    pub id: &'r str,
-    pub name: Option<&'r str>,
-    pub prompt: &'r str,
-    pub repo: &'r str,
-    pub base: &'r str,
-    pub account: Option<&'r str>,
-    pub priority: i64,
-    pub max_runs: u32,
-    pub state: JobState,
-    pub reason: Option<&'r str>,
-    pub not_before: Option<&'r str>,
-    pub created_at: &'r str,
-    pub updated_at: &'r str,
-    pub base_commit: Option<&'r str>,
-    pub run_count: usize,
+pub(crate) struct ListedJob<'r> {
+    pub(crate) id: &'r str,
+    pub(crate) name: Option<&'r str>,
+    pub(crate) prompt: &'r str,
+    pub(crate) repo: &'r str,
+    pub(crate) base: &'r str,
+    pub(crate) account: Option<&'r str>,
+    pub(crate) priority: i64,
+    pub(crate) max_runs: u32,
+    pub(crate) state: JobState,
+    pub(crate) reason: Option<&'r str>,
+    pub(crate) not_before: Option<&'r str>,
+    pub(crate) created_at: &'r str,
+    pub(crate) updated_at: &'r str,
+    pub(crate) base_commit: Option<&'r str>,
+    pub(crate) run_count: usize,
     /// Its Runs that count toward `maxRuns` (ended, and the Job's doing).
-    pub counted_runs: usize,
+    pub(crate) counted_runs: usize,
     /// The check its work must pass to be done.
-    pub check: Option<crate::model::Check>,
+    pub(crate) check: Option<crate::model::Check>,
     /// What its latest check found, if one ran.
-    pub last_check: Option<crate::model::CheckRecord>,
+    pub(crate) last_check: Option<crate::model::CheckRecord>,
     /// The Jobs it waits for.
-    pub after: Vec<String>,
+    pub(crate) after: Vec<String>,
     /// The Job whose branch tip it starts from, when its first Run resolves it.
-    pub base_after: Option<&'r str>,
+    pub(crate) base_after: Option<&'r str>,
 }
 
 impl Store {
     /// Queues a new Job; fails when its id is taken.
-    pub fn insert_job(&mut self, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
+    pub(crate) fn insert_job(&mut self, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
         self.write(|tx| insert_one(tx, job, now))
     }
 
     /// Queues new Jobs all at once or none: one transaction (`owl add --from`).
-    pub fn insert_jobs(&mut self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<()> {
+    pub(crate) fn insert_jobs(&mut self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<()> {
         self.write(|tx| {
             for job in jobs {
                 insert_one(tx, job, now)?;
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// The Jobs `id` waits for, in the order given.
-    pub fn job_deps(&self, id: &str) -> Result<Vec<String>> {
+    pub(crate) fn job_deps(&self, id: &str) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT after_id FROM job_deps WHERE job_id = ?1 ORDER BY rowid")?;
@@ -116,7 +116,7 @@ impl Store {
 
     /// A stacked Job's base, resolved at its first Run: the commit its dependency's branch
     /// ended at, named as that branch.
-    pub fn set_base(&mut self, id: &str, base: &str, commit: &str) -> Result<()> {
+    pub(crate) fn set_base(&mut self, id: &str, base: &str, commit: &str) -> Result<()> {
         self.write(|tx| {
             tx.execute(
                 "UPDATE jobs SET base = ?2, base_commit = ?3 WHERE id = ?1",
@@ -127,7 +127,7 @@ impl Store {
     }
 
     /// Whether a Job id is taken.
-    pub fn job_exists(&self, id: &str) -> Result<bool> {
+    pub(crate) fn job_exists(&self, id: &str) -> Result<bool> {
         Ok(self
             .conn
             .query_row("SELECT 1 FROM jobs WHERE id = ?1", [id], |_| Ok(()))
@@ -136,7 +136,7 @@ impl Store {
     }
 
     /// One Job by id.
-    pub fn job(&self, id: &str) -> Result<Option<Job>> {
+    pub(crate) fn job(&self, id: &str) -> Result<Option<Job>> {
         let job = self
             .conn
             .query_row(
@@ -156,7 +156,7 @@ impl Store {
 
     /// The Jobs in any of `states`, in the order they were added: through the state index,
     /// so that a year of finished Jobs costs nothing here.
-    pub fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
+    pub(crate) fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
         let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
         let mut stmt = self.conn.prepare_cached(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) \
@@ -172,7 +172,7 @@ impl Store {
     }
 
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
-    pub fn plan_jobs(&self) -> Result<Vec<crate::model::PlanJob>> {
+    pub(crate) fn plan_jobs(&self) -> Result<Vec<crate::model::PlanJob>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT seq, id, state, priority, account, not_before, reason FROM jobs \
              WHERE state IN ('queued', 'running', 'waiting')",
@@ -231,7 +231,7 @@ impl Store {
     /// Calls `each` with every Job (finished ones only when `all`) as listings show it, in
     /// order, one row at a time and borrowing the row's text: ten thousand Jobs are listed
     /// without holding them, and without copying or parsing what is printed as stored.
-    pub fn for_each_listed_job(
+    pub(crate) fn for_each_listed_job(
         &self,
         all: bool,
         mut each: impl FnMut(&ListedJob<'_>) -> Result<()>,
@@ -281,7 +281,7 @@ impl Store {
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every
     /// transition that may race a person's `cancel` (or a tick) goes through here.
-    pub fn move_job(
+    pub(crate) fn move_job(
         &mut self,
         id: &str,
         from: &[JobState],
@@ -293,7 +293,7 @@ impl Store {
     }
 
     /// [`Store::move_job`], with no Run before `not_before`.
-    pub fn move_job_until(
+    pub(crate) fn move_job_until(
         &mut self,
         id: &str,
         from: &[JobState],
@@ -324,7 +324,7 @@ impl Store {
     }
 
     /// Sets how many Runs the Job may have in all, and its budget across Runs.
-    pub fn set_job_limits(
+    pub(crate) fn set_job_limits(
         &mut self,
         id: &str,
         max_runs: u32,
@@ -340,7 +340,7 @@ impl Store {
     }
 
     /// The Job's state as stored right now (a cancel from another process shows here).
-    pub fn job_state(&self, id: &str) -> Result<Option<JobState>> {
+    pub(crate) fn job_state(&self, id: &str) -> Result<Option<JobState>> {
         let s: Option<String> = self
             .conn
             .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))

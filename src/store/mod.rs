@@ -16,22 +16,23 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-pub use jobs::ListedJob;
-pub use runs::{RunIdentity, RunStart};
-pub use verdicts::Verdict;
+pub(crate) use jobs::ListedJob;
+pub(crate) use runs::RunIdentity;
+pub(crate) use runs::RunStart;
+pub(crate) use verdicts::Verdict;
 
 /// How long a write waits for another process's write lock, outside a Run's supervision.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The open database.
-pub struct Store {
+pub(crate) struct Store {
     conn: Connection,
     path: PathBuf,
 }
 
 impl Store {
     /// Opens (creating if needed, 0600) and migrates the database.
-    pub fn open(path: &Path) -> Result<Store> {
+    pub(crate) fn open(path: &Path) -> Result<Store> {
         if !path.exists() {
             // Create it ourselves so it is 0600 from its first byte; SQLite gives the
             // -wal and -shm files the same mode as the database.
@@ -59,7 +60,7 @@ impl Store {
     }
 
     /// Opens an existing database for reading without creating it; `None` when there is none yet.
-    pub fn open_existing(path: &Path) -> Result<Option<Store>> {
+    pub(crate) fn open_existing(path: &Path) -> Result<Option<Store>> {
         if !path.exists() {
             return Ok(None);
         }
@@ -68,7 +69,7 @@ impl Store {
 
     /// How long a write waits for another process's write lock. The settlement lowers it
     /// while it retries.
-    pub fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
+    pub(crate) fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
         self.conn.busy_timeout(timeout)?;
         Ok(())
     }
@@ -80,7 +81,7 @@ impl Store {
     /// is what "recorded before acted on" guards against; only a power cut can lose it,
     /// and a flush on a loaded disk took longer than the CLI takes to send its next
     /// request). Out of it, every commit is flushed and a write waits as long as any may.
-    pub fn supervising(&mut self, busy_timeout: Option<Duration>) -> Result<()> {
+    pub(crate) fn supervising(&mut self, busy_timeout: Option<Duration>) -> Result<()> {
         let (timeout, synchronous) = match busy_timeout {
             Some(timeout) => (timeout, "NORMAL"),
             None => (BUSY_TIMEOUT, "FULL"),
@@ -91,13 +92,13 @@ impl Store {
     }
 
     /// The database file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
     /// a concurrent writer waits on the busy timeout instead of failing mid-transaction.
-    pub fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
         let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)
             .context("starting a write transaction")?;
         let out = f(&tx)?;
@@ -108,7 +109,10 @@ impl Store {
     /// Like [`Store::write`], for a write that must land even on a full disk: when SQLite
     /// cannot grow the database, the state dir's reserve is given back and it is tried once
     /// more.
-    pub fn write_must_land<T>(&mut self, f: impl Fn(&Transaction) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_must_land<T>(
+        &mut self,
+        f: impl Fn(&Transaction) -> Result<T>,
+    ) -> Result<T> {
         match self.write(&f) {
             Err(e) if crate::disk::is_disk_full(&e) => {
                 let state_dir = self.path.parent().unwrap_or(Path::new("."));
@@ -122,14 +126,14 @@ impl Store {
     }
 
     /// The schema version this database is at.
-    pub fn schema_version(&self) -> Result<i64> {
+    pub(crate) fn schema_version(&self) -> Result<i64> {
         Ok(self
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))?)
     }
 
     /// Whether the database takes a write: the write lock is taken and let go, nothing changes.
-    pub fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         // A real write, rolled back: a read-only file or filesystem refuses it.
         self.conn
             .execute_batch("BEGIN IMMEDIATE; CREATE TABLE owl_doctor_check(x); ROLLBACK;")
@@ -138,7 +142,7 @@ impl Store {
     }
 
     /// A quick integrity check for `owl doctor`.
-    pub fn quick_check(&self) -> Result<String> {
+    pub(crate) fn quick_check(&self) -> Result<String> {
         Ok(self
             .conn
             .query_row("PRAGMA quick_check", [], |r| r.get(0))?)

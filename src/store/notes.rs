@@ -12,7 +12,7 @@ impl Store {
     /// Whether the Account's login was seen to work: a Run started on it (the CLI's own
     /// word on its login is asked before every Run, and refuses one without) and did not end
     /// for want of a login.
-    pub fn account_login_seen(&self, account: &str) -> Result<bool> {
+    pub(crate) fn account_login_seen(&self, account: &str) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached(
@@ -23,7 +23,7 @@ impl Store {
     }
 
     /// The note on one Account (empty when there is none).
-    pub fn account_note(&self, account: &str) -> Result<AccountNote> {
+    pub(crate) fn account_note(&self, account: &str) -> Result<AccountNote> {
         Ok(self
             .conn
             .query_row(
@@ -58,7 +58,7 @@ impl Store {
     }
 
     /// Sets or clears "not logged in" on an Account.
-    pub fn set_not_logged_in(
+    pub(crate) fn set_not_logged_in(
         &mut self,
         account: &str,
         why: Option<&str>,
@@ -69,7 +69,7 @@ impl Store {
 
     /// [`Store::set_not_logged_in`], remembering the newest change of the Account's
     /// credential store at the finding: a login written there later is noticed by it.
-    pub fn set_not_logged_in_seen(
+    pub(crate) fn set_not_logged_in_seen(
         &mut self,
         account: &str,
         why: Option<&str>,
@@ -85,7 +85,7 @@ impl Store {
     }
 
     /// Sets or clears the agent CLI problem on an Account.
-    pub fn set_agent_problem(
+    pub(crate) fn set_agent_problem(
         &mut self,
         account: &str,
         why: Option<&str>,
@@ -95,7 +95,7 @@ impl Store {
     }
 
     /// Sets (or with `None` clears) the outage back-off of an Account.
-    pub fn set_backoff(
+    pub(crate) fn set_backoff(
         &mut self,
         account: &str,
         until: Option<DateTime<Utc>>,
@@ -114,7 +114,7 @@ impl Store {
     }
 
     /// Sets or clears a reactive Account's wait after a rate limit.
-    pub fn set_rate_limited_until(
+    pub(crate) fn set_rate_limited_until(
         &mut self,
         account: &str,
         until: Option<DateTime<Utc>>,
@@ -126,7 +126,7 @@ impl Store {
 
     /// Holds an Account off extra usage until `until`, the reset of `window` (or, with
     /// `None`, releases it).
-    pub fn set_on_credits(
+    pub(crate) fn set_on_credits(
         &mut self,
         account: &str,
         hold: Option<(&str, DateTime<Utc>)>,
@@ -138,7 +138,7 @@ impl Store {
     }
 
     /// Records the agent CLI file that passed the version check, and its version.
-    pub fn set_agent_checked(
+    pub(crate) fn set_agent_checked(
         &mut self,
         account: &str,
         identity: &str,
@@ -151,7 +151,12 @@ impl Store {
     }
 
     /// Records what a preflight probe learned.
-    pub fn set_last_probe(&mut self, account: &str, what: &str, now: DateTime<Utc>) -> Result<()> {
+    pub(crate) fn set_last_probe(
+        &mut self,
+        account: &str,
+        what: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         self.upsert_note(account, "last_probe", Some(what), now)?;
         self.upsert_note(account, "last_probe_at", Some(&rfc3339(now)), now)
     }

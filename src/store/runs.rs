@@ -11,38 +11,38 @@ use crate::model::{Cause, JobReason, JobState, Run, RunFinish, RunOutcome, StopK
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
-pub struct RunStart {
-    pub job_id: String,
-    pub account: String,
-    pub agent_version: Option<String>,
+pub(crate) struct RunStart {
+    pub(crate) job_id: String,
+    pub(crate) account: String,
+    pub(crate) agent_version: Option<String>,
     /// owl's own pid, start time (clock ticks since boot) and the boot id: together they
     /// identify the supervising tick even after its pid is reused.
-    pub owl_pid: i64,
-    pub owl_start_time: Option<i64>,
-    pub boot_id: Option<String>,
-    pub started_at: DateTime<Utc>,
+    pub(crate) owl_pid: i64,
+    pub(crate) owl_start_time: Option<i64>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) started_at: DateTime<Utc>,
     /// The Job's branch head when the Run started.
-    pub head_before: Option<String>,
+    pub(crate) head_before: Option<String>,
     /// The Run's `--max-budget-usd`.
-    pub budget_usd: Option<f64>,
+    pub(crate) budget_usd: Option<f64>,
     /// The Executor that runs it.
-    pub executor: ExecutorKind,
+    pub(crate) executor: ExecutorKind,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
 /// the agent from a process that reused its pid.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RunIdentity {
-    pub run_id: i64,
-    pub job_id: String,
-    pub account: String,
-    pub owl_pid: Option<i64>,
-    pub owl_start_time: Option<i64>,
-    pub boot_id: Option<String>,
-    pub pid: Option<i64>,
-    pub child_start_time: Option<i64>,
+pub(crate) struct RunIdentity {
+    pub(crate) run_id: i64,
+    pub(crate) job_id: String,
+    pub(crate) account: String,
+    pub(crate) owl_pid: Option<i64>,
+    pub(crate) owl_start_time: Option<i64>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) child_start_time: Option<i64>,
     /// The Executor that ran it: the one to ask about it.
-    pub executor: ExecutorKind,
+    pub(crate) executor: ExecutorKind,
 }
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
@@ -90,7 +90,7 @@ impl Store {
     /// Records a new Run and moves its Job to `running`, atomically, only if the Job is
     /// still queued or waiting: `None` when it is not (a cancel landed since the pick),
     /// and then nothing is recorded and no agent may start.
-    pub fn start_run(&mut self, start: &RunStart) -> Result<Option<i64>> {
+    pub(crate) fn start_run(&mut self, start: &RunStart) -> Result<Option<i64>> {
         self.write(|tx| {
             let moved = tx.execute(
                 "UPDATE jobs SET state = 'running', reason = NULL, reason_data = NULL, not_before = NULL, \
@@ -123,7 +123,7 @@ impl Store {
     }
 
     /// Records the agent's process identity once it is spawned.
-    pub fn set_run_process(
+    pub(crate) fn set_run_process(
         &mut self,
         run_id: i64,
         pid: i64,
@@ -139,7 +139,7 @@ impl Store {
     }
 
     /// Records live progress of a Run in flight, for `owl status`.
-    pub fn set_run_progress(
+    pub(crate) fn set_run_progress(
         &mut self,
         run_id: i64,
         last_event: &str,
@@ -160,7 +160,7 @@ impl Store {
     /// would otherwise leave a finished Run with a Job stuck in `running`. This write must
     /// land: when the disk is full, the state dir's reserve is given back and it is tried
     /// once more.
-    pub fn finish_run(
+    pub(crate) fn finish_run(
         &mut self,
         run_id: i64,
         finish: &RunFinish,
@@ -233,7 +233,7 @@ impl Store {
     }
 
     /// The identities of every Run still marked running.
-    pub fn running_identities(&self) -> Result<Vec<RunIdentity>> {
+    pub(crate) fn running_identities(&self) -> Result<Vec<RunIdentity>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
              executor, account FROM runs WHERE outcome IS NULL ORDER BY id",
@@ -261,7 +261,7 @@ impl Store {
     }
 
     /// One Run by id.
-    pub fn run(&self, id: i64) -> Result<Option<Run>> {
+    pub(crate) fn run(&self, id: i64) -> Result<Option<Run>> {
         Ok(self
             .conn
             .query_row(
@@ -274,7 +274,11 @@ impl Store {
 
     /// Records what a finished Run's check found when it was run again (`owl requeue` of a
     /// Job whose check could not start).
-    pub fn set_run_check(&mut self, run_id: i64, check: &crate::model::CheckRecord) -> Result<()> {
+    pub(crate) fn set_run_check(
+        &mut self,
+        run_id: i64,
+        check: &crate::model::CheckRecord,
+    ) -> Result<()> {
         let data = serde_json::to_string(check)?;
         self.write(|tx| {
             tx.execute(
@@ -290,7 +294,7 @@ impl Store {
     }
 
     /// The Runs of one Job, oldest first.
-    pub fn runs_of(&self, job_id: &str) -> Result<Vec<Run>> {
+    pub(crate) fn runs_of(&self, job_id: &str) -> Result<Vec<Run>> {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 ORDER BY id"
         ))?;
@@ -302,7 +306,7 @@ impl Store {
 
     /// How many of the Job's finished Runs count toward its `maxRuns` ([`Run::counts`], in
     /// SQL: a Job's thousandth Run costs no more to start than its first).
-    pub fn counted_runs(&self, job_id: &str) -> Result<u32> {
+    pub(crate) fn counted_runs(&self, job_id: &str) -> Result<u32> {
         let n: i64 = self
             .conn
             .prepare_cached(
@@ -315,7 +319,7 @@ impl Store {
 
     /// What the Job's Runs have cost ([`crate::model::total_cost`], in SQL): each by its
     /// result line, a finished one without it by its cap.
-    pub fn job_cost(&self, job_id: &str) -> Result<f64> {
+    pub(crate) fn job_cost(&self, job_id: &str) -> Result<f64> {
         Ok(self
             .conn
             .prepare_cached(
@@ -327,7 +331,7 @@ impl Store {
     }
 
     /// The Job's newest finished Run other than `except`.
-    pub fn last_finished_run(&self, job_id: &str, except: i64) -> Result<Option<Run>> {
+    pub(crate) fn last_finished_run(&self, job_id: &str, except: i64) -> Result<Option<Run>> {
         Ok(self
             .conn
             .prepare_cached(&format!(
@@ -339,12 +343,12 @@ impl Store {
     }
 
     /// Runs still in progress (at most one, unless a tick died).
-    pub fn running_runs(&self) -> Result<Vec<Run>> {
+    pub(crate) fn running_runs(&self) -> Result<Vec<Run>> {
         self.runs_where("outcome IS NULL ORDER BY id", [])
     }
 
     /// Runs that ended at or after `since`, newest first: what happened overnight.
-    pub fn runs_ended_since(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
+    pub(crate) fn runs_ended_since(&self, since: DateTime<Utc>) -> Result<Vec<Run>> {
         self.runs_where(
             // Ordered by the index's own column, so that SQLite walks runs_ended instead
             // of scanning every Run by id.
@@ -356,7 +360,11 @@ impl Store {
     /// Runs that went on at any time from `since` to `until` (started by `until`, and
     /// started, ended or still running after `since`),
     /// oldest first: what a report covers.
-    pub fn runs_touching(&self, since: DateTime<Utc>, until: DateTime<Utc>) -> Result<Vec<Run>> {
+    pub(crate) fn runs_touching(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<Run>> {
         self.runs_where(
             "started_at <= ?2 AND (started_at >= ?1 OR ended_at >= ?1 OR outcome IS NULL) \
              ORDER BY started_at, id",

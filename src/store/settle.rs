@@ -22,7 +22,7 @@ impl Store {
     /// Writes a Run's settlement: first to `kept` (the record the next tick reads if the
     /// database will not take it), then to the database, tried again after each pause.
     /// An error says where the outcome was kept, or that it could not be.
-    pub fn settle(&mut self, settlement: &Settlement, kept: &Path) -> Result<()> {
+    pub(crate) fn settle(&mut self, settlement: &Settlement, kept: &Path) -> Result<()> {
         let run_id = settlement.run_id;
         let keep = keep(kept, settlement);
         if let Err(e) = &keep {
@@ -65,7 +65,7 @@ impl Store {
     /// Records a settlement kept by a tick whose final write did not land, if `kept`
     /// holds one for this Run; true when it did. Call only for a Run still without an
     /// outcome whose tick is gone.
-    pub fn settle_kept(&mut self, kept: &Path, run_id: i64, job_id: &str) -> Result<bool> {
+    pub(crate) fn settle_kept(&mut self, kept: &Path, run_id: i64, job_id: &str) -> Result<bool> {
         let Some(settlement) = read_kept(kept, run_id, job_id) else {
             return Ok(false);
         };

@@ -10,12 +10,12 @@ use crate::model::Snapshot;
 
 impl Store {
     /// Records one observation, and makes it the Window's newest unless a newer one is known.
-    pub fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
+    pub(crate) fn insert_snapshot(&mut self, s: &Snapshot) -> Result<()> {
         self.insert_snapshots(std::slice::from_ref(s))
     }
 
     /// Records observations in one transaction (a probe's Windows, a bulk load).
-    pub fn insert_snapshots(&mut self, snapshots: &[Snapshot]) -> Result<()> {
+    pub(crate) fn insert_snapshots(&mut self, snapshots: &[Snapshot]) -> Result<()> {
         self.write(|tx| {
             let mut history = tx.prepare_cached(
                 "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source, run_id, model) \
@@ -52,7 +52,7 @@ impl Store {
 
     /// Deletes up to `batch` Snapshots observed before `before`; how many went. The newest
     /// figure of each Window is kept apart, so pruning never loses what scheduling reads.
-    pub fn prune_snapshots(
+    pub(crate) fn prune_snapshots(
         &mut self,
         before: chrono::DateTime<chrono::Utc>,
         batch: usize,
@@ -77,7 +77,7 @@ impl Store {
 
     /// The Snapshots of one Account's Window observed in `[since, until]`, oldest first (through
     /// the index on account, window and time).
-    pub fn snapshots_between(
+    pub(crate) fn snapshots_between(
         &self,
         account: &str,
         window: &str,
@@ -110,7 +110,7 @@ impl Store {
     }
 
     /// The Windows an Account has any Snapshot of.
-    pub fn windows_of(&self, account: &str) -> Result<Vec<String>> {
+    pub(crate) fn windows_of(&self, account: &str) -> Result<Vec<String>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT DISTINCT window FROM latest_snapshots WHERE account = ?1 ORDER BY window",
         )?;
@@ -121,7 +121,7 @@ impl Store {
     }
 
     /// The newest Snapshot of every Window of every Account.
-    pub fn latest_snapshots(&self) -> Result<Vec<Snapshot>> {
+    pub(crate) fn latest_snapshots(&self) -> Result<Vec<Snapshot>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT account, window, percent, resets_at, observed_at, source, run_id, model \
              FROM latest_snapshots ORDER BY account, window",

@@ -9,18 +9,18 @@ use crate::clock::rfc3339;
 
 /// What the conformance check said of one binary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub version: String,
-    pub passed: bool,
+pub(crate) struct Verdict {
+    pub(crate) version: String,
+    pub(crate) passed: bool,
     /// The names of the checks that failed.
-    pub failed: Vec<String>,
-    pub checked_at: DateTime<Utc>,
+    pub(crate) failed: Vec<String>,
+    pub(crate) checked_at: DateTime<Utc>,
 }
 
 impl Store {
     /// The verdict on the binary with this identity at `version`, if that pair was ever
     /// checked.
-    pub fn verdict(&self, identity: &str, version: &str) -> Result<Option<Verdict>> {
+    pub(crate) fn verdict(&self, identity: &str, version: &str) -> Result<Option<Verdict>> {
         Ok(self
             .conn
             .query_row(
@@ -43,7 +43,7 @@ impl Store {
 
     /// Records the verdict on a binary at a version, replacing any earlier one for that
     /// pair; its verdicts at other versions stay.
-    pub fn set_verdict(&mut self, identity: &str, verdict: &Verdict) -> Result<()> {
+    pub(crate) fn set_verdict(&mut self, identity: &str, verdict: &Verdict) -> Result<()> {
         let failed = serde_json::to_string(&verdict.failed)?;
         self.write(|tx| {
             tx.execute(

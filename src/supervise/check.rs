@@ -22,23 +22,23 @@ const DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 /// One attempt of a Job's check.
 pub(crate) struct CheckRun<'a> {
-    pub check: &'a Check,
+    pub(crate) check: &'a Check,
     /// The working copy (its cwd) and the Run's own files (for the sandbox's report).
-    pub place: RunPlace<'a>,
+    pub(crate) place: RunPlace<'a>,
     /// The Run the check follows: its processes carry that Run's marker, so a recovery
     /// after owl's death finds them as the Run's survivors.
-    pub run_id: i64,
+    pub(crate) run_id: i64,
     /// Variables set for it (the Account's settings, no credential).
-    pub env_set: Vec<(String, String)>,
+    pub(crate) env_set: Vec<(String, String)>,
     /// Inherited variables removed (every credential owl knows of).
-    pub env_remove: Vec<String>,
+    pub(crate) env_remove: Vec<String>,
     /// Where its stdout and stderr go, interleaved, at most [`OUTPUT_CAP`] bytes.
-    pub output: File,
+    pub(crate) output: File,
     /// A stop of owl's ends the check at once.
-    pub latch: &'a StopLatch,
+    pub(crate) latch: &'a StopLatch,
     /// Whether the Job was cancelled meanwhile (asked at most every [`CANCEL_POLL`]): a
     /// cancel stops a check as it stops a Run.
-    pub cancelled: &'a dyn Fn() -> bool,
+    pub(crate) cancelled: &'a dyn Fn() -> bool,
 }
 
 /// How often a running check asks whether its Job was cancelled.

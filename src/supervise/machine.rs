@@ -44,17 +44,17 @@ pub(crate) fn negotiate(
 /// The limits and abilities a Run is supervised under.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    pub max_run_time: Duration,
-    pub stall_timeout: Duration,
+    pub(crate) max_run_time: Duration,
+    pub(crate) stall_timeout: Duration,
     /// The gap between SIGTERM and SIGKILL, and how long owl waits after SIGKILL.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// How often to ask the agent for utilization; `None` when its Driver cannot answer.
-    pub usage_poll_interval: Option<Duration>,
+    pub(crate) usage_poll_interval: Option<Duration>,
     /// The first poll is due one interval after the start: the answer comes from beside
     /// the agent (a probe), so it needs no API response first.
-    pub poll_from_start: bool,
+    pub(crate) poll_from_start: bool,
     /// How the agent can be asked to abort its turn, if at all.
-    pub interrupt: Option<InterruptBy>,
+    pub(crate) interrupt: Option<InterruptBy>,
 }
 
 /// How an interrupt reaches the agent.

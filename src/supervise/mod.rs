@@ -49,27 +49,27 @@ pub(crate) enum Event {
 
 /// Everything needed to supervise one Run.
 pub(crate) struct RunSpec<'a> {
-    pub driver: Arc<dyn Driver>,
+    pub(crate) driver: Arc<dyn Driver>,
     /// The agent CLI and the Account, for what the Run learns beside it (its usage log, a
     /// probe).
-    pub command: &'a Path,
-    pub account: &'a Account,
-    pub invocation: &'a Invocation,
+    pub(crate) command: &'a Path,
+    pub(crate) account: &'a Account,
+    pub(crate) invocation: &'a Invocation,
     /// The working copy (the agent's cwd) and the Run's own files.
-    pub place: RunPlace<'a>,
-    pub run_id: i64,
-    pub prompt: &'a str,
-    pub stdout_log: File,
-    pub stderr_log: File,
-    pub max_run_time: Duration,
-    pub stall_timeout: Duration,
-    pub grace_window: Duration,
+    pub(crate) place: RunPlace<'a>,
+    pub(crate) run_id: i64,
+    pub(crate) prompt: &'a str,
+    pub(crate) stdout_log: File,
+    pub(crate) stderr_log: File,
+    pub(crate) max_run_time: Duration,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) grace_window: Duration,
     /// How often to ask the agent for utilization; `None` when its Driver cannot answer.
-    pub usage_poll_interval: Option<Duration>,
+    pub(crate) usage_poll_interval: Option<Duration>,
     /// Values (the Account's credentials) hidden from everything kept of the agent's stderr.
-    pub secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
     /// Stop signals owl received since the Run was picked, before this Run's own handlers.
-    pub latch: StopLatch,
+    pub(crate) latch: StopLatch,
 }
 
 /// The stop signals (SIGTERM, SIGINT, SIGHUP) owl received since it was installed: taken

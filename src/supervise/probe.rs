@@ -31,7 +31,7 @@ pub(crate) fn probe(
 
 /// A probe asked: the CLI running, its request written.
 pub(crate) struct Started {
-    pub id: HandleId,
+    pub(crate) id: HandleId,
     handle: RunHandle,
     invocation: Invocation,
 }

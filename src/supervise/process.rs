@@ -20,8 +20,8 @@ pub(crate) const STATE_DIR_VAR: &str = "OWL_STATE_DIR";
 /// What marks every process of one Run: `OWL_RUN_ID` and `OWL_STATE_DIR`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RunMarker {
-    pub run_id: String,
-    pub state_dir: std::path::PathBuf,
+    pub(crate) run_id: String,
+    pub(crate) state_dir: std::path::PathBuf,
 }
 
 impl RunMarker {
@@ -42,19 +42,19 @@ impl RunMarker {
 /// that supervisor still lives — the same pid, started at the same time, in the same boot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Supervisor {
-    pub pid: Option<i64>,
-    pub start_time: Option<i64>,
-    pub boot_id: Option<String>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) start_time: Option<i64>,
+    pub(crate) boot_id: Option<String>,
 }
 
 /// A Run whose supervisor died, as recorded: what a later tick needs to kill what is left.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LostProcesses {
-    pub run_id: i64,
+    pub(crate) run_id: i64,
     /// The agent's pid and start time, when they were recorded.
-    pub agent: Option<(i32, i64)>,
+    pub(crate) agent: Option<(i32, i64)>,
     /// The boot the Run ran in.
-    pub boot_id: Option<String>,
+    pub(crate) boot_id: Option<String>,
 }
 
 /// How an Executor names the agent it started: recorded with the Run (`pid`,
@@ -63,8 +63,8 @@ pub(crate) struct LostProcesses {
 /// started, so that a reused pid is never taken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HandleId {
-    pub pid: i32,
-    pub start_time: Option<i64>,
+    pub(crate) pid: i32,
+    pub(crate) start_time: Option<i64>,
 }
 
 impl std::fmt::Display for HandleId {
@@ -77,12 +77,12 @@ impl std::fmt::Display for HandleId {
 /// streams, its end, and its id, by which the Executor stops it. Nothing here is a
 /// process: a test's scripted agent, a container or a remote machine is one as well.
 pub(crate) struct RunHandle {
-    pub id: HandleId,
-    pub stdin: Box<dyn Write + Send>,
-    pub stdout: Box<dyn Read + Send>,
-    pub stderr: Box<dyn Read + Send>,
+    pub(crate) id: HandleId,
+    pub(crate) stdin: Box<dyn Write + Send>,
+    pub(crate) stdout: Box<dyn Read + Send>,
+    pub(crate) stderr: Box<dyn Read + Send>,
     /// Waits for the agent's exit (on a thread of its own: it blocks).
-    pub exit: Box<dyn FnOnce() -> ExitInfo + Send>,
+    pub(crate) exit: Box<dyn FnOnce() -> ExitInfo + Send>,
 }
 
 impl RunHandle {
@@ -116,24 +116,24 @@ impl RunHandle {
 /// login answer, asked outside a Run.
 #[derive(Debug)]
 pub(crate) struct Oneshot<'a> {
-    pub invocation: &'a Invocation,
+    pub(crate) invocation: &'a Invocation,
     /// Its cwd; when `None`, the state dir (or `/` before there is one): never the
     /// directory owl was started in.
-    pub cwd: Option<&'a Path>,
+    pub(crate) cwd: Option<&'a Path>,
     /// Written whole to its stdin, on a thread; `None`: stdin is `/dev/null`.
-    pub input: Option<Vec<u8>>,
+    pub(crate) input: Option<Vec<u8>>,
     /// When it is killed, with what it started in its group.
-    pub timeout: std::time::Duration,
+    pub(crate) timeout: std::time::Duration,
     /// The most of each output stream kept.
-    pub cap: usize,
+    pub(crate) cap: usize,
 }
 
 /// Where a Run works: its working copy (the agent's cwd) and the Run's own files (what its
 /// Driver writes for it, what its Executor keeps of it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RunPlace<'a> {
-    pub workspace: &'a Path,
-    pub files: &'a Path,
+    pub(crate) workspace: &'a Path,
+    pub(crate) files: &'a Path,
 }
 
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
@@ -192,7 +192,7 @@ const LOST_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Runs the agent as a direct child of owl.
 pub(crate) struct LocalExecutor {
-    pub state_dir: std::path::PathBuf,
+    pub(crate) state_dir: std::path::PathBuf,
 }
 
 impl LocalExecutor {

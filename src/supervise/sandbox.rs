@@ -47,8 +47,8 @@ const HIDDEN_FILES_IN_HOME: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}; {fix}")]
 pub(crate) struct Unusable {
-    pub what: String,
-    pub fix: &'static str,
+    pub(crate) what: String,
+    pub(crate) fix: &'static str,
 }
 
 /// Checks that bubblewrap runs here as owl will run it: a read-only root and a pid
@@ -96,12 +96,12 @@ const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Runs a Run's agent under bubblewrap; everything else is the local Executor's.
 pub(crate) struct SandboxExecutor {
-    pub local: LocalExecutor,
+    pub(crate) local: LocalExecutor,
     /// bubblewrap, as `sandbox.command` names it.
-    pub bwrap: PathBuf,
+    pub(crate) bwrap: PathBuf,
     /// What every Run may write besides its own place: the credential store and
     /// `sandbox.writable`.
-    pub writable: Vec<PathBuf>,
+    pub(crate) writable: Vec<PathBuf>,
     /// The Run started: the bubblewrap it runs under, and where the process inside the
     /// sandbox reports how many leftovers it killed.
     run: std::sync::Mutex<Option<(PathBuf, PathBuf)>>,

@@ -116,12 +116,12 @@ impl Workspace {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HomeRun<'a> {
     /// Who owl's safety-net commit is by.
-    pub author: &'a str,
-    pub run_id: i64,
+    pub(crate) author: &'a str,
+    pub(crate) run_id: i64,
     /// The branch's head when the Run began.
-    pub began_at: Option<&'a str>,
+    pub(crate) began_at: Option<&'a str>,
     /// Where owl marks that it is bringing the branch home (see [`clear_killed_publish`]).
-    pub mark: &'a Path,
+    pub(crate) mark: &'a Path,
 }
 
 /// After owl was killed while bringing a clone's branch home (its `mark` left behind): the

@@ -34,8 +34,8 @@ const CONFIG_CAP: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 #[error("the clone {clone} was tampered with: {what}; owl neither commits there nor brings its branch home")]
 pub(crate) struct Tampered {
-    pub clone: String,
-    pub what: String,
+    pub(crate) clone: String,
+    pub(crate) what: String,
 }
 
 /// Checks the clone at `clone` and puts back what owl owns of its `.git`: its config, its

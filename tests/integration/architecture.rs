@@ -834,3 +834,120 @@ fn no_string_is_an_error_across_a_module_boundary() {
         ]
     );
 }
+
+/// The names of the items `code` makes public (`pub`, not `pub(crate)` or narrower): with
+/// `#![warn(unreachable_pub)]` in lib.rs, each is reachable from outside the crate.
+fn public_items(code: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for line in code.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("pub ") else {
+            continue;
+        };
+        let rest = rest
+            .trim_start_matches("unsafe ")
+            .trim_start_matches("async ");
+        let item = [
+            "fn ", "const ", "static ", "struct ", "enum ", "trait ", "type ", "mod ",
+        ]
+        .iter()
+        .find_map(|kw| rest.strip_prefix(kw));
+        let named: Vec<&str> = match (item, rest.strip_prefix("use ")) {
+            (Some(after), _) => vec![after],
+            // `pub use a::b;`, `pub use a::{b, c};`: the names it brings.
+            (None, Some(path)) => path
+                .trim_end_matches(';')
+                .rsplit("::")
+                .next()
+                .unwrap_or("")
+                .trim_matches(['{', '}'])
+                .split(',')
+                .collect(),
+            // A field: `pub name: Type`.
+            (None, None) => vec![rest],
+        };
+        for n in named {
+            let name: String = n
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Whether `name` occurs in `text` as a whole word.
+fn names(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !word(before) && !word(after)
+    })
+}
+
+/// The public items of `files` that nothing in `outside` names: a surface nobody uses.
+fn unused_public(files: &BTreeMap<String, String>, outside: &str) -> Vec<String> {
+    files
+        .iter()
+        .flat_map(|(path, code)| {
+            public_items(code)
+                .into_iter()
+                .filter(|name| !names(outside, name))
+                .map(move |name| format!("{path}: {name}"))
+        })
+        .collect()
+}
+
+/// What is outside the crate and uses it: `main.rs`, the integration tests, the benches.
+fn outside_the_crate() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut text = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
+    let mut dirs = vec![root.join("tests"), root.join("benches")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                text.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    text
+}
+
+/// Issue 37: owl is a binary; its crate is `pub(crate)` by default, and every public item is
+/// one that `main.rs`, the integration tests or the benches use.
+#[test]
+fn every_public_item_is_used_outside_the_crate() {
+    let files: BTreeMap<String, String> = source_files()
+        .into_iter()
+        .filter(|(path, _)| path != "main.rs")
+        .collect();
+    let outside = outside_the_crate();
+    let unused = unused_public(&files, &outside);
+    assert!(
+        unused.is_empty(),
+        "public, and used by nothing outside: {unused:#?}"
+    );
+    // The surface is small: a handful of items in lib.rs and the mocks' API.
+    let count: usize = files.values().map(|c| public_items(c).len()).sum();
+    assert!(count < 80, "{count} public items");
+    let mut broken = BTreeMap::new();
+    broken.insert(
+        "conformance/mock/api.rs".to_string(),
+        "pub struct MockApi {\n    pub requests: Vec<u8>,\n    pub(crate) port: u16,\n}\n\
+         impl MockApi {\n    pub fn start() {}\n    pub fn reset_for_a_test_nobody_wrote() {}\n}\n\
+         pub use crate::x::{MockApi, Reply};\n"
+            .to_string(),
+    );
+    let outside = "let mock = MockApi::start(); mock.requests; Reply::text(\"x\");";
+    assert_eq!(
+        unused_public(&broken, outside),
+        ["conformance/mock/api.rs: reset_for_a_test_nobody_wrote"]
+    );
+}

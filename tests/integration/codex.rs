@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use owl::conformance::mock::openai::{MockOpenAi, Step};
+use owl::mock::openai::{MockOpenAi, Step};
 
 use crate::support::{git, TestEnv};
 

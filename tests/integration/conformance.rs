@@ -256,35 +256,19 @@ fn strip_terminal(text: &str) -> String {
 #[test]
 #[ignore = "needs the real Claude Code CLI"]
 fn e2e_the_cli_runs_with_its_self_updater_off() {
-    use owl::driver::{ClaudeCode, Driver, RunRequest};
-    let account = owl::config::Account {
-        driver: owl::config::DriverKind::ClaudeCode,
-        credential_store: None,
-        env: Default::default(),
-        limits: None,
-        backoff: std::time::Duration::from_secs(3600),
-        executor: owl::config::ExecutorKind::Local,
-        limits_line: None,
-    };
-    let claude = real_claude();
-    let run = ClaudeCode.invocation(&RunRequest {
-        command: &claude,
-        account: &account,
-        permission_mode: "dontAsk",
-        max_budget_usd: None,
-        allowed_tools: &[],
-        disallowed_tools: &[],
-        model: None,
-        standing_instructions: "",
-        prompt: "",
-        files_dir: std::path::Path::new("/nonexistent"),
-        cwd: std::path::Path::new("/nonexistent"),
-        writable_dirs: &[],
-    });
+    // The switch as a Run gets it: the fake agent, run by a tick, records it.
+    let env = TestEnv::new();
+    env.add("Hello");
+    assert_eq!(env.tick()["action"], "ran");
+    let recorded: serde_json::Value = serde_json::from_str(&env.recorded("env.json")).unwrap();
+    let switch = recorded["DISABLE_AUTOUPDATER"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a Run's environment lacks the switch: {recorded}"));
+    let run_env = [("DISABLE_AUTOUPDATER".to_string(), switch.to_string())];
     // The switch is what the real binary honours: with owl's environment it says so, and
     // without it (the same binary, the same home) its updater is on.
     assert_eq!(
-        updater_state(&run.env_set),
+        updater_state(&run_env),
         "Auto-updates:disabled(setbyenv:DISABLE_AUTOUPDATER)"
     );
     assert_eq!(updater_state(&[]), "Auto-updates:enabled");

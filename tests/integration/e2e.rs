@@ -10,7 +10,7 @@ use predicates::prelude::*;
 use serde_json::{json, Value};
 
 use crate::support::{assert_idle_without_runs, git, TestEnv};
-use owl::conformance::mock::api::{MockApi, Reply};
+use owl::mock::api::{MockApi, Reply};
 
 /// The real CLI; a test that was asked to run without it fails. Every test here is
 /// `#[ignore]`d in a plain `cargo test`, since it needs the CLI: `.ci/run` installs it and

@@ -172,7 +172,7 @@ fn a_second_sigterm_goes_straight_to_sigkill() {
     // SIGKILL only after the interrupt's 10 s wait, the stdin close and the grace window:
     // the bound is half of the least of that, so a loaded machine cannot fail it.
     assert!(
-        sent.elapsed() < owl::driver::INTERRUPT_WAIT / 2,
+        sent.elapsed() < owl::INTERRUPT_WAIT / 2,
         "{:?}",
         sent.elapsed()
     );

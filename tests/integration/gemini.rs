@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use owl::conformance::mock::gemini::{MockGemini, Step};
+use owl::mock::gemini::{MockGemini, Step};
 use serde_json::json;
 
 use crate::support::{git, TestEnv};

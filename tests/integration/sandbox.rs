@@ -156,7 +156,7 @@ fn after_owl_is_killed_mid_run_nothing_of_the_sandbox_is_left_and_recovery_finds
 #[test]
 #[ignore = "needs the real Claude Code CLI"]
 fn e2e_claude_code_commits_through_its_bash_tool_inside_the_sandbox() {
-    use owl::conformance::mock::api::{MockApi, Reply};
+    use owl::mock::api::{MockApi, Reply};
     use serde_json::json;
     let mut env = TestEnv::sandboxed("");
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

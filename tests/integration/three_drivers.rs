@@ -3,9 +3,9 @@
 
 use serde_json::json;
 
-use owl::conformance::mock::api::{MockApi, Reply};
-use owl::conformance::mock::gemini::{MockGemini, Step as GeminiStep};
-use owl::conformance::mock::openai::{MockOpenAi, Step as CodexStep};
+use owl::mock::api::{MockApi, Reply};
+use owl::mock::gemini::{MockGemini, Step as GeminiStep};
+use owl::mock::openai::{MockOpenAi, Step as CodexStep};
 
 use crate::support::{git, TestEnv};
 

@@ -98,7 +98,7 @@ fn success_runs_the_agent_in_the_worktree_and_records_everything() {
         prompt.starts_with("Say hello\n\n---\nHow to work (from owl"),
         "{prompt}"
     );
-    assert!(prompt.contains(owl::prompt::STANDING_INSTRUCTIONS));
+    assert!(prompt.contains(owl::STANDING_INSTRUCTIONS));
     assert!(
         !argv.contains(&"--resume".to_string()),
         "owl never resumes a conversation"

@@ -17,8 +17,8 @@ pub(super) enum Picked {
 /// tick is starting (their locks held), left out.
 #[derive(Default)]
 pub(super) struct Learned {
-    pub probed: BTreeSet<String>,
-    pub taken_jobs: BTreeSet<String>,
+    pub(crate) probed: BTreeSet<String>,
+    pub(crate) taken_jobs: BTreeSet<String>,
 }
 
 /// The decision for `tick --job ID`: that Job, on the Account the plan gives it, or why not.

@@ -13,12 +13,12 @@ pub(super) enum Round {
 
 /// The Job and Account a tick runs, theirs by their locks; the pick lock let go.
 pub(super) struct Chosen {
-    pub store: Store,
-    pub job_id: String,
-    pub account: String,
-    pub now: DateTime<Utc>,
+    pub(crate) store: Store,
+    pub(crate) job_id: String,
+    pub(crate) account: String,
+    pub(crate) now: DateTime<Utc>,
     /// The Account's run lock and the Job's lock, held to the Run's end.
-    pub _locks: (Option<crate::lock::Held>, crate::lock::Held),
+    pub(crate) _locks: (Option<crate::lock::Held>, crate::lock::Held),
 }
 
 /// Takes the pick lock, tidies (once), plans, and decides: a Job to run, Accounts to probe

@@ -8,7 +8,7 @@ use super::*;
 /// The Accounts a tick found free, their run locks held, and those it found taken.
 pub(super) struct Seats {
     /// The Accounts no Run may start on now, and why.
-    pub occupied: Occupied,
+    pub(crate) occupied: Occupied,
     /// The run locks of the free Accounts: the tick keeps the one its Run is on.
     free: BTreeMap<String, crate::lock::Held>,
     /// The Runs in progress on this state dir, in words, oldest first.

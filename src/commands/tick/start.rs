@@ -136,10 +136,10 @@ pub(super) fn not_started(store: &Store, job: &Job, account: String) -> Result<T
 
 /// A Run recorded as started: what the rest of the tick needs of it.
 pub(super) struct StartedRun<'a> {
-    pub job: &'a Job,
-    pub account: &'a str,
-    pub run_id: i64,
-    pub budget_usd: Option<f64>,
+    pub(crate) job: &'a Job,
+    pub(crate) account: &'a str,
+    pub(crate) run_id: i64,
+    pub(crate) budget_usd: Option<f64>,
 }
 
 /// Readies owl to supervise and records the Run as started, with the budget it gets; `None`

@@ -9,7 +9,7 @@ use super::http as mock_http;
 
 /// One content block of a scripted reply.
 #[derive(Debug, Clone)]
-pub enum Block {
+pub(crate) enum Block {
     Text(String),
     ToolUse { name: String, input: Value },
 }
@@ -17,14 +17,14 @@ pub enum Block {
 /// One scripted answer to one `POST /v1/messages`.
 #[derive(Debug, Clone)]
 pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub blocks: Vec<Block>,
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) blocks: Vec<Block>,
 }
 
 impl Reply {
     /// A 200 with these blocks; ends the turn unless a block is a tool call.
-    pub fn blocks(blocks: Vec<Block>) -> Reply {
+    pub(crate) fn blocks(blocks: Vec<Block>) -> Reply {
         Reply {
             status: 200,
             headers: Vec::new(),
