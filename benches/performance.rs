@@ -211,11 +211,11 @@ impl World {
 
     /// A year of nights: 9,000 done Jobs of 11 Runs each, one done Job of 1,000 Runs (its
     /// id is returned), 1,000 queued Jobs, and a million Snapshots over the last 30 days, the
-    /// newest over the ceiling. owl makes its state and schema (`owl status`); the history is
-    /// written as owl's store writes its rows, in one transaction (owl's crate exports no
-    /// store: it is a binary).
+    /// newest over the ceiling. owl makes its state and schema (`owl tick --dry-run`); the
+    /// history is written as owl's store writes its rows, in one transaction (owl's crate
+    /// exports no store: it is a binary).
     fn seed(&self) -> String {
-        assert!(self.owl(&["status"]).status().unwrap().success());
+        assert!(self.owl(&["tick", "--dry-run"]).status().unwrap().success());
         let mut db = rusqlite::Connection::open(self.root.join("state/owl.db")).unwrap();
         let now: DateTime<Utc> = NOW.parse().unwrap();
         let at = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

@@ -199,23 +199,33 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     found.into_values().collect()
 }
 
-/// Each `src/**/*.rs` file's code (see [`code`]) by its path under `src/`.
-fn source_files() -> BTreeMap<String, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = BTreeMap::new();
-    let mut dirs = vec![root.clone()];
+/// Every `*.rs` file below `root`.
+fn rust_files(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();
             if path.is_dir() {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let relative = path.strip_prefix(&root).unwrap().display().to_string();
-                out.insert(relative, code(&std::fs::read_to_string(&path).unwrap()));
+                out.push(path);
             }
         }
     }
     out
+}
+
+/// Each `src/**/*.rs` file's code (see [`code`]) by its path under `src/`.
+fn source_files() -> BTreeMap<String, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    rust_files(&root)
+        .into_iter()
+        .map(|path| {
+            let relative = path.strip_prefix(&root).unwrap().display().to_string();
+            (relative, code(&std::fs::read_to_string(&path).unwrap()))
+        })
+        .collect()
 }
 
 /// `src/**/*.rs` by module, each module's files' code joined (the test modules in files of
@@ -905,19 +915,13 @@ fn unused_public(files: &BTreeMap<String, String>, outside: &str) -> Vec<String>
 /// What is outside the crate and uses it: `main.rs`, the integration tests, the benches.
 fn outside_the_crate() -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut text = std::fs::read_to_string(root.join("src/main.rs")).unwrap();
-    let mut dirs = vec![root.join("tests"), root.join("benches")];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                text.push_str(&std::fs::read_to_string(&path).unwrap());
-            }
-        }
-    }
-    text
+    let mut files = rust_files(&root.join("tests"));
+    files.extend(rust_files(&root.join("benches")));
+    files.push(root.join("src/main.rs"));
+    files
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect()
 }
 
 /// Issue 37: owl is a binary; its crate is `pub(crate)` by default, and every public item is
