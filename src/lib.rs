@@ -16,6 +16,7 @@ mod error;
 mod handoff;
 mod lock;
 mod model;
+mod morning;
 mod notify;
 mod oneshot;
 mod outcome;

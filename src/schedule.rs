@@ -23,7 +23,12 @@ pub(crate) struct WindowView {
     pub(crate) model: Option<String>,
     /// `None` when the last figure is from before the Window's reset (it no longer holds).
     pub(crate) percent: Option<f64>,
+    /// The ceiling in force now: the configured one, or the night ceiling (see `night`).
     pub(crate) ceiling: Option<f64>,
+    /// The config key of the ceiling in force (`fiveHourMax`, …, or `nightMax`).
+    pub(crate) limit: Option<&'static str>,
+    /// When the night ceiling holds: the Window resets before the morning.
+    pub(crate) night: Option<NightCeiling>,
     pub(crate) resets_at: Option<DateTime<Utc>>,
     pub(crate) observed_at: DateTime<Utc>,
     pub(crate) source: crate::model::SnapshotSource,
@@ -37,6 +42,31 @@ impl WindowView {
     /// Its name as people read it: a per-model Window with its model's.
     pub(crate) fn label(&self) -> String {
         window_label(&self.window, self.model.as_deref())
+    }
+}
+
+/// Why a Window is held to the night ceiling: it resets before the user's morning, and its
+/// configured ceiling (`limit`, `ceiling`) is the day's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub(crate) struct NightCeiling {
+    pub(crate) morning: DateTime<Utc>,
+    pub(crate) limit: &'static str,
+    pub(crate) ceiling: f64,
+}
+
+impl WindowView {
+    /// Why its ceiling is what it is, when that is the night's: "night ceiling 85:
+    /// resets 03:00, before the morning at 07:00 (fiveHourMax 60 by day)".
+    pub(crate) fn night_reason(&self) -> Option<String> {
+        let night = self.night?;
+        Some(format!(
+            "night ceiling {}: resets {}, before the morning at {} ({} {} by day)",
+            fmt_percent(self.ceiling.unwrap_or(0.0)),
+            self.resets_at.map_or("?".into(), local_hm),
+            local_hm(night.morning),
+            night.limit,
+            fmt_percent(night.ceiling)
+        ))
     }
 }
 

@@ -127,7 +127,7 @@ pub(crate) fn on_credits(event: &AgentEvent, allow_extra_usage: bool) -> Option<
 /// last, so the Job waits until every crossed Window has reset.
 pub(crate) fn crossing(
     snapshots: &[Snapshot],
-    limits: Option<&Limits>,
+    (limits, tonight): (Option<&Limits>, Option<&crate::morning::Tonight>),
     run_model: Option<&str>,
 ) -> Option<StopCause> {
     snapshots
@@ -137,8 +137,9 @@ pub(crate) fn crossing(
             WindowKind::limits_model(model.as_deref(), run_model)
         })
         .filter_map(|s| {
-            let (key, ceiling) = ceiling_for(&s.window, limits)?;
-            (s.percent >= ceiling).then_some((s, key, ceiling))
+            let configured = ceiling_for(&s.window, limits)?;
+            let bound = crate::morning::Bound::in_force(configured, s.resets_at, tonight);
+            (s.percent >= bound.ceiling).then_some((s, bound.key, bound.ceiling))
         })
         .max_by_key(|(s, _, _)| s.resets_at)
         .map(|(s, key, ceiling)| {
@@ -317,6 +318,7 @@ mod tests {
             weekly_max: Some(50.0),
             model_weekly_max: None,
             allow_extra_usage: false,
+            night_max: None,
         };
         let snap = |window: &str, percent, resets: &str| Snapshot {
             account: "work".into(),
@@ -329,14 +331,14 @@ mod tests {
             model: None,
         };
         let under = [snap("five_hour", 59.9, "2026-11-30T05:00:00Z")];
-        assert_eq!(crossing(&under, Some(&limits), None), None);
+        assert_eq!(crossing(&under, (Some(&limits), None), None), None);
         let over = [
             snap("five_hour", 63.0, "2026-11-30T05:00:00Z"),
             snap("seven_day_opus", 12.0, "2026-12-03T00:00:00Z"),
             snap("extra_window", 99.0, "2026-12-03T00:00:00Z"),
         ];
         assert_eq!(
-            crossing(&over, Some(&limits), None),
+            crossing(&over, (Some(&limits), None), None),
             Some(StopCause::Ceiling(Crossing {
                 window: "five_hour".into(),
                 percent: 63.0,
@@ -345,7 +347,7 @@ mod tests {
                 resets_at: Some(t("2026-11-30T05:00:00Z")),
             }))
         );
-        assert_eq!(crossing(&over, None, None), None);
+        assert_eq!(crossing(&over, (None, None), None), None);
     }
 
     #[test]
@@ -365,10 +367,11 @@ mod tests {
             weekly_max: Some(50.0),
             model_weekly_max: None,
             allow_extra_usage: false,
+            night_max: None,
         };
         let crossed = |s: &Snapshot, l: &Limits, m: Option<&str>| match crossing(
             std::slice::from_ref(s),
-            Some(l),
+            (Some(l), None),
             m,
         ) {
             Some(StopCause::Ceiling(c)) => Some(c.limit),

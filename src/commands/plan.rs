@@ -262,6 +262,9 @@ pub(super) fn print_account(a: &AccountView, now: DateTime<Utc>) {
             human(now - w.observed_at),
             w.source
         );
+        if let Some(why) = w.night_reason() {
+            outln!("      {why}");
+        }
     }
 }
 

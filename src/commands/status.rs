@@ -73,6 +73,19 @@ struct WindowJson {
     run_id: Option<i64>,
     /// The figure is from before the Window reset, so it no longer counts.
     stale: bool,
+    /// Present when `ceiling` is the night ceiling: the Window resets before the morning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    night: Option<NightJson>,
+}
+
+/// Why a Window's ceiling is the night's, and the ceiling it keeps by day.
+#[derive(Debug, Serialize)]
+struct NightJson {
+    /// The next morning (RFC 3339), which the Window resets before.
+    morning: String,
+    /// The configured ceiling (`fiveHourMax`, `weeklyMax`, `modelWeeklyMax`) and its value.
+    limit: &'static str,
+    configured: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -398,6 +411,11 @@ fn account_json(a: &AccountView) -> AccountJson {
                 source: w.source,
                 run_id: w.run_id,
                 stale: w.percent.is_none(),
+                night: w.night.map(|n| NightJson {
+                    morning: rfc3339(n.morning),
+                    limit: n.limit,
+                    configured: n.ceiling,
+                }),
             })
             .collect(),
     }

@@ -425,7 +425,7 @@ fn execute(
         run_id,
         &job.id,
         account,
-        account_cfg,
+        (account_cfg, crate::morning::Day::of(&ctx.config)),
         job.model.as_deref(),
     );
     if ignore_ceiling {

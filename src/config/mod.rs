@@ -355,6 +355,10 @@ pub(crate) struct JobDefaults {
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Schedule {
     pub(crate) window: Option<TimeWindow>,
+    /// When the user's day starts, without a `window` (whose end is the morning then).
+    pub(crate) morning: Option<chrono::NaiveTime>,
+    /// When the user's day ends, with `morning` (`morning::DEFAULT_DAY_ENDS` when unset).
+    pub(crate) day_ends: Option<chrono::NaiveTime>,
 }
 
 /// A configured agent Account.
@@ -464,7 +468,7 @@ impl Env {
 }
 
 /// The Ceilings of one Account, in percent of each Window.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Limits {
     #[serde(default, deserialize_with = "de_percent")]
@@ -475,6 +479,10 @@ pub(crate) struct Limits {
     /// governs them when it is not set.
     #[serde(default, deserialize_with = "de_percent")]
     pub(crate) model_weekly_max: Option<f64>,
+    /// The ceiling of a Window that resets before the user's morning, in the night
+    /// (`morning::DEFAULT_NIGHT_MAX` when unset); never below the ceilings above.
+    #[serde(default, deserialize_with = "de_percent")]
+    pub(crate) night_max: Option<f64>,
     /// Whether a Run may go on when the plan bills extra usage (paid credits). Off by
     /// default: the first sign of it stops the Run.
     #[serde(default)]

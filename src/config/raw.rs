@@ -96,9 +96,14 @@ pub(super) struct RawDefaults {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct RawSchedule {
     #[serde(default, deserialize_with = "de_time_window")]
     pub(super) window: Option<TimeWindow>,
+    #[serde(default, deserialize_with = "de_time_of_day")]
+    pub(super) morning: Option<chrono::NaiveTime>,
+    #[serde(default, deserialize_with = "de_time_of_day")]
+    pub(super) day_ends: Option<chrono::NaiveTime>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -287,6 +292,17 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
+}
+
+fn de_time_of_day<'de, D: Deserializer<'de>>(d: D) -> Result<Option<chrono::NaiveTime>, D::Error> {
+    let s = String::deserialize(d)?;
+    chrono::NaiveTime::parse_from_str(s.trim(), "%H:%M")
+        .map(Some)
+        .map_err(|_| {
+            serde::de::Error::custom(format!(
+                "'{s}' is not a time of day (use a local time like \"07:00\")"
+            ))
+        })
 }
 
 fn de_time_window<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TimeWindow>, D::Error> {

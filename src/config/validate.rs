@@ -106,6 +106,7 @@ pub(super) fn validate(
     let max_concurrent_runs = raw
         .max_concurrent_runs
         .unwrap_or(accounts.len().max(1) as u32);
+    let schedule = schedule(raw.schedule.unwrap_or_default(), &place)?;
     Ok(Config {
         source: source.to_string(),
         state_dir,
@@ -123,9 +124,7 @@ pub(super) fn validate(
             .unwrap_or_else(|| "owl <owl@localhost>".into()),
         max_concurrent_runs,
         defaults,
-        schedule: Schedule {
-            window: raw.schedule.and_then(|s| s.window),
-        },
+        schedule,
         accounts,
         drivers,
         sandbox,
@@ -274,6 +273,7 @@ fn accounts(
         if let Some(store) = &credential_store {
             check_store_unshared(&accounts, &name, store, place)?;
         }
+        check_night_max(&name, acc.limits.as_ref(), place)?;
         let account = Account {
             driver: acc.driver.unwrap_or_default(),
             credential_store,
@@ -289,6 +289,62 @@ fn accounts(
         return Err(place.whole("'accounts' names no Account; owl needs at least one"));
     }
     Ok(accounts)
+}
+
+/// The night and the morning: with a `window`, the morning is where it ends, so a
+/// `morning` beside it would be a second answer; `dayEnds` says where a `morning`'s day ends.
+fn schedule(raw: super::raw::RawSchedule, place: &Place) -> Result<Schedule, Error> {
+    if let (Some(window), Some(_)) = (raw.window, raw.morning) {
+        return Err(place.at(
+            "schedule.morning",
+            format!(
+                "schedule.morning beside schedule.window: the morning is where the window ends \
+                 ({}); set one of them",
+                window.end.format("%H:%M")
+            ),
+        ));
+    }
+    if raw.day_ends.is_some() && raw.morning.is_none() {
+        return Err(place.at(
+            "schedule.dayEnds",
+            "schedule.dayEnds needs schedule.morning (with schedule.window the day ends where \
+             the window starts)"
+                .into(),
+        ));
+    }
+    Ok(Schedule {
+        window: raw.window,
+        morning: raw.morning,
+        day_ends: raw.day_ends,
+    })
+}
+
+/// A night ceiling is the most a Window that resets before the morning may reach: one
+/// under a configured ceiling would hold the night's Windows tighter than the day's.
+fn check_night_max(name: &str, limits: Option<&Limits>, place: &Place) -> Result<(), Error> {
+    let Some(limits) = limits else {
+        return Ok(());
+    };
+    let Some(night) = limits.night_max else {
+        return Ok(());
+    };
+    let over = [
+        ("fiveHourMax", limits.five_hour_max),
+        ("weeklyMax", limits.weekly_max),
+        ("modelWeeklyMax", limits.model_weekly_max),
+    ]
+    .into_iter()
+    .find_map(|(key, c)| c.filter(|c| *c > night).map(|c| (key, c)));
+    match over {
+        Some((key, ceiling)) => Err(place.at(
+            &format!("accounts.{name}.limits.nightMax"),
+            format!(
+                "nightMax {night} is under {key} {ceiling}: the night ceiling is what a Window \
+                 that resets before the morning may reach, never less than the day's"
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// One store is one login and one plan: two Accounts on it would each count the other's use.

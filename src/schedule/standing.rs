@@ -254,10 +254,12 @@ pub(crate) fn account_views(
         .iter()
         .map(|(name, account)| {
             let run_model = config.defaults.model.as_deref();
+            let limits = account.limits.as_ref();
+            let tonight = crate::morning::Tonight::of(config, limits, now, &Local);
             let windows: Vec<WindowView> = snapshots
                 .iter()
                 .filter(|s| &s.account == name)
-                .map(|s| window_view(s, account.limits.as_ref(), run_model, now))
+                .map(|s| window_view(s, (limits, tonight.as_ref()), run_model, now))
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
             account_view(name, account, windows, note, run_model, now)
@@ -269,7 +271,10 @@ pub(crate) fn account_views(
 /// and whether it is over it for the Runs it limits.
 fn window_view(
     s: &Snapshot,
-    limits: Option<&crate::config::Limits>,
+    (limits, tonight): (
+        Option<&crate::config::Limits>,
+        Option<&crate::morning::Tonight>,
+    ),
     run_model: Option<&str>,
     now: DateTime<Utc>,
 ) -> WindowView {
@@ -280,7 +285,9 @@ fn window_view(
         None => now - s.observed_at >= window_length(&s.window),
     };
     let percent = (!stale).then_some(s.percent);
-    let ceiling = ceiling_for(&s.window, limits).map(|(_, c)| c);
+    let configured = ceiling_for(&s.window, limits);
+    let bound = configured.map(|c| crate::morning::Bound::in_force(c, s.resets_at, tonight));
+    let ceiling = bound.map(|b| b.ceiling);
     let model = WindowKind::model_of(&s.window, s.model.as_deref());
     let applies = WindowKind::limits_model(model.as_deref(), run_model);
     WindowView {
@@ -289,6 +296,14 @@ fn window_view(
         model,
         percent,
         ceiling,
+        limit: bound.map(|b| b.key),
+        night: bound.zip(configured).and_then(|(b, (limit, ceiling))| {
+            Some(NightCeiling {
+                morning: b.before_morning?,
+                limit,
+                ceiling,
+            })
+        }),
         resets_at: s.resets_at,
         observed_at: s.observed_at,
         source: s.source,
@@ -400,7 +415,7 @@ fn standing_of(
         Standing::OverCeiling {
             window: w.label(),
             percent: w.percent.unwrap_or(0.0),
-            limit: ceiling_for(&w.window, limits).map_or("ceiling", |(k, _)| k),
+            limit: w.limit.unwrap_or("ceiling"),
             ceiling: w.ceiling.unwrap_or(0.0),
             resets_at: w.resets_at,
             expires_at: w.observed_at + window_length(&w.window),

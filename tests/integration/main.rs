@@ -18,6 +18,7 @@ mod fresh_home;
 mod gemini;
 mod hostile;
 mod json_contract;
+mod morning;
 mod night;
 mod notify;
 mod output;

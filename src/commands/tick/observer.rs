@@ -20,6 +20,9 @@ pub(super) struct TickObserver<'a> {
     job_id: &'a str,
     account: &'a str,
     limits: Option<Limits>,
+    /// The user's day, for the ceiling in force at each response (a night ceiling for a
+    /// Window that resets before the morning).
+    day: Option<crate::morning::Day>,
     /// The Account lets a Run go on when the plan bills extra usage (paid credits).
     allow_extra_usage: bool,
     /// The model the Run asked for, or (once the agent said) the one it runs: a per-model
@@ -47,7 +50,7 @@ impl<'a> TickObserver<'a> {
         run_id: i64,
         job_id: &'a str,
         account: &'a str,
-        account_cfg: &'a crate::config::Account,
+        (account_cfg, day): (&'a crate::config::Account, Option<crate::morning::Day>),
         model: Option<&str>,
     ) -> TickObserver<'a> {
         let window_models = store
@@ -64,6 +67,7 @@ impl<'a> TickObserver<'a> {
             job_id,
             account,
             limits: account_cfg.limits,
+            day,
             allow_extra_usage: account_cfg.limits.is_some_and(|l| l.allow_extra_usage),
             model: model.map(String::from),
             env: &account_cfg.env,
@@ -157,7 +161,20 @@ impl TickObserver<'_> {
                 }));
             }
         }
-        usage::crossing(&snapshots, self.limits.as_ref(), self.model.as_deref())
+        // The bound in force at this response: a Window that closes before the morning is
+        // held to the night ceiling, the one a Run opened after it to its own.
+        let tonight = self.day.and_then(|day| {
+            let morning = day.next_morning(now, &chrono::Local)?;
+            Some(crate::morning::Tonight {
+                morning,
+                night_max: crate::morning::night_max(self.limits.as_ref()),
+            })
+        });
+        usage::crossing(
+            &snapshots,
+            (self.limits.as_ref(), tonight.as_ref()),
+            self.model.as_deref(),
+        )
     }
 }
 

@@ -1,0 +1,168 @@
+//! The night planned around the morning (issue 38): a Window that resets before the user's
+//! morning is held to the night ceiling, seen from the night; one still open at the morning
+//! keeps its configured ceiling, and so does every Window seen from the user's day.
+
+use crate::support::{window, TestEnv};
+
+/// An Account `work` under `fiveHourMax: 60`, polled every 200 ms, with `schedule` as given.
+fn env_with(schedule: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "usagePollInterval: 200ms\n{schedule}accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n"
+    ));
+    env
+}
+
+/// The get_usage answers the fake agent gives, in order: five-hour figures and their resets.
+fn answers(env: &TestEnv, figures: &[(f64, &str)]) {
+    let lines: Vec<String> = figures
+        .iter()
+        .map(|(p, reset)| format!(r#"{{"five_hour":{{"utilization":{p},"resets_at":"{reset}"}}}}"#))
+        .collect();
+    std::fs::write(&env.usage, lines.join("\n")).unwrap();
+}
+
+/// A Run that works until owl stops it: the first API response, then a long tool call.
+const LONG_RUN: &str = "read-prompt\nreplay interrupt-control-request.jsonl 1 2\nsleep 30000\n";
+
+const NIGHT: &str = "schedule:\n  window: \"22:00-07:00\"\n";
+
+#[test]
+fn a_window_that_resets_before_the_morning_runs_to_the_night_ceiling() {
+    // 03:00; the five-hour Window resets at 05:00, before the morning at 07:00.
+    let env = env_with(NIGHT);
+    answers(
+        &env,
+        &[
+            (70.0, "2026-11-30T05:00:00.000Z"),
+            (80.0, "2026-11-30T05:00:00.000Z"),
+            (86.0, "2026-11-30T05:00:00.000Z"),
+        ],
+    );
+    env.script(LONG_RUN);
+    env.add("Spend the night's window");
+    let tick = env.tick();
+    // 70 and 80 are over fiveHourMax 60 but under the night ceiling: the Run went on.
+    assert_eq!(
+        tick["stop_reason"], "ceiling: five_hour 86% >= nightMax 85",
+        "{tick}"
+    );
+    assert_eq!(env.recorded("stdin.jsonl").matches("get_usage").count(), 3);
+}
+
+#[test]
+fn a_run_still_going_when_the_mornings_window_opens_is_held_to_its_ceiling() {
+    // The Window that closes at 05:00 is the night's; the one the Run finds open after it
+    // resets at 10:00, after the morning: its ceiling is fiveHourMax again.
+    let env = env_with(NIGHT);
+    answers(
+        &env,
+        &[
+            (70.0, "2026-11-30T05:00:00.000Z"),
+            (65.0, "2026-11-30T10:00:00.000Z"),
+        ],
+    );
+    env.script(LONG_RUN);
+    env.add("Cross into the morning's window");
+    let tick = env.tick();
+    assert_eq!(
+        tick["stop_reason"], "ceiling: five_hour 65% >= fiveHourMax 60",
+        "{tick}"
+    );
+}
+
+#[test]
+fn status_shows_the_ceiling_in_force_and_why() {
+    let env = env_with(NIGHT);
+    answers(&env, &[(70.0, "2026-11-30T05:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], true, "{status}");
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["ceiling"], 85.0);
+    assert_eq!(five["night"]["limit"], "fiveHourMax");
+    assert_eq!(five["night"]["configured"], 60.0);
+    assert_eq!(five["night"]["morning"], "2026-11-30T07:00:00Z");
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "night ceiling 85: resets 05:00, before the morning at 07:00 (fiveHourMax 60 by day)"
+        ),
+        "{text}"
+    );
+    // The same figure without a morning: over its ceiling, as owl has always held it.
+    let plain = env_with("");
+    answers(&plain, &[(70.0, "2026-11-30T05:00:00.000Z")]);
+    plain.owl().args(["probe", "work"]).assert().success();
+    let status = plain.status();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["ceiling"], 60.0);
+    assert!(five.get("night").is_none(), "{five}");
+}
+
+#[test]
+fn a_window_that_closes_in_the_users_day_is_the_users() {
+    // Noon, with the morning named: the Window resetting at 15:00 keeps fiveHourMax.
+    let mut env = env_with("schedule:\n  morning: \"07:00\"\n");
+    env.now = "2026-11-30T12:00:00Z".into();
+    answers(&env, &[(70.0, "2026-11-30T15:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    assert_eq!(window(&status, "work", "five_hour")["ceiling"], 60.0);
+    // At 23:00 the day is over (dayEnds 22:00 by default): a Window closing at 02:00 is
+    // the night's.
+    env.now = "2026-11-30T23:00:00Z".into();
+    answers(&env, &[(70.0, "2026-12-01T02:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], true, "{status}");
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["night"]["morning"], "2026-12-01T07:00:00Z");
+}
+
+#[test]
+fn a_morning_in_berlin_is_seven_local_across_the_autumn_change() {
+    // 2026-10-25: Berlin leaves summer time at 03:00 local (01:00 UTC). At 23:00 UTC on the
+    // 24th it is 01:00 summer time; the morning at 07:00 local is winter time, 06:00 UTC.
+    let mut env = env_with("schedule:\n  morning: \"07:00\"\n");
+    env.extra_env.push(("TZ".into(), "Europe/Berlin".into()));
+    env.now = "2026-10-24T23:00:00Z".into();
+    answers(&env, &[(70.0, "2026-10-25T05:30:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let status = env.status();
+    let five = window(&status, "work", "five_hour");
+    assert_eq!(five["night"]["morning"], "2026-10-25T06:00:00Z", "{five}");
+    assert_eq!(five["ceiling"], 85.0);
+}
+
+#[test]
+fn night_settings_that_would_weaken_the_morning_are_refused_on_their_line() {
+    let env = TestEnv::new();
+    for (body, says) in [
+        (
+            "accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      nightMax: 50\n",
+            "line 10: nightMax 50 is under fiveHourMax 60",
+        ),
+        (
+            "accounts:\n  work:\n    limits:\n      nightMax: 101\n",
+            "'101' is out of range",
+        ),
+        (
+            "schedule:\n  window: \"22:00-07:00\"\n  morning: \"07:00\"\naccounts:\n  work: {}\n",
+            "line 8: schedule.morning beside schedule.window",
+        ),
+        (
+            "schedule:\n  morning: \"7am\"\naccounts:\n  work: {}\n",
+            "'7am' is not a time of day",
+        ),
+    ] {
+        env.write_config(body);
+        let out = env.owl().args(["config", "check"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{body}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{body}: {err}");
+    }
+}
