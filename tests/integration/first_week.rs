@@ -331,7 +331,9 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
             })
             .count()
     };
-    // The probe scenario's get_usage is held: the check is mid-way when the signal comes.
+    // The probe scenario's get_usage is held, and every scenario's agent lives on (waiting
+    // for a prompt, or working on it): the check is mid-way when the signal comes.
+    env.script("read-prompt\nsleep 30000\n");
     let gate = env.dir.path().join("usage.gate");
     env.extra_env
         .push(("FAKE_AGENT_USAGE_GATE".into(), gate.display().to_string()));
