@@ -22,12 +22,23 @@ use crate::supervise::{Executor, LocalExecutor, Oneshot};
 /// With `record`, what the CLI wrote in each scenario is kept there as a fixture
 /// (`conformance-<scenario>.jsonl`).
 pub(crate) fn check(kind: DriverKind, command: &Path, record: Option<&Path>) -> Vec<Check> {
-    match kind {
+    let checks = match kind {
         DriverKind::ClaudeCode => claude_code::run(command, record),
         DriverKind::Gemini => gemini::run(command, record),
         DriverKind::Codex => codex::run(command, record),
+    };
+    // Checks that failed because a stop signal killed their CLIs are no verdict: the
+    // signal's own thread is cleaning up, and ends owl.
+    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
     }
+    checks
 }
+
+/// A stop signal came and its cleanup is under way (see [`end_cleanly_on_stop`]).
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// One protocol fact, checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -217,6 +228,8 @@ pub(crate) fn end_cleanly_on_stop() -> std::io::Result<()> {
         let Some(sig) = signals.forever().next() else {
             return;
         };
+        // First, so that no scenario its kill ends can be reported as a verdict.
+        STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
         crate::supervise::kill_descendants();
         // Held until owl exits: no scenario makes another scratch directory meanwhile.
         let mut live = live_scratch();
