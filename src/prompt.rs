@@ -20,10 +20,18 @@ decision only a person can make), and say exactly what is needed.";
 /// The user message that starts a Run: the Job's prompt, owl's standing instructions, the
 /// Handoff a previous Run committed, and what that Run came to. Every Run starts a fresh
 /// context (ADR-0026): this message is all it knows.
-pub(crate) fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Option<&str>) -> String {
+pub(crate) fn build(
+    job_prompt: &str,
+    handoff: Option<&str>,
+    previous_run: Option<&str>,
+    budget: Option<&Budget>,
+) -> String {
     let mut prompt = job_prompt.trim_end().to_string();
     prompt.push_str("\n\n---\nHow to work (from owl, which runs you):\n");
     prompt.push_str(STANDING_INSTRUCTIONS);
+    if let Some(budget) = budget {
+        prompt.push_str(&format!("\n\n---\n{budget}"));
+    }
     if let Some(prev) = previous_run {
         prompt.push_str(&format!("\n\n---\nThe previous Run: {prev}"));
     }
@@ -38,6 +46,34 @@ pub(crate) fn build(job_prompt: &str, handoff: Option<&str>, previous_run: Optio
         None => {}
     }
     prompt
+}
+
+/// The binding ceiling a Run starts under: the Window with the least headroom, its figure
+/// and the ceiling in force (with its config key).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Budget {
+    pub(crate) window: String,
+    pub(crate) percent: f64,
+    pub(crate) ceiling: f64,
+    pub(crate) limit: &'static str,
+}
+
+/// Two plain sentences: where the agent will be stopped, and what to do about it.
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pct = crate::text::fmt_percent;
+        write!(
+            f,
+            "Your budget: the plan's {} window is at {}%, and owl stops this Run when it \
+             reaches {}% ({}), about {} points from now. Commit your work as you go, and write \
+             the Handoff well before then.",
+            self.window,
+            pct(self.percent),
+            pct(self.ceiling),
+            self.limit,
+            pct((self.ceiling - self.percent).max(0.0))
+        )
+    }
 }
 
 /// One paragraph on how a Run ended, for the next Run's prompt: "stopped at a usage
@@ -126,7 +162,7 @@ mod tests {
 
     #[test]
     fn the_prompt_carries_instructions_handoff_and_previous_run() {
-        let first = build("Fix it.\n", None, None);
+        let first = build("Fix it.\n", None, None, None);
         assert!(first.starts_with("Fix it.\n\n---\nHow to work"));
         assert!(first.contains(STANDING_INSTRUCTIONS));
         assert!(!first.contains("previous Run"));
@@ -134,10 +170,11 @@ mod tests {
             "Fix it.",
             Some("status: continue\nnext: tests"),
             Some("Run 1 ended normally."),
+            None,
         );
         assert!(p.contains("The previous Run: Run 1 ended normally."));
         assert!(p.contains("next: tests"));
-        let lost = build("Fix it.", None, Some("Run 1 failed."));
+        let lost = build("Fix it.", None, Some("Run 1 failed."), None);
         assert!(lost.contains("left no .owl/handoff.md"));
     }
 

@@ -319,6 +319,7 @@ mod tests {
             model_weekly_max: None,
             allow_extra_usage: false,
             night_max: None,
+            min_headroom: None,
         };
         let snap = |window: &str, percent, resets: &str| Snapshot {
             account: "work".into(),
@@ -368,6 +369,7 @@ mod tests {
             model_weekly_max: None,
             allow_extra_usage: false,
             night_max: None,
+            min_headroom: None,
         };
         let crossed = |s: &Snapshot, l: &Limits, m: Option<&str>| match crossing(
             std::slice::from_ref(s),

@@ -164,6 +164,35 @@ fn login_written_since(note: &crate::model::AccountNote, account: &crate::config
 }
 
 /// Each Account's view, with what this machine shows of it without starting the agent.
+/// The ceiling a Run on `account` starts under, for its prompt: the Window (of those that
+/// limit its model) with the least headroom under the ceiling in force, from the newest
+/// figures; `None` with no figure under a ceiling.
+pub(super) fn budget_of(
+    ctx: &Ctx,
+    store: &Store,
+    account: &str,
+    model: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<Option<crate::prompt::Budget>> {
+    let snapshots = store.latest_snapshots()?;
+    let views = schedule::account_views(&ctx.config, &snapshots, &BTreeMap::new(), now);
+    let Some(view) = views.into_iter().find(|v| v.name == account) else {
+        return Ok(None);
+    };
+    let tightest = view
+        .windows
+        .iter()
+        .filter(|w| crate::model::WindowKind::limits_model(w.model.as_deref(), model))
+        .filter_map(|w| Some((w, w.percent?, w.ceiling?)))
+        .min_by(|a, b| (a.2 - a.1).total_cmp(&(b.2 - b.1)));
+    Ok(tightest.map(|(w, percent, ceiling)| crate::prompt::Budget {
+        window: w.label(),
+        percent,
+        ceiling,
+        limit: w.limit.unwrap_or("ceiling"),
+    }))
+}
+
 pub(super) fn account_views(
     ctx: &Ctx,
     snapshots: &[crate::model::Snapshot],

@@ -345,7 +345,22 @@ fn run_and_record(
 }
 
 /// The Run's prompt: the Job's, with its Handoff and what the Run before did.
-fn run_prompt(store: &Store, job: &Job, workspace: &Workspace, run_id: i64) -> Result<String> {
+/// With `budgeted`, the Account whose binding ceiling the prompt tells the agent, so that
+/// it commits before owl stops it there.
+fn run_prompt(
+    ctx: &Ctx,
+    store: &Store,
+    job: &Job,
+    workspace: &Workspace,
+    (run_id, budgeted): (i64, Option<&str>),
+) -> Result<String> {
+    let budget = match budgeted {
+        Some(account) => {
+            let now = crate::clock::now()?;
+            super::plan::budget_of(ctx, store, account, job.model.as_deref(), now)?
+        }
+        None => None,
+    };
     // A Handoff owl will not read (too large, not a file) leaves the prompt without one;
     // the Job's reason already says why.
     let handoff = workspace.handoff().unwrap_or_else(|e| {
@@ -355,7 +370,12 @@ fn run_prompt(store: &Store, job: &Job, workspace: &Workspace, run_id: i64) -> R
     let previous = store
         .last_finished_run(&job.id, run_id)?
         .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
-    let prompt = crate::prompt::build(&job.prompt, handoff.as_deref(), previous.as_deref());
+    let prompt = crate::prompt::build(
+        &job.prompt,
+        handoff.as_deref(),
+        previous.as_deref(),
+        budget.as_ref(),
+    );
     Ok(prompt)
 }
 
@@ -375,7 +395,9 @@ fn execute(
     latch: &crate::supervise::StopLatch,
 ) -> Result<RunReport> {
     let account_cfg = &ctx.config.accounts[account];
-    let prompt = run_prompt(store, job, workspace, run_id)?;
+    // With --ignore-ceiling no ceiling stops the Run: the prompt names none.
+    let budgeted = (!ignore_ceiling).then_some(account);
+    let prompt = run_prompt(ctx, store, job, workspace, (run_id, budgeted))?;
     let command = &ctx.config.drivers.get(account_cfg.driver).command;
     let files_dir = ctx.config.state().run_files(&job.id, run_id);
     let invocation = driver.invocation(&RunRequest {

@@ -483,6 +483,10 @@ pub(crate) struct Limits {
     /// (`morning::DEFAULT_NIGHT_MAX` when unset); never below the ceilings above.
     #[serde(default, deserialize_with = "de_percent")]
     pub(crate) night_max: Option<f64>,
+    /// The least headroom (percentage points) under the binding ceiling for a Run to start
+    /// (`schedule::DEFAULT_MIN_HEADROOM` when unset; 0 turns it off).
+    #[serde(default, deserialize_with = "de_percent")]
+    pub(crate) min_headroom: Option<f64>,
     /// Whether a Run may go on when the plan bills extra usage (paid credits). Off by
     /// default: the first sign of it stops the Run.
     #[serde(default)]

@@ -88,6 +88,16 @@ pub(crate) enum Standing {
         /// With no reset time, when the figure stops counting (a Window's length on).
         expires_at: DateTime<Utc>,
     },
+    /// A Window's figure is under its Ceiling by less than the Account's `minHeadroom`: a
+    /// Run started now would be stopped at its first figure.
+    NearCeiling {
+        window: String,
+        percent: f64,
+        limit: &'static str,
+        ceiling: f64,
+        min_headroom: f64,
+        resets_at: Option<DateTime<Utc>>,
+    },
     NoCeiling,
     /// The Driver reports no utilization: the Account runs until a rate limit, then waits
     /// for the reset it names or `backoff_secs`.
@@ -112,7 +122,9 @@ impl Standing {
     pub(crate) fn until(&self) -> Option<DateTime<Utc>> {
         match self {
             Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
-            Standing::OverCeiling { resets_at, .. } => *resets_at,
+            Standing::OverCeiling { resets_at, .. } | Standing::NearCeiling { resets_at, .. } => {
+                *resets_at
+            }
             Standing::OnCredits { until, .. } => *until,
             _ => None,
         }
@@ -128,6 +140,7 @@ impl Standing {
             Standing::RateLimited { .. } => "rejected by the provider",
             Standing::OnCredits { .. } => "its plan is used up",
             Standing::OverCeiling { .. } => "over its ceiling",
+            Standing::NearCeiling { .. } => "too near its ceiling",
             Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. } => {
                 "schedulable"
             }
@@ -163,36 +176,8 @@ impl Standing {
                 local_hm(*until),
                 human(*until - now)
             ),
-            Standing::OverCeiling {
-                window,
-                percent,
-                limit,
-                ceiling,
-                resets_at,
-                expires_at,
-            } => {
-                let until = match resets_at {
-                    Some(t) => format!(
-                        "not scheduled until {} (in {})",
-                        local_hm(*t),
-                        human(*t - now)
-                    ),
-                    None => format!(
-                        "reset unknown: not scheduled until a probe or a Run observes a new \
-                         figure, or until {} (in {}), a {} after it was observed",
-                        local_hm(*expires_at),
-                        human(*expires_at - now),
-                        match WindowKind::of(window).length().num_days() {
-                            7 => "week",
-                            _ => "five hours",
-                        }
-                    ),
-                };
-                format!(
-                    "{window} {}% >= {limit} {} — {until}",
-                    fmt_percent(*percent),
-                    fmt_percent(*ceiling)
-                )
+            Standing::OverCeiling { .. } | Standing::NearCeiling { .. } => {
+                self.explain_ceiling(now)
             }
             Standing::OnCredits { window, until } => {
                 let window = window.as_deref().unwrap_or("a window");
@@ -219,6 +204,65 @@ impl Standing {
             Standing::UnderCeilings { observed: false } => {
                 "under its ceilings (no current figure observed yet)".into()
             }
+        }
+    }
+
+    /// A ceiling's standing in words: over it, or too near it to start a Run.
+    fn explain_ceiling(&self, now: DateTime<Utc>) -> String {
+        let until = |t: &DateTime<Utc>| {
+            format!(
+                "not scheduled until {} (in {})",
+                local_hm(*t),
+                human(*t - now)
+            )
+        };
+        match self {
+            Standing::OverCeiling {
+                window,
+                percent,
+                limit,
+                ceiling,
+                resets_at,
+                expires_at,
+            } => {
+                let until = match resets_at {
+                    Some(t) => until(t),
+                    None => format!(
+                        "reset unknown: not scheduled until a probe or a Run observes a new \
+                         figure, or until {} (in {}), a {} after it was observed",
+                        local_hm(*expires_at),
+                        human(*expires_at - now),
+                        match WindowKind::of(window).length().num_days() {
+                            7 => "week",
+                            _ => "five hours",
+                        }
+                    ),
+                };
+                format!(
+                    "{window} {}% >= {limit} {} — {until}",
+                    fmt_percent(*percent),
+                    fmt_percent(*ceiling)
+                )
+            }
+            Standing::NearCeiling {
+                window,
+                percent,
+                limit,
+                ceiling,
+                min_headroom,
+                resets_at,
+            } => format!(
+                "{window} {}% is within {} pp of {limit} {} (minHeadroom): a Run would be \
+                 stopped at once — {}",
+                fmt_percent(*percent),
+                fmt_percent(*min_headroom),
+                fmt_percent(*ceiling),
+                resets_at.as_ref().map_or_else(
+                    || "not scheduled until a probe or a Run observes a new figure".into(),
+                    until
+                )
+            ),
+            _ => String::new(),
         }
     }
 }
@@ -420,6 +464,15 @@ fn standing_of(
             resets_at: w.resets_at,
             expires_at: w.observed_at + window_length(&w.window),
         }
+    } else if let Some((w, min_headroom)) = near_ceiling(windows, limits, run_model) {
+        Standing::NearCeiling {
+            window: w.label(),
+            percent: w.percent.unwrap_or(0.0),
+            limit: w.limit.unwrap_or("ceiling"),
+            ceiling: w.ceiling.unwrap_or(0.0),
+            min_headroom,
+            resets_at: w.resets_at,
+        }
     } else if !crate::driver::capabilities(account.driver).usage_reporting {
         Standing::Reactive {
             backoff_secs: account.backoff.as_secs(),
@@ -440,6 +493,29 @@ pub(crate) fn window_length(window: &str) -> chrono::Duration {
 
 /// The Window that keeps the Account from being scheduled: the one over its Ceiling that
 /// resets last (the most utilized `seven_day*` counts for `weeklyMax`).
+/// The Window (with the Account's minimum) whose headroom under its ceiling in force is less
+/// than `minHeadroom` (default [`DEFAULT_MIN_HEADROOM`]): the one that resets last.
+fn near_ceiling<'w>(
+    windows: &'w [WindowView],
+    limits: Option<&crate::config::Limits>,
+    run_model: Option<&str>,
+) -> Option<(&'w WindowView, f64)> {
+    let min = limits
+        .and_then(|l| l.min_headroom)
+        .unwrap_or(DEFAULT_MIN_HEADROOM);
+    windows
+        .iter()
+        .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+        .filter(|w| matches!((w.percent, w.ceiling), (Some(p), Some(c)) if c - p < min))
+        .max_by_key(|w| w.resets_at)
+        .map(|w| (w, min))
+}
+
+/// The headroom under a ceiling below which no Run is started, when an Account sets none:
+/// two points. In the recorded transcripts one response moves a Window by 3 to 13 points,
+/// so a Run started closer than that is stopped at its first figure, having spent a start.
+pub(crate) const DEFAULT_MIN_HEADROOM: f64 = 2.0;
+
 pub(super) fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
     windows
         .iter()

@@ -166,3 +166,59 @@ fn night_settings_that_would_weaken_the_morning_are_refused_on_their_line() {
         assert!(err.contains(says), "{body}: {err}");
     }
 }
+
+#[test]
+fn no_run_starts_within_the_minimum_headroom_unless_asked_to_ignore_the_ceiling() {
+    let env = env_with("");
+    answers(&env, &[(59.0, "2026-11-30T05:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let id = env.add("One point left");
+    let status = env.status();
+    assert_eq!(status["accounts"][0]["schedulable"], false, "{status}");
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "five_hour 59% is within 2 pp of fiveHourMax 60 (minHeadroom): a Run would be \
+             stopped at once — not scheduled until 05:00 (in 2h)"
+        ),
+        "{text}"
+    );
+    assert_eq!(env.tick()["action"], "idle");
+    // --ignore-ceiling ignores every cap owl adds, the minimum too, and says so.
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let out = env
+        .owl()
+        .args(["tick", "--job", &id, "--ignore-ceiling", "--json"])
+        .output()
+        .unwrap();
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ignore-ceiling"));
+    // minHeadroom: 0 turns the minimum off.
+    let off = TestEnv::new();
+    off.write_config(
+        "accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      minHeadroom: 0\n",
+    );
+    answers(&off, &[(59.0, "2026-11-30T05:00:00.000Z")]);
+    off.owl().args(["probe", "work"]).assert().success();
+    assert_eq!(off.status()["accounts"][0]["schedulable"], true);
+}
+
+#[test]
+fn the_runs_prompt_tells_the_agent_where_it_will_be_stopped() {
+    let env = env_with(NIGHT);
+    answers(&env, &[(70.0, "2026-11-30T05:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    env.add("Spend the night's window");
+    assert_eq!(env.tick()["action"], "ran");
+    let first: serde_json::Value =
+        serde_json::from_str(env.recorded("stdin.jsonl").lines().next().unwrap()).unwrap();
+    let prompt = first["message"]["content"].as_str().unwrap();
+    let budget = prompt
+        .split("\n---\n")
+        .find(|part| part.starts_with("Your budget"))
+        .unwrap_or_else(|| panic!("no budget in the prompt: {prompt}"));
+    insta::assert_snapshot!(budget.trim_end(), @"Your budget: the plan's five_hour window is at 70%, and owl stops this Run when it reaches 85% (nightMax), about 15 points from now. Commit your work as you go, and write the Handoff well before then.");
+}

@@ -72,6 +72,7 @@ pub(super) fn choose_job(
         matches!(
             v.standing,
             crate::schedule::Standing::OverCeiling { .. }
+                | crate::schedule::Standing::NearCeiling { .. }
                 | crate::schedule::Standing::UnderCeilings { .. }
                 | crate::schedule::Standing::NoCeiling
                 | crate::schedule::Standing::Reactive { .. }
