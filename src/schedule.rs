@@ -181,6 +181,8 @@ pub(crate) fn plan(
                     None if !view.is_some_and(AccountView::utilization_known) => {
                         format!("next: runs on {name} (its utilization is not known yet)")
                     }
+                    // Why this Account, when the morning plan chose it among several.
+                    None if !reason.is_empty() => format!("next: runs on {name}: {reason}"),
                     None => format!("next: runs on {name}"),
                 }
             }
@@ -250,12 +252,10 @@ fn judge(
             Some(a) => (true, Some(a.name.clone()), String::new()),
         },
         None => {
-            let best = accounts
-                .iter()
-                .filter(|a| a.schedulable)
-                .max_by(|a, b| a.headroom.total_cmp(&b.headroom).then(b.name.cmp(&a.name)));
-            match best {
-                Some(a) => (true, Some(a.name.clone()), String::new()),
+            let schedulable: Vec<&AccountView> =
+                accounts.iter().filter(|a| a.schedulable).collect();
+            match best_account(&schedulable) {
+                Some(a) => (true, Some(a.name.clone()), why_account(a, &schedulable)),
                 None => {
                     let why: Vec<&str> = accounts.iter().map(|a| a.brief.as_str()).collect();
                     (
@@ -269,6 +269,37 @@ fn judge(
                 }
             }
         }
+    }
+}
+
+/// The Account a Job bound to none runs on: first the one whose room expires soonest (a
+/// Window that resets before the morning, under its night ceiling: spent tonight or never),
+/// then the one with the most headroom, then by name.
+fn best_account<'a>(schedulable: &[&'a AccountView]) -> Option<&'a AccountView> {
+    schedulable.iter().copied().min_by(|a, b| {
+        let expiry = |v: &AccountView| v.expiring.as_ref().map(|(t, _)| *t);
+        match (expiry(a), expiry(b)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        }
+        .then(b.headroom.total_cmp(&a.headroom))
+        .then(a.name.cmp(&b.name))
+    })
+}
+
+/// Why a Job bound to no Account runs on `chosen`, when the morning plan chose it among
+/// several: its room expires first. Empty otherwise (the most headroom, as always, or the
+/// only one).
+fn why_account(chosen: &AccountView, schedulable: &[&AccountView]) -> String {
+    match &chosen.expiring {
+        Some((at, window)) if schedulable.len() > 1 => format!(
+            "its {window} resets at {}, before the morning, and the room left under its \
+             night ceiling expires then",
+            local_hm(*at)
+        ),
+        _ => String::new(),
     }
 }
 

@@ -17,6 +17,9 @@ pub(crate) struct AccountView {
     pub(crate) standing: Standing,
     /// Percentage points left under the tightest Ceiling (100 with no figure or no ceiling).
     pub(crate) headroom: f64,
+    /// The Window whose room under its night ceiling expires first (it resets before the
+    /// morning), and when: capacity that is spent tonight or never.
+    pub(crate) expiring: Option<(DateTime<Utc>, String)>,
     /// When the Account becomes schedulable again, if it is blocked by a Window.
     pub(crate) until: Option<DateTime<Utc>>,
     pub(crate) has_ceiling: bool,
@@ -371,6 +374,13 @@ fn account_view(
         .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
         .filter_map(|w| Some(w.ceiling? - w.percent?))
         .fold(100.0_f64, f64::min);
+    let expiring = windows
+        .iter()
+        .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+        .filter(|w| w.night.is_some())
+        .filter(|w| matches!((w.percent, w.ceiling), (Some(p), Some(c)) if p < c))
+        .filter_map(|w| Some((w.resets_at?, w.label())))
+        .min();
     // An agent CLI problem does not stop scheduling: every tick checks the CLI again, so
     // the Job runs as soon as the CLI is fixed. Status tells it.
     let backoff = note.backoff_until.filter(|t| *t > now);
@@ -391,6 +401,7 @@ fn account_view(
         until: standing.until(),
         standing,
         headroom,
+        expiring,
         has_ceiling,
         login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
         store_empty: note.store_empty,

@@ -222,3 +222,62 @@ fn the_runs_prompt_tells_the_agent_where_it_will_be_stopped() {
         .unwrap_or_else(|| panic!("no budget in the prompt: {prompt}"));
     insta::assert_snapshot!(budget.trim_end(), @"Your budget: the plan's five_hour window is at 70%, and owl stops this Run when it reaches 85% (nightMax), about 15 points from now. Commit your work as you go, and write the Handoff well before then.");
 }
+
+#[test]
+fn a_job_for_any_account_spends_first_the_room_that_expires_first() {
+    let env = TestEnv::new();
+    let usage = |name: &str, line: &str| {
+        let path = env.dir.path().join(format!("{name}.usage"));
+        std::fs::write(&path, line).unwrap();
+        path.display().to_string()
+    };
+    // work: 70% of a Window that resets at 05:00, before the morning (15 points of room
+    // under the night ceiling, gone at 05:00); home: 10% of one that resets at 10:00.
+    let work = usage(
+        "work",
+        r#"{"five_hour":{"utilization":70,"resets_at":"2026-11-30T05:00:00.000Z"}}"#,
+    );
+    let home = usage(
+        "home",
+        r#"{"five_hour":{"utilization":10,"resets_at":"2026-11-30T10:00:00.000Z"}}"#,
+    );
+    env.write_config(&format!(
+        "{NIGHT}defaults:\n  account: null\naccounts:\n  home:\n    limits: {{fiveHourMax: 60}}\n    env: {{FAKE_AGENT_USAGE: {home}}}\n  work:\n    limits: {{fiveHourMax: 60}}\n    env: {{FAKE_AGENT_USAGE: {work}}}\n"
+    ));
+    for name in ["home", "work"] {
+        env.owl().args(["probe", name]).assert().success();
+    }
+    let id = env.add("Any account will do");
+    let status = env.status();
+    let entry = &status["queue"][0];
+    assert_eq!(entry["job_id"], id.as_str());
+    assert_eq!(entry["account"], "work", "{status}");
+    assert_eq!(
+        entry["reason"],
+        "next: runs on work: its five_hour resets at 05:00, before the morning, and the room \
+         left under its night ceiling expires then"
+    );
+    // The dry run says the same, with the ceiling in force for each Window.
+    let dry = env.owl().args(["tick", "--dry-run"]).output().unwrap();
+    let dry = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.contains("next: runs on work: its five_hour resets at 05:00"),
+        "{dry}"
+    );
+    assert!(
+        dry.contains("night ceiling 85: resets 05:00, before the morning at 07:00"),
+        "{dry}"
+    );
+    // Without a morning, the most headroom wins, as always, and nothing needs saying.
+    let plain = TestEnv::new();
+    plain.write_config(&format!(
+        "defaults:\n  account: null\naccounts:\n  home:\n    limits: {{fiveHourMax: 60}}\n    env: {{FAKE_AGENT_USAGE: {home}}}\n  work:\n    limits: {{fiveHourMax: 90}}\n    env: {{FAKE_AGENT_USAGE: {work}}}\n"
+    ));
+    for name in ["home", "work"] {
+        plain.owl().args(["probe", name]).assert().success();
+    }
+    plain.add("Any account will do");
+    let status = plain.status();
+    assert_eq!(status["queue"][0]["account"], "home", "{status}");
+    assert_eq!(status["queue"][0]["reason"], "next: runs on home");
+}
