@@ -28,7 +28,49 @@ struct ShowJson<'a> {
     cost_usd: f64,
     max_budget_usd: Option<f64>,
     max_job_budget_usd: Option<f64>,
+    /// What the Job's Runs used of each Window, summed over them (owl's share).
+    owl_share: Vec<ShareJson>,
     runs: Vec<RunJson>,
+}
+
+/// What owl used of a Window: percentage points, and whether that is an upper bound (a
+/// figure from before a Run was never seen).
+#[derive(Debug, Serialize)]
+struct ShareJson {
+    window: String,
+    /// The instance's reset (per Run); `null` in a Job's sum over its Runs.
+    resets_at: Option<String>,
+    points: f64,
+    upper_bound: bool,
+}
+
+impl ShareJson {
+    fn of_run(s: &crate::model::RunShare) -> ShareJson {
+        ShareJson {
+            window: s.window.clone(),
+            resets_at: Some(crate::clock::rfc3339(s.resets_at)),
+            points: crate::model::round_percent(s.points()),
+            upper_bound: !s.baseline_known,
+        }
+    }
+
+    /// A Job's shares summed per Window name, in the order first seen.
+    fn summed(shares: &[crate::model::RunShare]) -> Vec<ShareJson> {
+        let mut out: Vec<ShareJson> = Vec::new();
+        for s in shares {
+            match out.iter_mut().find(|j| j.window == s.window) {
+                Some(j) => {
+                    j.points = crate::model::round_percent(j.points + s.points());
+                    j.upper_bound |= !s.baseline_known;
+                }
+                None => out.push(ShareJson {
+                    resets_at: None,
+                    ..ShareJson::of_run(s)
+                }),
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -76,6 +118,11 @@ struct RunJson {
     log: String,
     /// The Job's check after the Run, when the agent said done and the Job has one.
     check: Option<RunCheckJson>,
+    /// What the Run used of each Window instance it saw (owl's share).
+    owl_share: Vec<ShareJson>,
+    /// The same in words: "used 7 pp of five_hour".
+    #[serde(skip)]
+    owl_share_said: Option<String>,
 }
 
 /// What a Run's check found, with where its output is.
@@ -118,14 +165,22 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
         .map(|r| (r.head_before.as_deref(), r.head_after.as_deref()))
         .collect();
     let commits = crate::workspace::commits_of_runs(&job.repo, &heads);
+    let shares = store.job_shares(&job.id)?;
     let shown = Shown {
         handoff: crate::workspace::read_handoff(&job).unwrap_or(None),
         summary: crate::workspace::branch_summary(&job).unwrap_or(None),
         run_rows: runs
             .iter()
             .zip(commits)
-            .map(|(r, commits)| run_json(ctx, r, commits))
+            .map(|(r, commits)| {
+                let mine: Vec<_> = shares.iter().filter(|s| s.run_id == r.id).collect();
+                let mut row = run_json(ctx, r, commits);
+                row.owl_share = mine.iter().map(|s| ShareJson::of_run(s)).collect();
+                row.owl_share_said = crate::model::describe_shares(mine);
+                row
+            })
             .collect(),
+        shares,
         now: standing_now(ctx, &store, &job)?,
         own_clone: ctx
             .config
@@ -152,6 +207,8 @@ struct Shown {
     handoff: Option<String>,
     summary: Option<BranchSummary>,
     run_rows: Vec<RunJson>,
+    /// What every Run used of each Window instance.
+    shares: Vec<crate::model::RunShare>,
     now: Option<String>,
     own_clone: bool,
 }
@@ -173,6 +230,7 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
         cost_usd: crate::model::total_cost(&shown.runs),
         max_budget_usd: job.max_budget_usd,
         max_job_budget_usd: job.max_job_budget_usd,
+        owl_share: ShareJson::summed(&shown.shares),
         runs: shown.run_rows,
     })
 }
@@ -185,6 +243,7 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         handoff,
         summary,
         run_rows,
+        shares,
         now,
         own_clone,
     } = shown;
@@ -230,6 +289,9 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.priority,
         j.runs_text()
     );
+    if let Some(used) = crate::model::describe_shares(shares) {
+        outln!("  owl's share: {used}");
+    }
     print_check(&j, runs);
     outln!(
         "  prompt:   {}",
@@ -345,6 +407,9 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     if let Some(reason) = &r.stop_reason {
         outln!("  reason: {reason}");
     }
+    if let Some(used) = &r.owl_share_said {
+        outln!("  {used}");
+    }
     if r.outcome.is_some() && !r.counts {
         outln!("  not counted toward maxRuns: not the Job's doing");
     }
@@ -445,6 +510,8 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
                 .to_string(),
             said: c.to_string(),
         }),
+        owl_share: Vec::new(),
+        owl_share_said: None,
         log: ctx
             .config
             .state()

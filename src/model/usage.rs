@@ -207,3 +207,54 @@ impl fmt::Display for Rejection {
         Ok(())
     }
 }
+
+/// What one Run used of one Window instance (a Window and its reset): the figure it started
+/// from and the highest it saw. The user's own use meanwhile counts as the Run's: in the
+/// user's favour.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunShare {
+    pub(crate) run_id: i64,
+    pub(crate) window: String,
+    pub(crate) resets_at: DateTime<Utc>,
+    pub(crate) baseline: f64,
+    /// Whether `baseline` was seen (or the Run opened the instance); if not, it counts as 0
+    /// and the share is an upper bound.
+    pub(crate) baseline_known: bool,
+    pub(crate) peak: f64,
+}
+
+impl RunShare {
+    /// Percentage points of the instance the Run used.
+    pub(crate) fn points(&self) -> f64 {
+        (self.peak - self.baseline).max(0.0)
+    }
+}
+
+/// "used 7 pp of five_hour, at most 40 pp of seven_day": shares summed per Window name.
+pub(crate) fn describe_shares<'a>(
+    shares: impl IntoIterator<Item = &'a RunShare>,
+) -> Option<String> {
+    let mut by_window: Vec<(String, f64, bool)> = Vec::new();
+    for s in shares {
+        match by_window.iter_mut().find(|(w, ..)| *w == s.window) {
+            Some(e) => {
+                e.1 += s.points();
+                e.2 &= s.baseline_known;
+            }
+            None => by_window.push((s.window.clone(), s.points(), s.baseline_known)),
+        }
+    }
+    // A Window the Run did not move is not worth a word (it is in the JSON).
+    by_window.retain(|(_, points, known)| *points > 0.0 || !known);
+    if by_window.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = by_window
+        .iter()
+        .map(|(w, p, known)| {
+            let bound = if *known { "" } else { "at most " };
+            format!("{bound}{} pp of {w}", crate::text::fmt_percent(*p))
+        })
+        .collect();
+    Some(format!("used {}", parts.join(", ")))
+}

@@ -300,6 +300,22 @@ const MIGRATIONS: &[&str] = &[
     DROP TABLE agent_verdicts;
     ALTER TABLE agent_verdicts_by_version RENAME TO agent_verdicts;
     "#,
+    // 22: owl's own share of each Window instance (a Window and its reset), per Run: the
+    // figure before the Run and the highest during it, kept when the Run settles (the
+    // Snapshots they come from are pruned after `snapshotRetention`).
+    r#"
+    CREATE TABLE run_windows (
+        run_id         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        account        TEXT NOT NULL,
+        window         TEXT NOT NULL,
+        resets_at      TEXT NOT NULL,
+        baseline       REAL NOT NULL,
+        baseline_known INTEGER NOT NULL,
+        peak           REAL NOT NULL,
+        PRIMARY KEY (run_id, window, resets_at)
+    );
+    CREATE INDEX run_windows_instance ON run_windows(account, window, resets_at);
+    "#,
 ];
 
 /// The schema version this binary writes.

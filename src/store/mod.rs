@@ -5,6 +5,7 @@ mod migrations;
 mod notes;
 mod runs;
 mod settle;
+mod shares;
 mod snapshots;
 mod verdicts;
 

@@ -98,6 +98,8 @@ impl Store {
             }
             None => {}
         }
+        // What the Run used of each Window: kept now, from its Snapshots, which are pruned.
+        self.record_shares(s.run_id)?;
         Ok(())
     }
 }

@@ -281,3 +281,66 @@ fn a_job_for_any_account_spends_first_the_room_that_expires_first() {
     assert_eq!(status["queue"][0]["account"], "home", "{status}");
     assert_eq!(status["queue"][0]["reason"], "next: runs on home");
 }
+
+/// Runs `owl probe work` answered with `probe` (a get_usage answer), then one Run that ends
+/// by itself, its get_usage answered with five_hour at `during` (a percent and its reset).
+fn run_seeing(env: &TestEnv, probe: &str, during: (f64, &str)) -> String {
+    std::fs::write(&env.usage, probe).unwrap();
+    env.owl().args(["probe", "work"]).assert().success();
+    answers(env, &[during]);
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    let id = env.add("Use a little");
+    assert_eq!(env.tick()["action"], "ran");
+    id
+}
+
+/// A get_usage answer with only the week: a figure of the Account, none of its five hours.
+const WEEK_ONLY: &str =
+    r#"{"seven_day":{"utilization":20,"resets_at":"2026-12-04T00:00:00.000Z"}}"#;
+
+#[test]
+fn each_run_records_what_it_used_of_each_window() {
+    // Seen at 40% before the Run, 47% during it: 7 points were owl's.
+    let env = env_with(NIGHT);
+    let id = run_seeing(
+        &env,
+        r#"{"five_hour":{"utilization":40,"resets_at":"2026-11-30T05:00:00.000Z"}}"#,
+        (47.0, "2026-11-30T05:00:00.000Z"),
+    );
+    let show = env.show(&id);
+    let share = &show["runs"][0]["owl_share"][0];
+    assert_eq!(share["window"], "five_hour", "{show}");
+    assert_eq!(share["resets_at"], "2026-11-30T05:00:00Z");
+    assert_eq!(share["points"], 7.0);
+    assert_eq!(share["upper_bound"], false);
+    assert_eq!(show["owl_share"][0]["points"], 7.0);
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("owl's share: used 7 pp of five_hour"),
+        "{text}"
+    );
+    assert!(text.contains("\n  used 7 pp of five_hour\n"), "{text}");
+}
+
+#[test]
+fn a_share_without_a_figure_from_before_is_an_upper_bound_unless_the_run_opened_the_window() {
+    // Never seen before the Run, open since before it (it resets at 05:00): at most 47.
+    let env = env_with(NIGHT);
+    let id = run_seeing(&env, WEEK_ONLY, (47.0, "2026-11-30T05:00:00.000Z"));
+    let share = &env.show(&id)["runs"][0]["owl_share"][0];
+    assert_eq!(
+        (share["points"].as_f64(), share["upper_bound"].as_bool()),
+        (Some(47.0), Some(true))
+    );
+    let text = env.owl().args(["show", &id]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("used at most 47 pp of five_hour"));
+    // A Window that resets at 08:00 began at 03:00, with the Run: it started from 0.
+    let opened = env_with(NIGHT);
+    let id = run_seeing(&opened, WEEK_ONLY, (3.0, "2026-11-30T08:00:00.000Z"));
+    let share = &opened.show(&id)["runs"][0]["owl_share"][0];
+    assert_eq!(
+        (share["points"].as_f64(), share["upper_bound"].as_bool()),
+        (Some(3.0), Some(false))
+    );
+}

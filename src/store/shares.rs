@@ -1,0 +1,189 @@
+//! owl's own share of each Window instance (a Window and its reset): per Run, the figure before it and the highest during it, kept when the Run settles; summed per Job, per Account and per instance.
+
+use anyhow::Result;
+use chrono::{DateTime, Duration, Utc};
+use rusqlite::{params, OptionalExtension};
+
+use super::{time_col, Store};
+use crate::clock::rfc3339;
+use crate::model::{RunShare, WindowKind};
+
+/// Two reported resets this close are one Window instance (a stream's epoch seconds and a
+/// usage answer's milliseconds name the same reset).
+const SAME_RESET: Duration = Duration::minutes(10);
+
+impl Store {
+    /// Keeps what Run `run_id` used of each Window instance it saw a figure of: the
+    /// newest figure of that instance from before the Run (by any Run or probe), else 0 for
+    /// an instance the Run opened, else unknown (the share is then an upper bound); and the
+    /// highest figure during it. Idempotent: a settlement tried again writes the same rows.
+    pub(crate) fn record_shares(&mut self, run_id: i64) -> Result<()> {
+        self.write(|tx| {
+            let Some((account, started)) = tx
+                .query_row(
+                    "SELECT account, started_at FROM runs WHERE id = ?1",
+                    [run_id],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                )
+                .optional()?
+            else {
+                return Ok(());
+            };
+            let Some(started) = crate::clock::parse(&started) else {
+                return Ok(());
+            };
+            let mut seen = tx.prepare_cached(
+                "SELECT window, resets_at, MAX(percent) FROM snapshots \
+                 WHERE run_id = ?1 AND resets_at IS NOT NULL GROUP BY window, resets_at \
+                 ORDER BY window, resets_at",
+            )?;
+            let seen: Vec<(String, DateTime<Utc>, f64)> = seen
+                .query_map([run_id], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, f64>(2)?))
+                })?
+                .filter_map(|row| {
+                    let (window, reset, peak) = row.ok()?;
+                    Some((window, time_col(Some(reset))?, peak))
+                })
+                .collect();
+            let mut before = tx.prepare_cached(
+                "SELECT percent FROM snapshots WHERE account = ?1 AND window = ?2 \
+                 AND resets_at BETWEEN ?3 AND ?4 AND observed_at <= ?5 \
+                 AND (run_id IS NULL OR run_id != ?6) \
+                 ORDER BY observed_at DESC, id DESC LIMIT 1",
+            )?;
+            let mut write = tx.prepare_cached(
+                "INSERT OR REPLACE INTO run_windows \
+                 (run_id, account, window, resets_at, baseline, baseline_known, peak) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for (window, reset, peak) in instances(seen) {
+                let baseline: Option<f64> = before
+                    .query_row(
+                        params![
+                            account,
+                            window,
+                            rfc3339(reset - SAME_RESET),
+                            rfc3339(reset + SAME_RESET),
+                            rfc3339(started),
+                            run_id
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let (baseline, known) = baseline_of(baseline, &window, reset, started);
+                write.execute(params![
+                    run_id,
+                    account,
+                    window,
+                    rfc3339(reset),
+                    baseline,
+                    known,
+                    peak
+                ])?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The shares of every Run of Job `job_id`, oldest Run first.
+    pub(crate) fn job_shares(&self, job_id: &str) -> Result<Vec<RunShare>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT w.run_id, w.window, w.resets_at, w.baseline, w.baseline_known, w.peak \
+             FROM run_windows w JOIN runs r ON r.id = w.run_id WHERE r.job_id = ?1 \
+             ORDER BY w.run_id, w.window, w.resets_at",
+        )?;
+        let rows = stmt.query_map([job_id], share_from_row)?;
+        Ok(rows.filter_map(|r| r.ok().flatten()).collect())
+    }
+}
+
+fn share_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<RunShare>> {
+    let reset: String = r.get(2)?;
+    Ok(time_col(Some(reset)).map(|resets_at| RunShare {
+        run_id: r.get(0).unwrap_or_default(),
+        window: r.get(1).unwrap_or_default(),
+        resets_at,
+        baseline: r.get(3).unwrap_or_default(),
+        baseline_known: r.get(4).unwrap_or_default(),
+        peak: r.get(5).unwrap_or_default(),
+    }))
+}
+
+/// The Window instances among a Run's figures (window, reset, highest figure), figures whose
+/// resets lie within [`SAME_RESET`] of each other counted as one instance.
+fn instances(seen: Vec<(String, DateTime<Utc>, f64)>) -> Vec<(String, DateTime<Utc>, f64)> {
+    let mut out: Vec<(String, DateTime<Utc>, f64)> = Vec::new();
+    for (window, reset, peak) in seen {
+        match out
+            .iter_mut()
+            .find(|(w, r, _)| *w == window && (*r - reset).abs() <= SAME_RESET)
+        {
+            Some(same) => same.2 = same.2.max(peak),
+            None => out.push((window, reset, peak)),
+        }
+    }
+    out
+}
+
+/// The figure a Run started from on one Window instance, and whether it is known: the
+/// newest figure from before the Run; 0 for an instance the Run opened (its window began
+/// after the Run did); else unknown, counted as 0, so the share is an upper bound.
+fn baseline_of(
+    before: Option<f64>,
+    window: &str,
+    reset: DateTime<Utc>,
+    started: DateTime<Utc>,
+) -> (f64, bool) {
+    match before {
+        Some(p) => (p, true),
+        None => {
+            let opened = reset - WindowKind::of(window).length() + SAME_RESET >= started;
+            (0.0, opened)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn figures_of_one_reset_are_one_instance_and_a_new_reset_another() {
+        let got = instances(vec![
+            ("five_hour".into(), at("2026-11-30T05:00:00Z"), 70.0),
+            ("five_hour".into(), at("2026-11-30T05:00:01Z"), 72.0),
+            ("five_hour".into(), at("2026-11-30T10:00:00Z"), 4.0),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                ("five_hour".into(), at("2026-11-30T05:00:00Z"), 72.0),
+                ("five_hour".into(), at("2026-11-30T10:00:00Z"), 4.0),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_instance_the_run_opened_starts_at_zero_and_one_unseen_before_is_unknown() {
+        let started = at("2026-11-30T03:00:00Z");
+        assert_eq!(
+            baseline_of(Some(40.0), "five_hour", at("2026-11-30T05:00:00Z"), started),
+            (40.0, true)
+        );
+        // Opened at 03:00 by the Run itself: it resets at 08:00.
+        assert_eq!(
+            baseline_of(None, "five_hour", at("2026-11-30T08:00:00Z"), started),
+            (0.0, true)
+        );
+        // Open since 00:00, never seen before the Run: unknown.
+        assert_eq!(
+            baseline_of(None, "five_hour", at("2026-11-30T05:00:00Z"), started),
+            (0.0, false)
+        );
+    }
+}
