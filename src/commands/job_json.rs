@@ -43,6 +43,48 @@ pub(crate) struct JobJson<'a> {
     pub(crate) after: Vec<String>,
     /// The Job whose branch tip it starts from (resolved at its first Run); null: `base`.
     pub(crate) base_after: Option<&'a str>,
+    /// What the Job's Runs used of each Window, summed over them (owl's share).
+    pub(crate) owl_share: Vec<ShareJson>,
+}
+
+/// What owl used of a Window: percentage points, and whether that is an upper bound (a
+/// figure from before a Run was never seen).
+#[derive(Debug, Serialize)]
+pub(crate) struct ShareJson {
+    pub(crate) window: String,
+    /// The instance's reset (per Run); `null` in a Job's sum over its Runs.
+    pub(crate) resets_at: Option<String>,
+    pub(crate) points: f64,
+    pub(crate) upper_bound: bool,
+}
+
+impl ShareJson {
+    pub(crate) fn of_run(s: &crate::model::RunShare) -> ShareJson {
+        ShareJson {
+            window: s.window.clone(),
+            resets_at: Some(crate::clock::rfc3339(s.resets_at)),
+            points: crate::model::round_percent(s.points()),
+            upper_bound: !s.baseline_known,
+        }
+    }
+
+    /// A Job's shares summed per Window name, in the order first seen.
+    pub(crate) fn summed(shares: &[crate::model::RunShare]) -> Vec<ShareJson> {
+        let mut out: Vec<ShareJson> = Vec::new();
+        for s in shares {
+            match out.iter_mut().find(|j| j.window == s.window) {
+                Some(j) => {
+                    j.points = crate::model::round_percent(j.points + s.points());
+                    j.upper_bound |= !s.baseline_known;
+                }
+                None => out.push(ShareJson {
+                    resets_at: None,
+                    ..ShareJson::of_run(s)
+                }),
+            }
+        }
+        out
+    }
 }
 
 /// A Job's check as `--json` prints it.
@@ -123,6 +165,7 @@ impl<'a> JobJson<'a> {
             verified: verified(job.state, last_check),
             after: job.after.clone(),
             base_after: job.base_after.as_deref(),
+            owl_share: Vec::new(),
         }
     }
 
@@ -153,11 +196,18 @@ impl<'a> JobJson<'a> {
             verified: verified(job.state, job.last_check.as_ref()),
             after: job.after.clone(),
             base_after: job.base_after,
+            owl_share: Vec::new(),
         }
     }
 }
 
 impl JobJson<'_> {
+    /// With the Job's shares of the Windows, summed per Window.
+    pub(crate) fn with_shares(mut self, shares: &[crate::model::RunShare]) -> Self {
+        self.owl_share = ShareJson::summed(shares);
+        self
+    }
+
     /// `1/5`, or with Runs that did not count `0/5 counted, 1 not counted`: `maxRuns`
     /// counts only the Job's own Runs, and so does the first figure.
     pub(crate) fn runs_text(&self) -> String {

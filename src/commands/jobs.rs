@@ -31,7 +31,13 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
         // with the queue (a year of Jobs is ten thousand).
         let mut out = crate::output::JsonOut::stdout();
         let mut seq = out.start_list()?;
-        store.for_each_listed_job(all, |job| seq.element(&JobJson::listed(&worktrees, job)))?;
+        // Every Job's shares in one read: a few rows per Run that saw a figure.
+        let shares = store.shares_by_job()?;
+        let none = Vec::new();
+        store.for_each_listed_job(all, |job| {
+            let mine = shares.get(job.id).unwrap_or(&none);
+            seq.element(&JobJson::listed(&worktrees, job).with_shares(mine))
+        })?;
         seq.end()?;
         out.finish();
         return Ok(0);

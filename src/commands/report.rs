@@ -105,7 +105,23 @@ pub(super) struct RunReport {
 pub(super) struct AccountReport {
     pub(crate) name: String,
     pub(crate) windows: Vec<WindowSeries>,
+    /// Of each Window's instance open at the period's end: what owl used, and the rest.
+    pub(crate) owl_share: Vec<AccountShare>,
     pub(crate) runs: Vec<RunReport>,
+}
+
+/// owl's share of a Window instance, beside its newest figure: the rest was the user's.
+#[derive(Debug, Serialize)]
+pub(super) struct AccountShare {
+    pub(crate) window: String,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub(crate) resets_at: DateTime<Utc>,
+    /// Its newest figure in the period.
+    pub(crate) percent: f64,
+    /// Percentage points owl's Runs used of it (the user's concurrent use counted as owl's).
+    pub(crate) points: f64,
+    /// A Run never saw the figure from before it: `points` is at most what owl used.
+    pub(crate) upper_bound: bool,
 }
 
 /// One Window's utilization over the period: the Snapshots, in order, and its ceiling.
@@ -233,6 +249,7 @@ fn empty(ctx: &Ctx, since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
                     resets: Vec::new(),
                 })
                 .collect(),
+            owl_share: Vec::new(),
             runs: Vec::new(),
         })
         .collect();
@@ -366,8 +383,21 @@ fn account_report(
         }
     }
     let mut windows = Vec::new();
+    let mut owl_share = Vec::new();
     for window in names {
         let snapshots = store.snapshots_between(name, &window, since, until)?;
+        if let Some((last, resets_at)) = snapshots.last().and_then(|s| Some((s, s.resets_at?))) {
+            let (points, upper_bound) = store.instance_share(name, &window, resets_at)?;
+            if points > 0.0 || upper_bound {
+                owl_share.push(AccountShare {
+                    window: window.clone(),
+                    resets_at,
+                    percent: last.percent,
+                    points,
+                    upper_bound,
+                });
+            }
+        }
         let mut resets: Vec<DateTime<Utc>> = snapshots
             .iter()
             .filter_map(|s| s.resets_at)
@@ -392,6 +422,7 @@ fn account_report(
     Ok(AccountReport {
         name: name.to_string(),
         windows,
+        owl_share,
         runs: runs
             .iter()
             .filter(|r| r.account == name)
@@ -527,6 +558,29 @@ fn print_text(report: &Report) {
         for line in chart::account_rows(account, report.since, report.until, colour) {
             outln!("  {line}");
         }
+        for share in &account.owl_share {
+            outln!("  {}", share_said(share));
+        }
+    }
+}
+
+/// "owl used 18 pp of seven_day, the rest (29 pp) was yours".
+fn share_said(s: &AccountShare) -> String {
+    let pct = crate::text::fmt_percent;
+    let rest = (s.percent - s.points).max(0.0);
+    match s.upper_bound {
+        false => format!(
+            "owl used {} pp of {}, the rest ({} pp) was yours",
+            pct(s.points),
+            s.window,
+            pct(rest)
+        ),
+        true => format!(
+            "owl used at most {} pp of {}, at least {} pp was yours",
+            pct(s.points),
+            s.window,
+            pct(rest)
+        ),
     }
 }
 

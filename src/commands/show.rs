@@ -3,6 +3,7 @@
 use anyhow::Result;
 use serde::Serialize;
 
+use super::job_json::ShareJson;
 use super::{opt_time, print_json, Ctx, JobJson};
 use crate::clock::{human, rfc3339};
 use crate::model::{PermissionDenial, Run};
@@ -28,49 +29,7 @@ struct ShowJson<'a> {
     cost_usd: f64,
     max_budget_usd: Option<f64>,
     max_job_budget_usd: Option<f64>,
-    /// What the Job's Runs used of each Window, summed over them (owl's share).
-    owl_share: Vec<ShareJson>,
     runs: Vec<RunJson>,
-}
-
-/// What owl used of a Window: percentage points, and whether that is an upper bound (a
-/// figure from before a Run was never seen).
-#[derive(Debug, Serialize)]
-struct ShareJson {
-    window: String,
-    /// The instance's reset (per Run); `null` in a Job's sum over its Runs.
-    resets_at: Option<String>,
-    points: f64,
-    upper_bound: bool,
-}
-
-impl ShareJson {
-    fn of_run(s: &crate::model::RunShare) -> ShareJson {
-        ShareJson {
-            window: s.window.clone(),
-            resets_at: Some(crate::clock::rfc3339(s.resets_at)),
-            points: crate::model::round_percent(s.points()),
-            upper_bound: !s.baseline_known,
-        }
-    }
-
-    /// A Job's shares summed per Window name, in the order first seen.
-    fn summed(shares: &[crate::model::RunShare]) -> Vec<ShareJson> {
-        let mut out: Vec<ShareJson> = Vec::new();
-        for s in shares {
-            match out.iter_mut().find(|j| j.window == s.window) {
-                Some(j) => {
-                    j.points = crate::model::round_percent(j.points + s.points());
-                    j.upper_bound |= !s.baseline_known;
-                }
-                None => out.push(ShareJson {
-                    resets_at: None,
-                    ..ShareJson::of_run(s)
-                }),
-            }
-        }
-        out
-    }
 }
 
 #[derive(Debug, Serialize)]
@@ -219,7 +178,7 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
     let has = shown.summary.is_some();
     let job = &shown.job;
     print_json(&ShowJson {
-        job: JobJson::new(&worktrees, job, &shown.runs),
+        job: JobJson::new(&worktrees, job, &shown.runs).with_shares(&shown.shares),
         handoff: shown.handoff,
         own_clone: shown.own_clone,
         now: shown.now,
@@ -230,7 +189,6 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
         cost_usd: crate::model::total_cost(&shown.runs),
         max_budget_usd: job.max_budget_usd,
         max_job_budget_usd: job.max_job_budget_usd,
-        owl_share: ShareJson::summed(&shown.shares),
         runs: shown.run_rows,
     })
 }

@@ -86,6 +86,23 @@ impl Store {
         })
     }
 
+    /// Every Run's shares, by Job, oldest Run first: what `jobs --json` sums per Job.
+    pub(crate) fn shares_by_job(&self) -> Result<std::collections::HashMap<String, Vec<RunShare>>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT w.run_id, w.window, w.resets_at, w.baseline, w.baseline_known, w.peak, \
+             r.job_id FROM run_windows w JOIN runs r ON r.id = w.run_id \
+             ORDER BY w.run_id, w.window, w.resets_at",
+        )?;
+        let mut by_job: std::collections::HashMap<String, Vec<RunShare>> = Default::default();
+        let rows = stmt.query_map([], |r| Ok((share_from_row(r)?, r.get::<_, String>(6)?)))?;
+        for row in rows {
+            if let (Some(share), job) = row? {
+                by_job.entry(job).or_default().push(share);
+            }
+        }
+        Ok(by_job)
+    }
+
     /// The shares of every Run of Job `job_id`, oldest Run first.
     pub(crate) fn job_shares(&self, job_id: &str) -> Result<Vec<RunShare>> {
         let mut stmt = self.conn.prepare_cached(
@@ -95,6 +112,32 @@ impl Store {
         )?;
         let rows = stmt.query_map([job_id], share_from_row)?;
         Ok(rows.filter_map(|r| r.ok().flatten()).collect())
+    }
+}
+
+impl Store {
+    /// owl's share of one Window instance of `account`: the points every Run used of it,
+    /// summed, and whether any of them is an upper bound.
+    pub(crate) fn instance_share(
+        &self,
+        account: &str,
+        window: &str,
+        resets_at: DateTime<Utc>,
+    ) -> Result<(f64, bool)> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT COALESCE(SUM(MAX(peak - baseline, 0)), 0), COALESCE(MIN(baseline_known), 1) \
+             FROM run_windows WHERE account = ?1 AND window = ?2 AND resets_at BETWEEN ?3 AND ?4",
+        )?;
+        let (points, known): (f64, bool) = stmt.query_row(
+            params![
+                account,
+                window,
+                rfc3339(resets_at - SAME_RESET),
+                rfc3339(resets_at + SAME_RESET)
+            ],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok((crate::model::round_percent(points), !known))
     }
 }
 

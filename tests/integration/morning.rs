@@ -321,6 +321,29 @@ fn each_run_records_what_it_used_of_each_window() {
         "{text}"
     );
     assert!(text.contains("\n  used 7 pp of five_hour\n"), "{text}");
+    // jobs --json carries the Job's sum too.
+    let jobs = env
+        .owl()
+        .args(["jobs", "--all", "--json"])
+        .output()
+        .unwrap();
+    let jobs: serde_json::Value = serde_json::from_slice(&jobs.stdout).unwrap();
+    assert_eq!(jobs[0]["owl_share"][0]["points"], 7.0, "{jobs}");
+    // The report tells the Account's Window apart: owl's points, and the rest, the user's.
+    let report = env.owl().args(["report", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let share = &report["accounts"][0]["owl_share"][0];
+    assert_eq!(share["window"], "five_hour", "{report}");
+    assert_eq!(
+        (share["points"].as_f64(), share["percent"].as_f64()),
+        (Some(7.0), Some(47.0))
+    );
+    let text = env.owl().arg("report").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("owl used 7 pp of five_hour, the rest (40 pp) was yours"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -167,6 +167,7 @@ mod tests {
         let account = AccountReport {
             name: "work".into(),
             windows: vec![s],
+            owl_share: Vec::new(),
             runs: vec![RunReport {
                 id: 1,
                 job_id: "j".into(),
