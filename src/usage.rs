@@ -320,6 +320,8 @@ mod tests {
             allow_extra_usage: false,
             night_max: None,
             min_headroom: None,
+            owl_five_hour_max: None,
+            owl_weekly_max: None,
         };
         let snap = |window: &str, percent, resets: &str| Snapshot {
             account: "work".into(),
@@ -370,6 +372,8 @@ mod tests {
             allow_extra_usage: false,
             night_max: None,
             min_headroom: None,
+            owl_five_hour_max: None,
+            owl_weekly_max: None,
         };
         let crossed = |s: &Snapshot, l: &Limits, m: Option<&str>| match crossing(
             std::slice::from_ref(s),

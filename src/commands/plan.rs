@@ -103,6 +103,7 @@ pub(super) fn plan_around_except(
     for name in ctx.config.accounts.keys() {
         let mut note = store.account_note(name)?;
         note.login_seen = store.account_login_seen(name)?;
+        note.owl_shares = owl_shares(store, &ctx.config.accounts[name], name, &snapshots)?;
         notes.insert(name.clone(), note);
     }
     let mut views = account_views(ctx, &snapshots, notes, now);
@@ -164,6 +165,27 @@ fn login_written_since(note: &crate::model::AccountNote, account: &crate::config
 }
 
 /// Each Account's view, with what this machine shows of it without starting the agent.
+/// owl's share of each Window instance the Account's newest figures are of, for the Windows
+/// it caps (none without an owl-share cap: nothing is read).
+pub(super) fn owl_shares(
+    store: &Store,
+    account: &crate::config::Account,
+    name: &str,
+    snapshots: &[crate::model::Snapshot],
+) -> Result<Vec<(String, DateTime<Utc>, f64)>> {
+    let Some(limits) = &account.limits else {
+        return Ok(Vec::new());
+    };
+    let mut shares = Vec::new();
+    for s in snapshots.iter().filter(|s| s.account == name) {
+        if let (Some(_), Some(reset)) = (limits.owl_cap(&s.window), s.resets_at) {
+            let (points, _) = store.instance_share(name, &s.window, reset)?;
+            shares.push((s.window.clone(), reset, points));
+        }
+    }
+    Ok(shares)
+}
+
 /// The ceiling a Run on `account` starts under, for its prompt: the Window (of those that
 /// limit its model) with the least headroom under the ceiling in force, from the newest
 /// figures; `None` with no figure under a ceiling.

@@ -17,13 +17,15 @@ mod validate;
 
 pub(crate) use positions::Positions;
 pub(crate) use raw::did_you_mean;
-use raw::{de_percent, describe_yaml_error, RawConfig};
+use raw::{describe_yaml_error, RawConfig};
 pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error};
 pub(crate) use units::{format_duration, parse_duration, DEFAULT_MIN_FREE_SPACE};
 use units::{ser_duration, ser_opt_duration, ser_size};
 
 mod drivers;
+mod limits;
 pub(crate) use drivers::*;
+pub(crate) use limits::Limits;
 
 /// The largest config file owl reads: far more than any config, and a bound on the work.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -464,39 +466,6 @@ impl Env {
         let mut all = self.0.clone();
         all.extend(over.0);
         Env(all)
-    }
-}
-
-/// The Ceilings of one Account, in percent of each Window.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub(crate) struct Limits {
-    #[serde(default, deserialize_with = "de_percent")]
-    pub(crate) five_hour_max: Option<f64>,
-    #[serde(default, deserialize_with = "de_percent")]
-    pub(crate) weekly_max: Option<f64>,
-    /// The ceiling of every per-model weekly Window (the "Fable limit"); `weeklyMax`
-    /// governs them when it is not set.
-    #[serde(default, deserialize_with = "de_percent")]
-    pub(crate) model_weekly_max: Option<f64>,
-    /// The ceiling of a Window that resets before the user's morning, in the night
-    /// (`morning::DEFAULT_NIGHT_MAX` when unset); never below the ceilings above.
-    #[serde(default, deserialize_with = "de_percent")]
-    pub(crate) night_max: Option<f64>,
-    /// The least headroom (percentage points) under the binding ceiling for a Run to start
-    /// (`schedule::DEFAULT_MIN_HEADROOM` when unset; 0 turns it off).
-    #[serde(default, deserialize_with = "de_percent")]
-    pub(crate) min_headroom: Option<f64>,
-    /// Whether a Run may go on when the plan bills extra usage (paid credits). Off by
-    /// default: the first sign of it stops the Run.
-    #[serde(default)]
-    pub(crate) allow_extra_usage: bool,
-}
-
-impl Limits {
-    /// Whether any Ceiling is set.
-    pub(crate) fn any_ceiling(&self) -> bool {
-        self.five_hour_max.is_some() || self.weekly_max.is_some() || self.model_weekly_max.is_some()
     }
 }
 

@@ -448,6 +448,9 @@ pub(crate) struct AccountNote {
     /// Its credential store is missing or empty: no login there for a probe to find. Read
     /// when a plan is made, never stored.
     pub(crate) store_empty: bool,
+    /// owl's share (percentage points, summed over its Runs) of each Window instance the
+    /// Account's newest figures are of: (window, reset, points). Read when a plan is made.
+    pub(crate) owl_shares: Vec<(String, DateTime<Utc>, f64)>,
 }
 
 /// A tool call the agent's permission mode refused.

@@ -177,6 +177,17 @@ pub(crate) struct Crossing {
 
 impl fmt::Display for Crossing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // An owl-share cap is of owl's own points, not of the Window's figure.
+        if self.limit.starts_with("owl") {
+            return write!(
+                f,
+                "ceiling: owl's share of {} {} pp >= {} {}",
+                self.window,
+                fmt_percent(self.percent),
+                self.limit,
+                fmt_percent(self.ceiling)
+            );
+        }
         write!(
             f,
             "ceiling: {} {}% >= {} {}",

@@ -101,6 +101,16 @@ pub(crate) enum Standing {
         min_headroom: f64,
         resets_at: Option<DateTime<Utc>>,
     },
+    /// owl's own Runs used `points` of a Window instance, at (or, with `near`, within the
+    /// Account's minimum headroom of) its owl-share cap: the rest of it is the user's.
+    OwlShareCap {
+        window: String,
+        points: f64,
+        limit: &'static str,
+        cap: f64,
+        near: bool,
+        resets_at: Option<DateTime<Utc>>,
+    },
     NoCeiling,
     /// The Driver reports no utilization: the Account runs until a rate limit, then waits
     /// for the reset it names or `backoff_secs`.
@@ -125,9 +135,9 @@ impl Standing {
     pub(crate) fn until(&self) -> Option<DateTime<Utc>> {
         match self {
             Standing::BackingOff { until, .. } | Standing::RateLimited { until } => Some(*until),
-            Standing::OverCeiling { resets_at, .. } | Standing::NearCeiling { resets_at, .. } => {
-                *resets_at
-            }
+            Standing::OverCeiling { resets_at, .. }
+            | Standing::NearCeiling { resets_at, .. }
+            | Standing::OwlShareCap { resets_at, .. } => *resets_at,
             Standing::OnCredits { until, .. } => *until,
             _ => None,
         }
@@ -144,6 +154,7 @@ impl Standing {
             Standing::OnCredits { .. } => "its plan is used up",
             Standing::OverCeiling { .. } => "over its ceiling",
             Standing::NearCeiling { .. } => "too near its ceiling",
+            Standing::OwlShareCap { .. } => "owl's share is used",
             Standing::NoCeiling | Standing::Reactive { .. } | Standing::UnderCeilings { .. } => {
                 "schedulable"
             }
@@ -179,9 +190,9 @@ impl Standing {
                 local_hm(*until),
                 human(*until - now)
             ),
-            Standing::OverCeiling { .. } | Standing::NearCeiling { .. } => {
-                self.explain_ceiling(now)
-            }
+            Standing::OverCeiling { .. }
+            | Standing::NearCeiling { .. }
+            | Standing::OwlShareCap { .. } => self.explain_ceiling(now),
             Standing::OnCredits { window, until } => {
                 let window = window.as_deref().unwrap_or("a window");
                 let until = match until {
@@ -260,6 +271,23 @@ impl Standing {
                 fmt_percent(*percent),
                 fmt_percent(*min_headroom),
                 fmt_percent(*ceiling),
+                resets_at.as_ref().map_or_else(
+                    || "not scheduled until a probe or a Run observes a new figure".into(),
+                    until
+                )
+            ),
+            Standing::OwlShareCap {
+                window,
+                points,
+                limit,
+                cap,
+                near,
+                resets_at,
+            } => format!(
+                "owl's Runs used {} pp of this {window}, {} {limit} {}: the rest is yours — {}",
+                fmt_percent(*points),
+                if *near { "within minHeadroom of" } else { "at" },
+                fmt_percent(*cap),
                 resets_at.as_ref().map_or_else(
                     || "not scheduled until a probe or a Run observes a new figure".into(),
                     until
@@ -475,6 +503,8 @@ fn standing_of(
             resets_at: w.resets_at,
             expires_at: w.observed_at + window_length(&w.window),
         }
+    } else if let Some(capped) = owl_share_capped(windows, limits, note, run_model) {
+        capped
     } else if let Some((w, min_headroom)) = near_ceiling(windows, limits, run_model) {
         Standing::NearCeiling {
             window: w.label(),
@@ -520,6 +550,40 @@ fn near_ceiling<'w>(
         .filter(|w| matches!((w.percent, w.ceiling), (Some(p), Some(c)) if c - p < min))
         .max_by_key(|w| w.resets_at)
         .map(|w| (w, min))
+}
+
+/// The Window whose instance owl's own Runs used up to its owl-share cap (or to within the
+/// minimum headroom of it), as the standing that holds the Account.
+fn owl_share_capped(
+    windows: &[WindowView],
+    limits: Option<&crate::config::Limits>,
+    note: &AccountNote,
+    run_model: Option<&str>,
+) -> Option<Standing> {
+    let limits = limits?;
+    let min = limits.min_headroom.unwrap_or(DEFAULT_MIN_HEADROOM);
+    windows
+        .iter()
+        .filter(|w| w.percent.is_some())
+        .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
+        .filter_map(|w| {
+            let (limit, cap) = limits.owl_cap(&w.window)?;
+            let reset = w.resets_at?;
+            let points = note
+                .owl_shares
+                .iter()
+                .find(|(name, r, _)| *name == w.window && (*r - reset).num_minutes().abs() <= 10)
+                .map_or(0.0, |(_, _, p)| *p);
+            (points + min > cap).then(|| Standing::OwlShareCap {
+                window: w.label(),
+                points,
+                limit,
+                cap,
+                near: points < cap,
+                resets_at: w.resets_at,
+            })
+        })
+        .next()
 }
 
 /// The headroom under a ceiling below which no Run is started, when an Account sets none:

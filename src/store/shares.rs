@@ -46,32 +46,14 @@ impl Store {
                     Some((window, time_col(Some(reset))?, peak))
                 })
                 .collect();
-            let mut before = tx.prepare_cached(
-                "SELECT percent FROM snapshots WHERE account = ?1 AND window = ?2 \
-                 AND resets_at BETWEEN ?3 AND ?4 AND observed_at <= ?5 \
-                 AND (run_id IS NULL OR run_id != ?6) \
-                 ORDER BY observed_at DESC, id DESC LIMIT 1",
-            )?;
             let mut write = tx.prepare_cached(
                 "INSERT OR REPLACE INTO run_windows \
                  (run_id, account, window, resets_at, baseline, baseline_known, peak) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             for (window, reset, peak) in instances(seen) {
-                let baseline: Option<f64> = before
-                    .query_row(
-                        params![
-                            account,
-                            window,
-                            rfc3339(reset - SAME_RESET),
-                            rfc3339(reset + SAME_RESET),
-                            rfc3339(started),
-                            run_id
-                        ],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                let (baseline, known) = baseline_of(baseline, &window, reset, started);
+                let (baseline, known) =
+                    baseline_in(tx, run_id, (&account, &window), reset, started)?;
                 write.execute(params![
                     run_id,
                     account,
@@ -84,6 +66,24 @@ impl Store {
             }
             Ok(())
         })
+    }
+
+    /// The figure Run `run_id` started from on the Window instance `window` resetting at
+    /// `reset`, and whether it is known (see [`Store::record_shares`]): for the owl-share
+    /// cap while the Run goes on.
+    pub(crate) fn run_baseline(
+        &self,
+        run_id: i64,
+        window: &str,
+        reset: DateTime<Utc>,
+    ) -> Result<(f64, bool)> {
+        let (account, started): (String, String) = self.conn.query_row(
+            "SELECT account, started_at FROM runs WHERE id = ?1",
+            [run_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let started = crate::clock::parse(&started).unwrap_or(reset);
+        baseline_in(&self.conn, run_id, (&account, window), reset, started)
     }
 
     /// Every Run's shares, by Job, oldest Run first: what `jobs --json` sums per Job.
@@ -151,6 +151,37 @@ fn share_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<RunShare>> {
         baseline_known: r.get(4).unwrap_or_default(),
         peak: r.get(5).unwrap_or_default(),
     }))
+}
+
+/// The newest figure of one Window instance from before Run `run_id` started (by any Run
+/// or probe, never the Run's own), else what [`baseline_of`] makes of its absence.
+fn baseline_in(
+    conn: &rusqlite::Connection,
+    run_id: i64,
+    (account, window): (&str, &str),
+    reset: DateTime<Utc>,
+    started: DateTime<Utc>,
+) -> Result<(f64, bool)> {
+    let mut before = conn.prepare_cached(
+        "SELECT percent FROM snapshots WHERE account = ?1 AND window = ?2 \
+         AND resets_at BETWEEN ?3 AND ?4 AND observed_at <= ?5 \
+         AND (run_id IS NULL OR run_id != ?6) \
+         ORDER BY observed_at DESC, id DESC LIMIT 1",
+    )?;
+    let seen: Option<f64> = before
+        .query_row(
+            params![
+                account,
+                window,
+                rfc3339(reset - SAME_RESET),
+                rfc3339(reset + SAME_RESET),
+                rfc3339(started),
+                run_id
+            ],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(baseline_of(seen, window, reset, started))
 }
 
 /// The Window instances among a Run's figures (window, reset, highest figure), figures whose

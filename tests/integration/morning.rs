@@ -367,3 +367,48 @@ fn a_share_without_a_figure_from_before_is_an_upper_bound_unless_the_run_opened_
         (Some(3.0), Some(false))
     );
 }
+
+#[test]
+fn owls_share_of_a_window_is_capped_whatever_the_user_used() {
+    let env = TestEnv::new();
+    env.write_config(
+        "usagePollInterval: 200ms\naccounts:\n  work:\n    limits:\n      owlFiveHourMax: 10\n",
+    );
+    // 40% before the Run (the user's), then 45 and 52 during it: 12 points are owl's.
+    answers(&env, &[(40.0, "2026-11-30T05:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    answers(
+        &env,
+        &[
+            (45.0, "2026-11-30T05:00:00.000Z"),
+            (52.0, "2026-11-30T05:00:00.000Z"),
+        ],
+    );
+    env.script(LONG_RUN);
+    let id = env.add("Use owl's share");
+    let tick = env.tick();
+    assert_eq!(
+        tick["stop_reason"], "ceiling: owl's share of five_hour 12 pp >= owlFiveHourMax 10",
+        "{tick}"
+    );
+    assert_eq!(env.show(&id)["owl_share"][0]["points"], 12.0);
+    // The Account is held by the cap, which says so; the user's 40% is not counted.
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "owl's Runs used 12 pp of this five_hour, at owlFiveHourMax 10: the rest is yours \
+             — not scheduled until 05:00 (in 2h)"
+        ),
+        "{text}"
+    );
+    // A cap over 100 is refused on its line.
+    env.write_config("accounts:\n  work:\n    limits:\n      owlWeeklyMax: 130\n");
+    let out = env.owl().args(["config", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 9") && err.contains("'130' is out of range"),
+        "{err}"
+    );
+}

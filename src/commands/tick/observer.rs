@@ -175,6 +175,37 @@ impl TickObserver<'_> {
             (self.limits.as_ref(), tonight.as_ref()),
             self.model.as_deref(),
         )
+        .or_else(|| self.owl_share_crossing(&snapshots))
+    }
+}
+
+impl TickObserver<'_> {
+    /// The owl-share cap a figure crosses: the points owl's settled Runs used of its Window
+    /// instance, with what this Run used so far (its figure less the one it started from).
+    fn owl_share_crossing(&self, snapshots: &[crate::model::Snapshot]) -> Option<StopCause> {
+        let limits = self.limits.as_ref()?;
+        snapshots.iter().find_map(|s| {
+            let (limit, cap) = limits.owl_cap(&s.window)?;
+            let reset = s.resets_at?;
+            let (settled, _) = self
+                .store
+                .instance_share(self.account, &s.window, reset)
+                .ok()?;
+            let (baseline, _) = self
+                .store
+                .run_baseline(self.run_id, &s.window, reset)
+                .ok()?;
+            let points = crate::model::round_percent(settled + (s.percent - baseline).max(0.0));
+            (points >= cap).then(|| {
+                StopCause::Ceiling(crate::model::Crossing {
+                    window: s.window.clone(),
+                    percent: points,
+                    limit: limit.to_string(),
+                    ceiling: cap,
+                    resets_at: Some(reset),
+                })
+            })
+        })
     }
 }
 

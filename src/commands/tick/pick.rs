@@ -73,6 +73,7 @@ pub(super) fn choose_job(
             v.standing,
             crate::schedule::Standing::OverCeiling { .. }
                 | crate::schedule::Standing::NearCeiling { .. }
+                | crate::schedule::Standing::OwlShareCap { .. }
                 | crate::schedule::Standing::UnderCeilings { .. }
                 | crate::schedule::Standing::NoCeiling
                 | crate::schedule::Standing::Reactive { .. }
