@@ -50,6 +50,22 @@ impl Day {
         }
     }
 
+    /// The next morning after `now`, seen in `tz`, from the night or from the day: the one
+    /// the user wakes to next.
+    pub(crate) fn following_morning<Tz: TimeZone>(
+        &self,
+        now: DateTime<Utc>,
+        tz: &Tz,
+    ) -> DateTime<Utc> {
+        let local = now.with_timezone(tz).naive_local();
+        let date = local.date();
+        let day = match local.time() < self.morning {
+            true => date,
+            false => date.succ_opt().unwrap_or(date),
+        };
+        instant(tz, day.and_time(self.morning))
+    }
+
     /// The morning that ends the night `now` is in, seen in `tz`; `None` from inside the
     /// user's day (a Window closing at 15:00 seen at 12:00 is the user's).
     pub(crate) fn next_morning<Tz: TimeZone>(

@@ -10,7 +10,9 @@ use crate::config::{Config, TimeWindow};
 use crate::model::{AccountNote, JobState, PlanJob, Snapshot, WindowKind};
 pub(crate) use crate::text::fmt_percent;
 
+mod forecast;
 mod standing;
+pub(crate) use forecast::*;
 pub(crate) use standing::*;
 
 /// One Window of one Account as scheduling sees it.

@@ -317,6 +317,13 @@ pub(super) fn print_account(a: &AccountView, now: DateTime<Utc>) {
             outln!("      {why}");
         }
     }
+    if let Some(said) = a
+        .morning
+        .as_ref()
+        .and_then(|(at, windows)| schedule::describe(*at, windows))
+    {
+        outln!("    {said}");
+    }
 }
 
 /// One sentence for the decision a tick would make now. A Run on an Account whose login

@@ -56,6 +56,16 @@ struct AccountJson {
     last_probe: Option<String>,
     last_probe_at: Option<String>,
     windows: Vec<WindowJson>,
+    /// With a morning configured: each Window as it will stand at the next one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    morning: Option<MorningJson>,
+}
+
+/// The next morning, and each Window as it will stand then if nothing more runs.
+#[derive(Debug, Serialize)]
+struct MorningJson {
+    at: String,
+    windows: Vec<crate::schedule::MorningWindow>,
 }
 
 #[derive(Debug, Serialize)]
@@ -418,6 +428,10 @@ fn account_json(a: &AccountView) -> AccountJson {
                 }),
             })
             .collect(),
+        morning: a.morning.as_ref().map(|(at, windows)| MorningJson {
+            at: rfc3339(*at),
+            windows: windows.clone(),
+        }),
     }
 }
 

@@ -36,6 +36,13 @@ pub(crate) struct AccountView {
     pub(crate) login_seen: bool,
     /// Its credential store is empty: a probe would find no login there.
     pub(crate) store_empty: bool,
+    /// owl's share (points) of each Window instance it caps: (window, reset, points).
+    #[serde(skip)]
+    pub(crate) owl_shares: Vec<(String, DateTime<Utc>, f64)>,
+    /// With a morning configured: the next one, and each Window as it will stand then if
+    /// nothing more runs.
+    #[serde(skip)]
+    pub(crate) morning: Option<(DateTime<Utc>, Vec<MorningWindow>)>,
     /// Why no Run may start on it now whatever its standing: a live Run holds it, or the
     /// tick was started for another Account.
     #[serde(skip)]
@@ -43,6 +50,17 @@ pub(crate) struct AccountView {
 }
 
 impl AccountView {
+    /// owl's share (points) of the instance `w` is of, 0 when none is recorded.
+    pub(crate) fn owl_points(&self, w: &WindowView) -> f64 {
+        let Some(reset) = w.resets_at else {
+            return 0.0;
+        };
+        self.owl_shares
+            .iter()
+            .find(|(name, r, _)| *name == w.window && (*r - reset).num_minutes().abs() <= 10)
+            .map_or(0.0, |(_, _, p)| *p)
+    }
+
     /// Whether any figure of the Account's utilization was ever observed. Without a
     /// ceiling there is nothing to know.
     pub(crate) fn utilization_known(&self) -> bool {
@@ -337,7 +355,10 @@ pub(crate) fn account_views(
                 .map(|s| window_view(s, (limits, tonight.as_ref()), run_model, now))
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
-            account_view(name, account, windows, note, run_model, now)
+            let mut view = account_view(name, account, windows, note, run_model, now);
+            let morning = crate::morning::Day::of(config).map(|d| d.following_morning(now, &Local));
+            view.morning = morning.map(|m| (m, at_morning(&view, limits, m)));
+            view
         })
         .collect()
 }
@@ -433,6 +454,8 @@ fn account_view(
         has_ceiling,
         login_seen: note.login_seen || windows.iter().any(|w| w.percent.is_some()),
         store_empty: note.store_empty,
+        owl_shares: note.owl_shares.clone(),
+        morning: None,
         windows,
         not_logged_in: note.not_logged_in,
         agent_problem: note.agent_problem,

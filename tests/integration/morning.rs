@@ -412,3 +412,38 @@ fn owls_share_of_a_window_is_capped_whatever_the_user_used() {
         "{err}"
     );
 }
+
+#[test]
+fn status_forecasts_each_window_at_the_morning() {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "{NIGHT}accounts:\n  work:\n    limits: {{fiveHourMax: 60, weeklyMax: 50, owlWeeklyMax: 30}}\n"
+    ));
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":70,"resets_at":"2026-11-30T04:00:00.000Z"},"seven_day":{"utilization":47,"resets_at":"2026-12-04T00:00:00.000Z"}}"#,
+    )
+    .unwrap();
+    env.owl().args(["probe", "work"]).assert().success();
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "at 07:00: five_hour fresh (resets 04:00), seven_day 47% (ceiling 50%, owl's share \
+             0 of 30 pp)"
+        ),
+        "{text}"
+    );
+    let status = env.status();
+    let morning = &status["accounts"][0]["morning"];
+    assert_eq!(morning["at"], "2026-11-30T07:00:00Z", "{status}");
+    assert_eq!(morning["windows"][0]["window"], "five_hour");
+    assert_eq!(morning["windows"][0]["fresh"], true);
+    assert_eq!(morning["windows"][1]["percent"], 47.0);
+    assert_eq!(morning["windows"][1]["owl_cap"], 30.0);
+    // Without a morning there is nothing to forecast.
+    let plain = env_with("");
+    answers(&plain, &[(10.0, "2026-11-30T04:00:00.000Z")]);
+    plain.owl().args(["probe", "work"]).assert().success();
+    assert!(plain.status()["accounts"][0].get("morning").is_none());
+}
