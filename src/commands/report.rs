@@ -107,6 +107,10 @@ pub(super) struct AccountReport {
     pub(crate) windows: Vec<WindowSeries>,
     /// Of each Window's instance open at the period's end: what owl used, and the rest.
     pub(crate) owl_share: Vec<AccountShare>,
+    /// With a morning configured: the night ceiling, drawn on the page, and the mornings in
+    /// the period.
+    #[serde(skip)]
+    pub(crate) night: Option<(f64, Vec<DateTime<Utc>>)>,
     pub(crate) runs: Vec<RunReport>,
 }
 
@@ -250,6 +254,7 @@ fn empty(ctx: &Ctx, since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
                 })
                 .collect(),
             owl_share: Vec::new(),
+            night: None,
             runs: Vec::new(),
         })
         .collect();
@@ -297,7 +302,9 @@ fn gather(
     }
     let mut accounts = Vec::new();
     for (name, account) in &ctx.config.accounts {
-        accounts.push(account_report(store, name, account, &runs, since, until)?);
+        let mut report = account_report(store, name, account, &runs, since, until)?;
+        report.night = night_of(ctx, account, since, until);
+        accounts.push(report);
     }
     Ok(Report {
         since,
@@ -366,6 +373,25 @@ fn next_step(job: &crate::model::Job) -> Option<String> {
         })
 }
 
+/// The Account's night ceiling and the mornings from `since` to `until`, with a morning
+/// configured and a ceiling for the night's to raise.
+fn night_of(
+    ctx: &Ctx,
+    account: &crate::config::Account,
+    since: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Option<(f64, Vec<DateTime<Utc>>)> {
+    let day = crate::morning::Day::of(&ctx.config)?;
+    account.limits.as_ref().filter(|l| l.any_ceiling())?;
+    let mut mornings = Vec::new();
+    let mut at = day.following_morning(since, &chrono::Local);
+    while at <= until {
+        mornings.push(at);
+        at = day.following_morning(at + chrono::Duration::minutes(1), &chrono::Local);
+    }
+    Some((crate::morning::night_max(account.limits.as_ref()), mornings))
+}
+
 /// One Account: each Window's figures in the period against its ceiling (a configured
 /// ceiling is drawn even before any figure was observed under it), and its Runs.
 fn account_report(
@@ -423,6 +449,7 @@ fn account_report(
         name: name.to_string(),
         windows,
         owl_share,
+        night: None,
         runs: runs
             .iter()
             .filter(|r| r.account == name)

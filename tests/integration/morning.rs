@@ -344,6 +344,24 @@ fn each_run_records_what_it_used_of_each_window() {
         text.contains("owl used 7 pp of five_hour, the rest (40 pp) was yours"),
         "{text}"
     );
+    // The page draws the night ceiling and the mornings, and says owl's share.
+    let page = env.dir.path().join("report.html");
+    env.owl()
+        .args(["report", "--since", "2d", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(r#"<line class="night" data-percent="85""#),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches(r#"<line class="morning""#).count(),
+        2,
+        "{html}"
+    );
+    assert!(html.contains("owl used 7 pp of five_hour, the rest (40 pp) was yours"));
 }
 
 #[test]

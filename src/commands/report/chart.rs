@@ -168,6 +168,7 @@ mod tests {
             name: "work".into(),
             windows: vec![s],
             owl_share: Vec::new(),
+            night: None,
             runs: vec![RunReport {
                 id: 1,
                 job_id: "j".into(),

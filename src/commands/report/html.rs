@@ -21,7 +21,7 @@ const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;ma
 h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}table{border-collapse:collapse;width:100%}\
 td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}\
 .muted{color:#656d76}svg{width:100%;height:auto;border:1px solid #d0d7de;background:#fff}\
-.ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.reset{stroke:#656d76;stroke-dasharray:2 4}\
+.ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.night{stroke:#8250df;stroke-width:2;stroke-dasharray:3 3}.morning{stroke:#bf8700;stroke-width:2}.reset{stroke:#656d76;stroke-dasharray:2 4}\
 .run{fill:#8c959f;stroke:#fff;stroke-width:1}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
 .legend span{margin-right:1.4em;white-space:nowrap}.legend i{display:inline-block;width:1.6em;height:.25em;vertical-align:middle;margin-right:.4em}\
 details summary{cursor:pointer}@media print{body{margin:0}}";
@@ -182,8 +182,25 @@ fn legend(account: &AccountReport) -> String {
             )
         })
         .collect();
+    let night = match &account.night {
+        Some((max, _)) => format!(
+            "<span><i style=\"background:#8250df\"></i>night ceiling {}% (dotted purple)</span><span><i style=\"background:#bf8700\"></i>the morning</span>",
+            crate::text::fmt_percent(*max)
+        ),
+        None => String::new(),
+    };
+    let shares: String = account
+        .owl_share
+        .iter()
+        .map(|s| {
+            format!(
+                "<span class=\"share\">{}</span>",
+                esc(&super::share_said(s))
+            )
+        })
+        .collect();
     format!(
-        "<p class=\"legend\">{}<span><i style=\"background:#8c959f\"></i>a Run (red: stopped by owl)</span></p>\n",
+        "<p class=\"legend\">{}{night}<span><i style=\"background:#8c959f\"></i>a Run (red: stopped by owl)</span>{shares}</p>\n",
         items.join("")
     )
 }
@@ -230,6 +247,7 @@ fn chart(
             Scale::y(at) + 4.0
         ));
     }
+    svg.push_str(&night_lines(account, scale, local));
     for (r, (x1, x2)) in account.runs.iter().zip(run_bars(account, scale)) {
         let class = if r.stop.is_some() {
             "run stopped"
@@ -248,6 +266,31 @@ fn chart(
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// The night ceiling (dotted purple) and each morning (a gold vertical), where a morning
+/// is configured: a Window that resets before the morning may reach the first.
+fn night_lines(
+    account: &AccountReport,
+    scale: &Scale,
+    local: &dyn Fn(&DateTime<Utc>) -> String,
+) -> String {
+    let Some((night_max, mornings)) = &account.night else {
+        return String::new();
+    };
+    let y = Scale::y(*night_max);
+    let mut out = format!(
+        "<line class=\"night\" data-percent=\"{night_max}\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"><title>night ceiling {}%: a Window that resets before the morning may reach it</title></line>\n",
+        crate::text::fmt_percent(*night_max)
+    );
+    for m in mornings {
+        let x = scale.x(*m);
+        out.push_str(&format!(
+            "<line class=\"morning\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"><title>the morning, {}</title></line>\n",
+            esc(&local(m))
+        ));
+    }
+    out
 }
 
 /// Each Run's bar, `(x1, x2)`: a Run of seconds in a night of hours is still a bar one can
