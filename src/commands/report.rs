@@ -74,6 +74,11 @@ pub(super) struct JobReport {
     pub(crate) verified: bool,
     /// The Jobs it waits for (`add --after`).
     pub(crate) after: Vec<String>,
+    /// What its Runs used of each Window, summed per Window (owl's share).
+    pub(crate) owl_share: Vec<super::job_json::ShareJson>,
+    /// The same in words: "used 7 pp of five_hour".
+    #[serde(skip)]
+    pub(crate) owl_share_said: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -326,7 +331,10 @@ fn job_report(
     let all_runs = store.runs_of(&job.id)?;
     let cost = crate::model::total_cost(&all_runs);
     let summary = crate::workspace::branch_summary(job).ok().flatten();
+    let shares = store.job_shares(&job.id)?;
     Ok(JobReport {
+        owl_share: super::job_json::ShareJson::summed(&shares),
+        owl_share_said: crate::model::describe_shares(&shares),
         id: job.id.clone(),
         name: job.name.clone(),
         state: job.state.to_string(),
@@ -519,6 +527,9 @@ fn print_job(job: &JobReport) {
     }
     if !job.after.is_empty() {
         outln!("  after: {}", job.after.join(", "));
+    }
+    if let Some(used) = &job.owl_share_said {
+        outln!("  owl's share: {used}");
     }
     if let Some(commits) = job.commits {
         outln!(

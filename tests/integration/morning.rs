@@ -332,6 +332,7 @@ fn each_run_records_what_it_used_of_each_window() {
     // The report tells the Account's Window apart: owl's points, and the rest, the user's.
     let report = env.owl().args(["report", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(report["jobs"][0]["owl_share"][0]["points"], 7.0, "{report}");
     let share = &report["accounts"][0]["owl_share"][0];
     assert_eq!(share["window"], "five_hour", "{report}");
     assert_eq!(
