@@ -25,10 +25,12 @@ pub(crate) struct Day {
 }
 
 impl Day {
-    /// The day `config` names: where `schedule.window` ends and starts, or
-    /// `schedule.morning` and `schedule.dayEnds`; `None` when it names no morning.
-    pub(crate) fn of(config: &Config) -> Option<Day> {
-        match (config.schedule.window, config.schedule.morning) {
+    /// The day `config` names for `account`: where `schedule.window` ends and starts, or
+    /// the Account's `morning` (else `schedule.morning`) and `schedule.dayEnds`; `None` when
+    /// it names no morning.
+    pub(crate) fn of(config: &Config, account: &crate::config::Account) -> Option<Day> {
+        let morning = account.morning.or(config.schedule.morning);
+        match (config.schedule.window, morning) {
             (Some(night), _) => Some(Day {
                 morning: night.end,
                 ends: night.start,
@@ -113,14 +115,14 @@ impl Tonight {
     /// `None` with no morning configured or from inside the user's day.
     pub(crate) fn of<Tz: TimeZone>(
         config: &Config,
-        limits: Option<&Limits>,
+        account: &crate::config::Account,
         now: DateTime<Utc>,
         tz: &Tz,
     ) -> Option<Tonight> {
-        let morning = Day::of(config)?.next_morning(now, tz)?;
+        let morning = Day::of(config, account)?.next_morning(now, tz)?;
         Some(Tonight {
             morning,
-            night_max: night_max(limits),
+            night_max: night_max(account.limits.as_ref()),
         })
     }
 }

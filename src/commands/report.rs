@@ -389,7 +389,7 @@ fn night_of(
     since: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Option<(f64, Vec<DateTime<Utc>>)> {
-    let day = crate::morning::Day::of(&ctx.config)?;
+    let day = crate::morning::Day::of(&ctx.config, account)?;
     account.limits.as_ref().filter(|l| l.any_ceiling())?;
     let mut mornings = Vec::new();
     let mut at = day.following_morning(since, &chrono::Local);

@@ -447,7 +447,10 @@ fn execute(
         run_id,
         &job.id,
         account,
-        (account_cfg, crate::morning::Day::of(&ctx.config)),
+        (
+            account_cfg,
+            crate::morning::Day::of(&ctx.config, account_cfg),
+        ),
         job.model.as_deref(),
     );
     if ignore_ceiling {

@@ -373,6 +373,8 @@ pub(crate) struct Account {
     /// Extra environment for the agent. Never logged, stored or printed: only the keys are shown.
     pub(crate) env: Env,
     pub(crate) limits: Option<Limits>,
+    /// When its user's day starts, when it is not `schedule.morning` (another person's plan).
+    pub(crate) morning: Option<chrono::NaiveTime>,
     /// How long a reactive Account (its Driver reports no utilization) waits after a rate
     /// limit whose reset the agent did not name.
     #[serde(serialize_with = "ser_duration")]
@@ -396,6 +398,7 @@ impl Account {
             credential_store,
             env,
             limits: None,
+            morning: None,
             backoff: DEFAULT_BACKOFF,
             executor: ExecutorKind::Local,
             limits_line: None,

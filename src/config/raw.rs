@@ -116,6 +116,8 @@ pub(super) struct RawAccount {
     pub(super) limits: Option<Limits>,
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) backoff: Option<Duration>,
+    #[serde(default, deserialize_with = "de_time_of_day")]
+    pub(super) morning: Option<chrono::NaiveTime>,
     pub(super) executor: Option<super::ExecutorKind>,
 }
 

@@ -79,10 +79,11 @@ pub(super) fn validate(
         .as_ref()
         .and_then(|d| d.executor)
         .unwrap_or_default();
+    let night_window = raw.schedule.as_ref().and_then(|s| s.window);
     let accounts = accounts(
         raw.accounts.unwrap_or_default(),
         &default_env,
-        default_executor,
+        (default_executor, night_window),
         &place,
     )?;
     let defaults = defaults(
@@ -236,7 +237,7 @@ fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
 fn accounts(
     raw: BTreeMap<String, super::raw::RawAccount>,
     default_env: &Env,
-    default_executor: ExecutorKind,
+    (default_executor, night_window): (ExecutorKind, Option<TimeWindow>),
     place: &Place,
 ) -> Result<BTreeMap<String, Account>, Error> {
     let mut accounts = BTreeMap::new();
@@ -274,11 +275,22 @@ fn accounts(
             check_store_unshared(&accounts, &name, store, place)?;
         }
         check_night_max(&name, acc.limits.as_ref(), place)?;
+        if let (Some(_), Some(window)) = (acc.morning, night_window) {
+            return Err(place.at(
+                &format!("{here}.morning"),
+                format!(
+                    "accounts.{name}.morning beside schedule.window: the morning is where the \
+                     window ends ({}); set one of them",
+                    window.end.format("%H:%M")
+                ),
+            ));
+        }
         let account = Account {
             driver: acc.driver.unwrap_or_default(),
             credential_store,
             env: default_env.merged_with(acc.env),
             limits: acc.limits,
+            morning: acc.morning,
             backoff: acc.backoff.unwrap_or(super::DEFAULT_BACKOFF),
             executor,
             limits_line: place.positions.key_line(&format!("{here}.limits")),

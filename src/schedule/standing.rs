@@ -348,7 +348,7 @@ pub(crate) fn account_views(
         .map(|(name, account)| {
             let run_model = config.defaults.model.as_deref();
             let limits = account.limits.as_ref();
-            let tonight = crate::morning::Tonight::of(config, limits, now, &Local);
+            let tonight = crate::morning::Tonight::of(config, account, now, &Local);
             let windows: Vec<WindowView> = snapshots
                 .iter()
                 .filter(|s| &s.account == name)
@@ -356,7 +356,8 @@ pub(crate) fn account_views(
                 .collect();
             let note = notes.get(name).cloned().unwrap_or_default();
             let mut view = account_view(name, account, windows, note, run_model, now);
-            let morning = crate::morning::Day::of(config).map(|d| d.following_morning(now, &Local));
+            let morning =
+                crate::morning::Day::of(config, account).map(|d| d.following_morning(now, &Local));
             view.morning = morning.map(|m| (m, at_morning(&view, limits, m)));
             view
         })

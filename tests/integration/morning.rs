@@ -466,3 +466,27 @@ fn status_forecasts_each_window_at_the_morning() {
     plain.owl().args(["probe", "work"]).assert().success();
     assert!(plain.status()["accounts"][0].get("morning").is_none());
 }
+
+#[test]
+fn an_account_may_name_its_own_morning() {
+    // Its user starts at 09:00: a Window resetting at 08:00 is the night's for it.
+    let env = TestEnv::new();
+    env.write_config(
+        "accounts:\n  work:\n    morning: \"09:00\"\n    limits:\n      fiveHourMax: 60\n",
+    );
+    answers(&env, &[(70.0, "2026-11-30T08:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let five = window(&env.status(), "work", "five_hour").clone();
+    assert_eq!(five["night"]["morning"], "2026-11-30T09:00:00Z", "{five}");
+    // Beside a schedule window, whose end is the morning, it is refused on its line.
+    env.write_config(&format!(
+        "{NIGHT}accounts:\n  work:\n    morning: \"09:00\"\n"
+    ));
+    let out = env.owl().args(["config", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 10: accounts.work.morning beside schedule.window"),
+        "{err}"
+    );
+}
