@@ -76,8 +76,9 @@ pub(crate) struct TickArgs {
     /// Run this Job now, if it is eligible, instead of the queue's next.
     #[arg(long, value_name = "ID")]
     pub(crate) job: Option<String>,
-    /// With --job: run it even over its Account's ceiling, and do not stop it at one
-    /// (said loudly on stderr). Logins, backoffs and the Job's own state still hold.
+    /// With --job: run it even over every cap owl adds (ceilings, the night ceiling,
+    /// owl-share caps, the minimum headroom), and do not stop it at one (said loudly on
+    /// stderr). Logins, backoffs, rejections and extra usage still hold.
     #[arg(long, requires = "job")]
     pub(crate) ignore_ceiling: bool,
     /// Consider only this Account: its own Jobs and the unbound ones (one timer per
