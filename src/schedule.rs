@@ -726,6 +726,23 @@ mod tests {
     }
 
     #[test]
+    fn an_account_without_figures_has_no_night_ceiling_and_nothing_to_forecast() {
+        let config = config::parse(
+            "schedule:\n  window: \"22:00-07:00\"\naccounts:\n  work:\n    limits: {fiveHourMax: 60}\n",
+            "x",
+        )
+        .unwrap();
+        let now = t("2026-11-30T03:00:00Z");
+        let views = account_views(&config, &[], &BTreeMap::new(), now);
+        let work = &views[0];
+        assert!(work.schedulable, "{:?}", work.standing);
+        assert!(work.windows.is_empty() && work.expiring.is_none());
+        let (_, windows) = work.morning.as_ref().expect("a morning is configured");
+        assert!(windows.is_empty());
+        assert_eq!(describe(now, windows), None);
+    }
+
+    #[test]
     fn an_unbound_job_goes_to_the_most_headroom() {
         let snaps = vec![
             snap("work", "five_hour", 50.0, "2026-11-30T03:00:00Z"),
