@@ -11,6 +11,15 @@ pub(crate) const OWL_NOW: &str = "OWL_NOW";
 /// only decisions about wall time (windows resetting, `not_before`) come from here.
 pub(crate) fn now() -> anyhow::Result<DateTime<Utc>> {
     match std::env::var(OWL_NOW) {
+        // `@FILE`: a clock a simulation moves (the morning plan's benchmark), read anew at
+        // every use, so that a night of hours passes in seconds.
+        Ok(s) if s.starts_with('@') => {
+            let text = std::fs::read_to_string(&s[1..])
+                .map_err(|e| crate::error::Error::bad_input(format!("{OWL_NOW}='{s}': {e}")))?;
+            DateTime::parse_from_rfc3339(text.trim())
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|e| crate::error::Error::bad_input(format!("{OWL_NOW}='{s}': {e}")).into())
+        }
         Ok(s) if !s.is_empty() => {
             let fixed = DateTime::parse_from_rfc3339(&s)
                 .map(|t| t.with_timezone(&Utc))

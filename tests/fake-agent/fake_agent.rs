@@ -11,6 +11,8 @@
 //!   cat FILE                    copy FILE to stdout in large writes (a fast stream)
 //!   stderr TEXT                 print TEXT on stderr
 //!   sleep MS                    sleep (an interrupt cuts it short)
+//!   plan-work N                 N steps of modelled work (`FAKE_AGENT_PLAN`, see plan.rs), each
+//!                               five simulated minutes and its rate_limit_event
 //!   write PATH TEXT             write TEXT (\n escapes) to PATH under the cwd
 //!   commit MESSAGE              git add -A && git commit -m MESSAGE in the cwd
 //!   ignore-sigterm              ignore SIGTERM from now on
@@ -47,6 +49,8 @@
 
 // Leaving children behind unwaited is the point: they play the tool processes owl must clean up.
 #![allow(clippy::zombie_processes)]
+
+mod plan;
 
 use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -274,6 +278,16 @@ fn main() {
             }
             "stderr" => eprintln!("{rest}"),
             "sleep" => sleep_unless_interrupted(&shared, rest.trim().parse().unwrap()),
+            // N steps of modelled work (`FAKE_AGENT_PLAN`), each its rate_limit_event.
+            "plan-work" => {
+                for _ in 0..rest.trim().parse::<u32>().unwrap() {
+                    if shared.interrupted.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    shared.emit_line(&plan::step());
+                    sleep_unless_interrupted(&shared, 25);
+                }
+            }
             "write" => {
                 let (path, text) = rest.split_once(' ').unwrap_or((rest, ""));
                 let path = Path::new(path);
@@ -528,7 +542,10 @@ fn read_stdin(shared: &Shared) {
                         fs::write(format!("{}.waiting", gate.display()), "").unwrap();
                         wait_for_file(&gate);
                     }
-                    let limits = next_usage(&mut usage_answers);
+                    let limits = match plan::on() {
+                        true => plan::usage(),
+                        false => next_usage(&mut usage_answers),
+                    };
                     if limits == "no-plan" {
                         let recorded =
                             fs::read_to_string(Path::new(FIXTURE_DIR).join("not-logged-in.jsonl"))

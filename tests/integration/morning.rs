@@ -490,3 +490,29 @@ fn an_account_may_name_its_own_morning() {
         "{err}"
     );
 }
+
+#[test]
+fn a_clock_file_is_read_at_every_use_and_a_missing_one_is_refused() {
+    let mut env = env_with("");
+    let clock = env.dir.path().join("clock");
+    std::fs::write(&clock, "2026-11-30T03:00:00Z\n").unwrap();
+    env.now = format!("@{}", clock.display());
+    answers(&env, &[(70.0, "2026-11-30T05:00:00.000Z")]);
+    env.owl().args(["probe", "work"]).assert().success();
+    let reason = |env: &TestEnv| env.status()["accounts"][0]["reason"].clone();
+    assert!(
+        reason(&env).as_str().unwrap().contains("(in 2h)"),
+        "{}",
+        reason(&env)
+    );
+    std::fs::write(&clock, "2026-11-30T04:00:00Z").unwrap();
+    assert!(
+        reason(&env).as_str().unwrap().contains("(in 1h)"),
+        "{}",
+        reason(&env)
+    );
+    std::fs::remove_file(&clock).unwrap();
+    let out = env.owl().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("OWL_NOW='@"));
+}
