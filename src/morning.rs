@@ -119,10 +119,20 @@ impl Tonight {
         now: DateTime<Utc>,
         tz: &Tz,
     ) -> Option<Tonight> {
-        let morning = Day::of(config, account)?.next_morning(now, tz)?;
+        Tonight::of_day(Day::of(config, account)?, account.limits.as_ref(), now, tz)
+    }
+
+    /// The night `now` is in under `day`, for an Account with `limits`; `None` from inside
+    /// the user's day.
+    pub(crate) fn of_day<Tz: TimeZone>(
+        day: Day,
+        limits: Option<&Limits>,
+        now: DateTime<Utc>,
+        tz: &Tz,
+    ) -> Option<Tonight> {
         Some(Tonight {
-            morning,
-            night_max: night_max(account.limits.as_ref()),
+            morning: day.next_morning(now, tz)?,
+            night_max: night_max(limits),
         })
     }
 }

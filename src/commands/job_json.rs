@@ -70,20 +70,15 @@ impl ShareJson {
 
     /// A Job's shares summed per Window name, in the order first seen.
     pub(crate) fn summed(shares: &[crate::model::RunShare]) -> Vec<ShareJson> {
-        let mut out: Vec<ShareJson> = Vec::new();
-        for s in shares {
-            match out.iter_mut().find(|j| j.window == s.window) {
-                Some(j) => {
-                    j.points = crate::model::round_percent(j.points + s.points());
-                    j.upper_bound |= !s.baseline_known;
-                }
-                None => out.push(ShareJson {
-                    resets_at: None,
-                    ..ShareJson::of_run(s)
-                }),
-            }
-        }
-        out
+        crate::model::sum_by_window(shares)
+            .into_iter()
+            .map(|(window, points, known)| ShareJson {
+                window,
+                resets_at: None,
+                points: crate::model::round_percent(points),
+                upper_bound: !known,
+            })
+            .collect()
     }
 }
 

@@ -241,10 +241,33 @@ impl RunShare {
     }
 }
 
-/// "used 7 pp of five_hour, at most 40 pp of seven_day": shares summed per Window name.
-pub(crate) fn describe_shares<'a>(
+/// Two reported resets this close are one Window instance (a stream's epoch seconds and a
+/// usage answer's milliseconds name the same reset).
+pub(crate) const SAME_RESET: chrono::Duration = chrono::Duration::minutes(10);
+
+/// Whether two reported resets name the same Window instance.
+pub(crate) fn same_reset(a: DateTime<Utc>, b: DateTime<Utc>) -> bool {
+    (a - b).abs() <= SAME_RESET
+}
+
+/// owl's points of the instance of `window` resetting at `reset`, among `(window, reset,
+/// points)`; 0 when none is recorded.
+pub(crate) fn points_of(
+    shares: &[(String, DateTime<Utc>, f64)],
+    window: &str,
+    reset: DateTime<Utc>,
+) -> f64 {
+    shares
+        .iter()
+        .find(|(name, r, _)| name == window && same_reset(*r, reset))
+        .map_or(0.0, |(_, _, p)| *p)
+}
+
+/// Shares summed per Window name, in the order first seen: (window, points, every baseline
+/// known).
+pub(crate) fn sum_by_window<'a>(
     shares: impl IntoIterator<Item = &'a RunShare>,
-) -> Option<String> {
+) -> Vec<(String, f64, bool)> {
     let mut by_window: Vec<(String, f64, bool)> = Vec::new();
     for s in shares {
         match by_window.iter_mut().find(|(w, ..)| *w == s.window) {
@@ -255,6 +278,14 @@ pub(crate) fn describe_shares<'a>(
             None => by_window.push((s.window.clone(), s.points(), s.baseline_known)),
         }
     }
+    by_window
+}
+
+/// "used 7 pp of five_hour, at most 40 pp of seven_day": shares summed per Window name.
+pub(crate) fn describe_shares<'a>(
+    shares: impl IntoIterator<Item = &'a RunShare>,
+) -> Option<String> {
+    let mut by_window = sum_by_window(shares);
     // A Window the Run did not move is not worth a word (it is in the JSON).
     by_window.retain(|(_, points, known)| *points > 0.0 || !known);
     if by_window.is_empty() {

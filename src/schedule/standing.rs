@@ -52,13 +52,9 @@ pub(crate) struct AccountView {
 impl AccountView {
     /// owl's share (points) of the instance `w` is of, 0 when none is recorded.
     pub(crate) fn owl_points(&self, w: &WindowView) -> f64 {
-        let Some(reset) = w.resets_at else {
-            return 0.0;
-        };
-        self.owl_shares
-            .iter()
-            .find(|(name, r, _)| *name == w.window && (*r - reset).num_minutes().abs() <= 10)
-            .map_or(0.0, |(_, _, p)| *p)
+        w.resets_at.map_or(0.0, |reset| {
+            crate::model::points_of(&self.owl_shares, &w.window, reset)
+        })
     }
 
     /// Whether any figure of the Account's utilization was ever observed. Without a
@@ -593,11 +589,7 @@ fn owl_share_capped(
         .filter_map(|w| {
             let (limit, cap) = limits.owl_cap(&w.window)?;
             let reset = w.resets_at?;
-            let points = note
-                .owl_shares
-                .iter()
-                .find(|(name, r, _)| *name == w.window && (*r - reset).num_minutes().abs() <= 10)
-                .map_or(0.0, |(_, _, p)| *p);
+            let points = crate::model::points_of(&note.owl_shares, &w.window, reset);
             (points + min > cap).then(|| Standing::OwlShareCap {
                 window: w.label(),
                 points,

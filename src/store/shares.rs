@@ -1,16 +1,12 @@
 //! owl's own share of each Window instance (a Window and its reset): per Run, the figure before it and the highest during it, kept when the Run settles; summed per Job, per Account and per instance.
 
 use anyhow::Result;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
 use crate::clock::rfc3339;
-use crate::model::{RunShare, WindowKind};
-
-/// Two reported resets this close are one Window instance (a stream's epoch seconds and a
-/// usage answer's milliseconds name the same reset).
-const SAME_RESET: Duration = Duration::minutes(10);
+use crate::model::{same_reset, RunShare, WindowKind, SAME_RESET};
 
 impl Store {
     /// Keeps what Run `run_id` used of each Window instance it saw a figure of: the
@@ -191,7 +187,7 @@ fn instances(seen: Vec<(String, DateTime<Utc>, f64)>) -> Vec<(String, DateTime<U
     for (window, reset, peak) in seen {
         match out
             .iter_mut()
-            .find(|(w, r, _)| *w == window && (*r - reset).abs() <= SAME_RESET)
+            .find(|(w, r, _)| *w == window && same_reset(*r, reset))
         {
             Some(same) => same.2 = same.2.max(peak),
             None => out.push((window, reset, peak)),

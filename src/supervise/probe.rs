@@ -23,9 +23,9 @@ pub(crate) fn probe(
     account: &Account,
     cwd: &Path,
 ) -> ProbeOutcome {
-    match driver.probe_invocation(command, account) {
-        Some(invocation) => probe_with(executor, driver, &invocation, cwd),
-        None => ProbeOutcome::Failed("the driver has no zero-token probe for this login".into()),
+    match start(executor, driver, command, account, cwd) {
+        Ok(started) => ask(executor, driver, started),
+        Err(failed) => failed,
     }
 }
 
@@ -61,14 +61,17 @@ pub(crate) fn probe_with(
     cwd: &Path,
 ) -> ProbeOutcome {
     match start_invocation(executor, driver, invocation.clone(), cwd) {
-        Ok(started) => {
-            let id = started.id;
-            let outcome = answer(driver, started);
-            executor.signal(&id, crate::sys::Sig::KILL);
-            outcome
-        }
+        Ok(started) => ask(executor, driver, started),
         Err(failed) => failed,
     }
+}
+
+/// The started probe's answer; whatever it started in its group goes with it.
+fn ask(executor: &dyn Executor, driver: &dyn Driver, started: Started) -> ProbeOutcome {
+    let id = started.id;
+    let outcome = answer(driver, started);
+    executor.signal(&id, crate::sys::Sig::KILL);
+    outcome
 }
 
 fn start_invocation(

@@ -127,12 +127,7 @@ fn add_after_refuses_an_unknown_or_cancelled_job_and_an_explicit_base_wins() {
 /// Writes `text` to the plan file and runs `owl add --from` on it.
 fn add_from(env: &TestEnv, plan: &std::path::Path, text: &str) -> std::process::Output {
     std::fs::write(plan, text).unwrap();
-    env.owl()
-        .arg("add")
-        .arg("--from")
-        .arg(plan)
-        .output()
-        .unwrap()
+    env.add_from(plan)
 }
 
 fn jobs_json(env: &TestEnv) -> Vec<Value> {

@@ -255,13 +255,7 @@ fn a_plan_files_mistakes_are_told_as_config_yamls_are() {
     ] {
         let plan = env.dir.path().join(name);
         std::fs::write(&plan, text).unwrap();
-        let out = env
-            .owl()
-            .arg("add")
-            .arg("--from")
-            .arg(&plan)
-            .output()
-            .unwrap();
+        let out = env.add_from(&plan);
         assert_eq!(out.status.code(), Some(2), "{out:?}");
         let err = stderr_of(&out);
         assert!(err.contains(says), "{err}");

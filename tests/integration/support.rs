@@ -130,6 +130,16 @@ impl TestEnv {
         std::fs::write(&self.usage, lines.join("\n")).unwrap();
     }
 
+    /// `owl add --from PLAN`, its output whatever it was.
+    pub fn add_from(&self, plan: &Path) -> std::process::Output {
+        self.owl()
+            .arg("add")
+            .arg("--from")
+            .arg(plan)
+            .output()
+            .unwrap()
+    }
+
     /// The `owl` binary with this environment.
     pub fn owl(&self) -> Command {
         Command::from_std(self.owl_std())

@@ -509,13 +509,7 @@ fn a_job_name_of_digits_only_is_refused() {
         ),
     )
     .unwrap();
-    let out = env
-        .owl()
-        .arg("add")
-        .arg("--from")
-        .arg(&plan)
-        .output()
-        .unwrap();
+    let out = env.add_from(&plan);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stderr_of(&out).contains("line 4"), "{out:?}");
 }

@@ -164,11 +164,7 @@ impl TickObserver<'_> {
         // The bound in force at this response: a Window that closes before the morning is
         // held to the night ceiling, the one a Run opened after it to its own.
         let tonight = self.day.and_then(|day| {
-            let morning = day.next_morning(now, &chrono::Local)?;
-            Some(crate::morning::Tonight {
-                morning,
-                night_max: crate::morning::night_max(self.limits.as_ref()),
-            })
+            crate::morning::Tonight::of_day(day, self.limits.as_ref(), now, &chrono::Local)
         });
         usage::crossing(
             &snapshots,
