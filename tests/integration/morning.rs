@@ -345,6 +345,7 @@ fn each_run_records_what_it_used_of_each_window() {
         text.contains("owl used 7 pp of five_hour, the rest (40 pp) was yours"),
         "{text}"
     );
+    assert!(text.contains("ceiling 60% (night ceiling 85%)"), "{text}");
     // The page draws the night ceiling and the mornings, and says owl's share.
     let page = env.dir.path().join("report.html");
     env.owl()

@@ -83,8 +83,16 @@ pub(super) fn account_rows(
         let peak = peak.map_or("no figure".into(), |p| {
             format!("peak {}%", crate::text::fmt_percent(p))
         });
+        // With a morning known, a figure over the day's ceiling may be within the night's
+        // (its Window reset before the morning): the words name both.
+        let night = match (&account.night, series.ceiling) {
+            (Some((max, _)), Some(c)) if *max > c => {
+                format!(" (night ceiling {}%)", crate::text::fmt_percent(*max))
+            }
+            _ => String::new(),
+        };
         let ceiling = series.ceiling.map_or("no ceiling".into(), |c| {
-            format!("ceiling {}%", crate::text::fmt_percent(c))
+            format!("ceiling {}%{night}", crate::text::fmt_percent(c))
         });
         rows.push(format!(
             "{:<label_width$} │{row}│ {peak}, {ceiling}",
