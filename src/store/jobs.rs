@@ -1,19 +1,18 @@
 //! Jobs: insert, look up, list and move between states.
 
-use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension, Row};
-
+use super::engine::{params, Db, Row};
 use super::{json_vec, parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
 use crate::model::{Job, JobReason, JobState, NewJob};
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
     reason_data, check_argv, check_timeout_secs, base_after, after_ids";
 
-fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
+fn job_from_row(r: &Row) -> Result<Job> {
     let state: String = r.get(15)?;
     Ok(Job {
         id: r.get(0)?,
@@ -24,18 +23,15 @@ fn job_from_row(r: &Row) -> rusqlite::Result<Job> {
         account: r.get(5)?,
         priority: r.get(6)?,
         max_runs: r.get(7)?,
-        max_run_time_secs: r.get::<_, i64>(8)?.max(0) as u64,
+        max_run_time_secs: r.get::<i64>(8)?.max(0) as u64,
         max_budget_usd: r.get(9)?,
         max_job_budget_usd: r.get(10)?,
         permission_mode: r.get(11)?,
-        allowed_tools: parse_json_vec(&r.get::<_, String>(12)?),
-        disallowed_tools: parse_json_vec(&r.get::<_, String>(13)?),
+        allowed_tools: parse_json_vec(r.text(12)?),
+        disallowed_tools: parse_json_vec(r.text(13)?),
         model: r.get(14)?,
         state: state.parse().unwrap_or(JobState::Failed),
-        reason: JobReason::from_stored(
-            r.get_ref(21)?.as_str_or_null()?,
-            r.get_ref(16)?.as_str_or_null()?,
-        ),
+        reason: JobReason::from_stored(r.opt_text(21)?, r.opt_text(16)?),
         not_before: time_col(r.get(17)?),
         created_at: time_col(r.get(18)?).unwrap_or_default(),
         updated_at: time_col(r.get(19)?).unwrap_or_default(),
@@ -105,13 +101,11 @@ impl Store {
 
     /// The Jobs `id` waits for, in the order given.
     pub(crate) fn job_deps(&self, id: &str) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT after_id FROM job_deps WHERE job_id = ?1 ORDER BY rowid")?;
-        let deps = stmt
-            .query_map([id], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(deps)
+        self.db.query_map(
+            "SELECT after_id FROM job_deps WHERE job_id = ?1 ORDER BY rowid",
+            params![id],
+            |r| r.get(0),
+        )
     }
 
     /// A stacked Job's base, resolved at its first Run: the commit its dependency's branch
@@ -128,23 +122,17 @@ impl Store {
 
     /// Whether a Job id is taken.
     pub(crate) fn job_exists(&self, id: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .query_row("SELECT 1 FROM jobs WHERE id = ?1", [id], |_| Ok(()))
-            .optional()?
-            .is_some())
+        self.db
+            .exists("SELECT 1 FROM jobs WHERE id = ?1", params![id])
     }
 
     /// One Job by id.
     pub(crate) fn job(&self, id: &str) -> Result<Option<Job>> {
-        let job = self
-            .conn
-            .query_row(
-                &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
-                [id],
-                job_from_row,
-            )
-            .optional()?;
+        let job = self.db.query_opt(
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1"),
+            params![id],
+            job_from_row,
+        )?;
         match job {
             Some(mut job) => {
                 job.after = self.job_deps(&job.id)?;
@@ -157,14 +145,14 @@ impl Store {
     /// The Jobs in any of `states`, in the order they were added: through the state index,
     /// so that a year of finished Jobs costs nothing here.
     pub(crate) fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
-        let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN (SELECT value FROM json_each(?1)) \
-             ORDER BY seq"
-        ))?;
-        let mut jobs: Vec<Job> = stmt
-            .query_map([serde_json::to_string(&states)?], job_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
+        let mut jobs: Vec<Job> = self.db.query_map(
+            &format!(
+                "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ({}) ORDER BY seq",
+                state_list(states)
+            ),
+            params![],
+            job_from_row,
+        )?;
         for job in &mut jobs {
             job.after = self.job_deps(&job.id)?;
         }
@@ -173,48 +161,42 @@ impl Store {
 
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
     pub(crate) fn plan_jobs(&self) -> Result<Vec<crate::model::PlanJob>> {
-        let mut stmt = self.conn.prepare_cached(
+        let mut jobs = self.db.query_map(
             "SELECT seq, id, state, priority, account, not_before, reason FROM jobs \
              WHERE state IN ('queued', 'running', 'waiting')",
-        )?;
-        let mut jobs = stmt
-            .query_map([], |r| {
-                let state = r.get_ref(2)?.as_str()?;
+            params![],
+            |r| {
+                let state = r.text(2)?;
                 let job = crate::model::PlanJob {
                     id: r.get(1)?,
                     state: state.parse().unwrap_or(JobState::Failed),
                     priority: r.get(3)?,
                     account: r.get(4)?,
-                    not_before: r
-                        .get_ref(5)?
-                        .as_str_or_null()?
-                        .and_then(crate::clock::parse),
+                    not_before: r.opt_text(5)?.and_then(crate::clock::parse),
                     reason: r.get(6)?,
                     after: Vec::new(),
                 };
-                Ok((r.get::<_, i64>(0)?, job))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+                Ok((r.get::<i64>(0)?, job))
+            },
+        )?;
         // In the order they were added: sorted here, since the three states' runs of the
         // index each come in order but not merged.
         jobs.sort_unstable_by_key(|(seq, _)| *seq);
         let mut jobs: Vec<crate::model::PlanJob> = jobs.into_iter().map(|(_, job)| job).collect();
         // What each open Job waits for, with its state now.
-        let mut stmt = self.conn.prepare_cached(
+        let deps = self.db.query_map(
             "SELECT d.job_id, d.after_id, a.state FROM job_deps d \
              JOIN jobs j ON j.id = d.job_id JOIN jobs a ON a.id = d.after_id \
              WHERE j.state IN ('queued', 'running', 'waiting') ORDER BY d.rowid",
-        )?;
-        let deps = stmt
-            .query_map([], |r| {
-                let state: String = r.get(2)?;
+            params![],
+            |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    state.parse().unwrap_or(JobState::Failed),
+                    r.get::<String>(0)?,
+                    r.get::<String>(1)?,
+                    r.text(2)?.parse().unwrap_or(JobState::Failed),
                 ))
-            })?
-            .collect::<rusqlite::Result<Vec<(String, String, JobState)>>>()?;
+            },
+        )?;
         let index: std::collections::HashMap<String, usize> = jobs
             .iter()
             .enumerate()
@@ -241,18 +223,16 @@ impl Store {
         } else {
             "WHERE state IN ('queued', 'running', 'waiting')"
         };
-        let mut stmt = self.conn.prepare_cached(&format!(
+        let sql = format!(
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
              not_before, created_at, updated_at, base_commit, run_count, counted_runs, \
              check_argv, check_timeout_secs, last_check, \
              after_ids, base_after \
              FROM jobs {filter} ORDER BY seq"
-        ))?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let text = |i| -> rusqlite::Result<&str> { Ok(r.get_ref(i)?.as_str()?) };
-            let opt_text =
-                |i| -> rusqlite::Result<Option<&str>> { Ok(r.get_ref(i)?.as_str_or_null()?) };
+        );
+        self.db.for_each(&sql, params![], |r| {
+            let text = |i| r.text(i);
+            let opt_text = |i| r.opt_text(i);
             each(&ListedJob {
                 id: text(0)?,
                 name: opt_text(1)?,
@@ -268,15 +248,14 @@ impl Store {
                 created_at: text(11)?,
                 updated_at: text(12)?,
                 base_commit: opt_text(13)?,
-                run_count: r.get::<_, i64>(14)?.max(0) as usize,
-                counted_runs: r.get::<_, i64>(15)?.max(0) as usize,
+                run_count: r.get::<i64>(14)?.max(0) as usize,
+                counted_runs: r.get::<i64>(15)?.max(0) as usize,
                 check: check_from(r.get(16)?, r.get(17)?),
                 last_check: opt_text(18)?.and_then(|c| serde_json::from_str(c).ok()),
                 after: opt_text(19)?.map(parse_json_vec).unwrap_or_default(),
                 base_after: opt_text(20)?,
-            })?;
-        }
-        Ok(())
+            })
+        })
     }
 
     /// Moves a Job to `state` only if it is in one of `from`; whether it moved. Every
@@ -302,19 +281,19 @@ impl Store {
         not_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        let from: Vec<&str> = from.iter().map(|s| s.as_str()).collect();
-        let from = serde_json::to_string(&from)?;
+        let sql = format!(
+            "UPDATE jobs SET state = ?2, reason = ?3, reason_data = ?5, not_before = ?6, \
+             updated_at = ?4 WHERE id = ?1 AND state IN ({})",
+            state_list(from)
+        );
         self.write(|tx| {
             let n = tx.execute(
-                "UPDATE jobs SET state = ?2, reason = ?3, reason_data = ?6, not_before = ?7, \
-                 updated_at = ?4 \
-                 WHERE id = ?1 AND state IN (SELECT value FROM json_each(?5))",
+                &sql,
                 params![
                     id,
                     state.as_str(),
                     reason.map(|r| r.to_string()),
                     rfc3339(now),
-                    from,
                     reason.map(JobReason::to_stored),
                     not_before.map(rfc3339)
                 ],
@@ -341,23 +320,26 @@ impl Store {
 
     /// The Job's state as stored right now (a cancel from another process shows here).
     pub(crate) fn job_state(&self, id: &str) -> Result<Option<JobState>> {
-        let s: Option<String> = self
-            .conn
-            .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?;
+        let s: Option<String> =
+            self.db
+                .query_opt("SELECT state FROM jobs WHERE id = ?1", params![id], |r| {
+                    r.get(0)
+                })?;
         Ok(s.and_then(|s| s.parse().ok()))
     }
 }
 
 /// Inserts one new Job and what it waits for: `waiting` (after those Jobs) while any of
 /// them is not done, else `queued`.
-fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
-    let unmet: i64 = tx.query_row(
-        "SELECT COUNT(*) FROM json_each(?1) AS a LEFT JOIN jobs ON jobs.id = a.value \
-         WHERE jobs.state IS NULL OR jobs.state != 'done'",
-        [json_vec(&job.after)],
-        |r| r.get(0),
-    )?;
+fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
+    let mut unmet = 0;
+    for after in &job.after {
+        let done = tx.exists(
+            "SELECT 1 FROM jobs WHERE id = ?1 AND state = 'done'",
+            params![after],
+        )?;
+        unmet += usize::from(!done);
+    }
     let (state, reason) = match unmet == 0 {
         true => (JobState::Queued, None),
         false => (
@@ -402,9 +384,19 @@ fn insert_one(tx: &rusqlite::Transaction, job: &NewJob, now: DateTime<Utc>) -> R
     .with_context(|| format!("inserting job {}", job.id))?;
     for after in &job.after {
         tx.execute(
-            "INSERT OR IGNORE INTO job_deps (job_id, after_id) VALUES (?1, ?2)",
+            "INSERT INTO job_deps (job_id, after_id) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
             params![job.id, after],
         )?;
     }
     Ok(())
+}
+
+/// States as an SQL list: the words are owl's own, never input, so they are written into
+/// the statement (one statement per set of states, prepared once).
+fn state_list(states: &[JobState]) -> String {
+    let words: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    match words.is_empty() {
+        true => "NULL".into(),
+        false => words.join(", "),
+    }
 }

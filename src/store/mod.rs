@@ -1,5 +1,6 @@
 //! SQLite state at `stateDir/owl.db`: opening it safely, migrations, and every write in `BEGIN IMMEDIATE`.
 
+mod engine;
 mod jobs;
 mod migrations;
 mod notes;
@@ -15,7 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rusqlite::{Connection, Transaction, TransactionBehavior};
+use rusqlite::Connection;
+
+use engine::Db;
 
 pub(crate) use jobs::ListedJob;
 pub(crate) use runs::RunIdentity;
@@ -27,7 +30,7 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The open database.
 pub(crate) struct Store {
-    conn: Connection,
+    db: Db,
     path: PathBuf,
 }
 
@@ -52,10 +55,10 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = Store {
-            conn,
+            db: Db::sqlite(conn),
             path: path.to_path_buf(),
         };
-        migrations::migrate(&mut store.conn)
+        migrations::migrate(&mut store.db.conn)
             .with_context(|| format!("migrating database {}", path.display()))?;
         Ok(store)
     }
@@ -71,7 +74,7 @@ impl Store {
     /// How long a write waits for another process's write lock. The settlement lowers it
     /// while it retries.
     pub(crate) fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
-        self.conn.busy_timeout(timeout)?;
+        self.db.conn.busy_timeout(timeout)?;
         Ok(())
     }
 
@@ -87,8 +90,10 @@ impl Store {
             Some(timeout) => (timeout, "NORMAL"),
             None => (BUSY_TIMEOUT, "FULL"),
         };
-        self.conn.busy_timeout(timeout)?;
-        self.conn.pragma_update(None, "synchronous", synchronous)?;
+        self.db.conn.busy_timeout(timeout)?;
+        self.db
+            .conn
+            .pragma_update(None, "synchronous", synchronous)?;
         Ok(())
     }
 
@@ -99,21 +104,14 @@ impl Store {
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
     /// a concurrent writer waits on the busy timeout instead of failing mid-transaction.
-    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let tx = Transaction::new(&mut self.conn, TransactionBehavior::Immediate)
-            .context("starting a write transaction")?;
-        let out = f(&tx)?;
-        tx.commit().context("committing a write transaction")?;
-        Ok(out)
+    pub(crate) fn write<T>(&mut self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        self.db.transaction(f)
     }
 
     /// Like [`Store::write`], for a write that must land even on a full disk: when SQLite
     /// cannot grow the database, the state dir's reserve is given back and it is tried once
     /// more.
-    pub(crate) fn write_must_land<T>(
-        &mut self,
-        f: impl Fn(&Transaction) -> Result<T>,
-    ) -> Result<T> {
+    pub(crate) fn write_must_land<T>(&mut self, f: impl Fn(&Db) -> Result<T>) -> Result<T> {
         match self.write(&f) {
             Err(e) if crate::disk::is_disk_full(&e) => {
                 let state_dir = self.path.parent().unwrap_or(Path::new("."));
@@ -129,6 +127,7 @@ impl Store {
     /// The schema version this database is at.
     pub(crate) fn schema_version(&self) -> Result<i64> {
         Ok(self
+            .db
             .conn
             .pragma_query_value(None, "user_version", |r| r.get(0))?)
     }
@@ -136,7 +135,8 @@ impl Store {
     /// Whether the database takes a write: the write lock is taken and let go, nothing changes.
     pub(crate) fn check_writable(&self) -> Result<()> {
         // A real write, rolled back: a read-only file or filesystem refuses it.
-        self.conn
+        self.db
+            .conn
             .execute_batch("BEGIN IMMEDIATE; CREATE TABLE owl_doctor_check(x); ROLLBACK;")
             .context("a test write, rolled back")?;
         Ok(())
@@ -145,6 +145,7 @@ impl Store {
     /// A quick integrity check for `owl doctor`.
     pub(crate) fn quick_check(&self) -> Result<String> {
         Ok(self
+            .db
             .conn
             .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
     }
@@ -168,6 +169,7 @@ mod tests {
 
     fn synchronous(store: &Store) -> i64 {
         store
+            .db
             .conn
             .pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap()

@@ -1,8 +1,8 @@
 //! Per-Account notes that outlive a Run: "not logged in", an agent CLI owl cannot use, an outage's back-off.
 
+use super::engine::params;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
 use crate::clock::rfc3339;
@@ -13,26 +13,24 @@ impl Store {
     /// word on its login is asked before every Run, and refuses one without) and did not end
     /// for want of a login.
     pub(crate) fn account_login_seen(&self, account: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT 1 FROM runs WHERE account = ?1 \
-                 AND (cause IS NULL OR cause != 'not_logged_in') LIMIT 1",
-            )?
-            .exists([account])?)
+        self.db.exists(
+            "SELECT 1 FROM runs WHERE account = ?1 \
+             AND (cause IS NULL OR cause != 'not_logged_in') LIMIT 1",
+            params![account],
+        )
     }
 
     /// The note on one Account (empty when there is none).
     pub(crate) fn account_note(&self, account: &str) -> Result<AccountNote> {
         Ok(self
-            .conn
-            .query_row(
+            .db
+            .query_opt(
                 "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, updated_at, \
                  backoff_until, outages, agent_checked, agent_checked_at, rate_limited_until, \
                  on_credits_until, on_credits_window, not_logged_in_at, agent_checked_version \
                  FROM account_notes \
                  WHERE account = ?1",
-                [account],
+                params![account],
                 |r| {
                     Ok(AccountNote {
                         not_logged_in: r.get(0)?,
@@ -52,8 +50,7 @@ impl Store {
                         ..Default::default()
                     })
                 },
-            )
-            .optional()?
+            )?
             .unwrap_or_default())
     }
 

@@ -1,13 +1,12 @@
 //! Runs: started with the Job moving to `running`, finished with the Job's next state, in one transaction each.
 
-use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension, Row};
-
+use super::engine::{params, Row, ToParam};
 use super::{parse_json_vec, time_col, Store};
 use crate::clock::rfc3339;
 use crate::config::ExecutorKind;
 use crate::model::{Cause, JobReason, JobState, Run, RunFinish, RunOutcome, StopKind};
+use anyhow::{Context, Result};
+use chrono::{DateTime, Utc};
 
 /// What is known about a Run when it starts.
 #[derive(Debug, Clone)]
@@ -50,7 +49,7 @@ const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code,
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
     head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data";
 
-fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
+fn run_from_row(r: &Row) -> Result<Run> {
     let outcome: Option<String> = r.get(3)?;
     Ok(Run {
         id: r.get(0)?,
@@ -64,7 +63,7 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         num_turns: r.get(8)?,
         input_tokens: r.get(9)?,
         output_tokens: r.get(10)?,
-        permission_denials: parse_json_vec(&r.get::<_, String>(11)?),
+        permission_denials: parse_json_vec(r.text(11)?),
         api_retries: r.get(12)?,
         last_event: r.get(13)?,
         agent_version: r.get(14)?,
@@ -76,12 +75,12 @@ fn run_from_row(r: &Row) -> rusqlite::Result<Run> {
         head_before: r.get(20)?,
         head_after: r.get(21)?,
         safety_commit: r.get(22)?,
-        cause: r.get::<_, Option<String>>(23)?.and_then(|c| c.parse().ok()),
+        cause: r.get::<Option<String>>(23)?.and_then(|c| c.parse().ok()),
         note: r.get(24)?,
         budget_usd: r.get(25)?,
-        stop: r.get::<_, Option<String>>(26)?.and_then(|s| s.parse().ok()),
+        stop: r.get::<Option<String>>(26)?.and_then(|s| s.parse().ok()),
         check: r
-            .get::<_, Option<String>>(27)?
+            .get::<Option<String>>(27)?
             .and_then(|c| serde_json::from_str(&c).ok()),
     })
 }
@@ -100,10 +99,11 @@ impl Store {
             if moved == 0 {
                 return Ok(None);
             }
-            tx.execute(
+            let id = tx
+                .query_one(
                 "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
                  boot_id, started_at, head_before, budget_usd, executor) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
                 params![
                     start.job_id,
                     start.account,
@@ -116,9 +116,10 @@ impl Store {
                     start.budget_usd,
                     start.executor.name(),
                 ],
+                |r| r.get::<i64>(0),
             )
             .with_context(|| format!("recording a run of job {}", start.job_id))?;
-            Ok(Some(tx.last_insert_rowid()))
+            Ok(Some(id))
         })
     }
 
@@ -211,7 +212,7 @@ impl Store {
                     "UPDATE jobs SET last_check = \
                      (SELECT check_data FROM runs WHERE id = ?1) \
                      WHERE id = (SELECT job_id FROM runs WHERE id = ?1)",
-                    [run_id],
+                    params![run_id],
                 )?;
             }
             // Only the Job's Run in progress moves it on: a cancel written meanwhile stays.
@@ -234,12 +235,11 @@ impl Store {
 
     /// The identities of every Run still marked running.
     pub(crate) fn running_identities(&self) -> Result<Vec<RunIdentity>> {
-        let mut stmt = self.conn.prepare(
+        self.db.query_map(
             "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
              executor, account FROM runs WHERE outcome IS NULL ORDER BY id",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
+            params![],
+            |r| {
                 Ok(RunIdentity {
                     run_id: r.get(0)?,
                     job_id: r.get(1)?,
@@ -249,27 +249,23 @@ impl Store {
                     pid: r.get(5)?,
                     child_start_time: r.get(6)?,
                     executor: r
-                        .get::<_, Option<String>>(7)?
+                        .get::<Option<String>>(7)?
                         .as_deref()
                         .and_then(ExecutorKind::from_name)
                         .unwrap_or_default(),
                     account: r.get(8)?,
                 })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+            },
+        )
     }
 
     /// One Run by id.
     pub(crate) fn run(&self, id: i64) -> Result<Option<Run>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
-                [id],
-                run_from_row,
-            )
-            .optional()?)
+        self.db.query_opt(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+            params![id],
+            run_from_row,
+        )
     }
 
     /// Records what a finished Run's check found when it was run again (`owl requeue` of a
@@ -295,56 +291,48 @@ impl Store {
 
     /// The Runs of one Job, oldest first.
     pub(crate) fn runs_of(&self, job_id: &str) -> Result<Vec<Run>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 ORDER BY id"
-        ))?;
-        let runs = stmt
-            .query_map([job_id], run_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(runs)
+        self.runs_where("job_id = ?1 ORDER BY id", params![job_id])
     }
 
     /// How many of the Job's finished Runs count toward its `maxRuns` ([`Run::counts`], in
     /// SQL: a Job's thousandth Run costs no more to start than its first).
     pub(crate) fn counted_runs(&self, job_id: &str) -> Result<u32> {
-        let n: i64 = self
-            .conn
-            .prepare_cached(
-                "SELECT COUNT(*) FROM runs WHERE job_id = ?1 AND outcome IS NOT NULL \
+        let n: i64 = self.db.query_one(
+            "SELECT COUNT(*) FROM runs WHERE job_id = ?1 AND outcome IS NOT NULL \
              AND (cause IS NULL OR cause = 'job')",
-            )?
-            .query_row([job_id], |r| r.get(0))?;
+            params![job_id],
+            |r| r.get(0),
+        )?;
         Ok(n as u32)
     }
 
     /// What the Job's Runs have cost ([`crate::model::total_cost`], in SQL): each by its
     /// result line, a finished one without it by its cap.
     pub(crate) fn job_cost(&self, job_id: &str) -> Result<f64> {
-        Ok(self
-            .conn
-            .prepare_cached(
-                "SELECT COALESCE(SUM(COALESCE(cost_usd, \
-                   CASE WHEN outcome IS NOT NULL THEN budget_usd END)), 0.0) \
-                 FROM runs WHERE job_id = ?1",
-            )?
-            .query_row([job_id], |r| r.get(0))?)
+        self.db.query_one(
+            "SELECT COALESCE(SUM(COALESCE(cost_usd, \
+               CASE WHEN outcome IS NOT NULL THEN budget_usd END)), 0.0) \
+             FROM runs WHERE job_id = ?1",
+            params![job_id],
+            |r| r.get(0),
+        )
     }
 
     /// The Job's newest finished Run other than `except`.
     pub(crate) fn last_finished_run(&self, job_id: &str, except: i64) -> Result<Option<Run>> {
-        Ok(self
-            .conn
-            .prepare_cached(&format!(
+        self.db.query_opt(
+            &format!(
                 "SELECT {RUN_COLUMNS} FROM runs WHERE job_id = ?1 AND id != ?2 \
                  AND outcome IS NOT NULL ORDER BY id DESC LIMIT 1"
-            ))?
-            .query_row(params![job_id, except], run_from_row)
-            .optional()?)
+            ),
+            params![job_id, except],
+            run_from_row,
+        )
     }
 
     /// Runs still in progress (at most one, unless a tick died).
     pub(crate) fn running_runs(&self) -> Result<Vec<Run>> {
-        self.runs_where("outcome IS NULL ORDER BY id", [])
+        self.runs_where("outcome IS NULL ORDER BY id", params![])
     }
 
     /// Runs that ended at or after `since`, newest first: what happened overnight.
@@ -353,7 +341,7 @@ impl Store {
             // Ordered by the index's own column, so that SQLite walks runs_ended instead
             // of scanning every Run by id.
             "outcome IS NOT NULL AND ended_at >= ?1 ORDER BY ended_at DESC, id DESC",
-            [rfc3339(since)],
+            params![rfc3339(since)],
         )
     }
 
@@ -368,18 +356,16 @@ impl Store {
         self.runs_where(
             "started_at <= ?2 AND (started_at >= ?1 OR ended_at >= ?1 OR outcome IS NULL) \
              ORDER BY started_at, id",
-            [rfc3339(since), rfc3339(until)],
+            params![rfc3339(since), rfc3339(until)],
         )
     }
 
-    fn runs_where(&self, clause: &str, params: impl rusqlite::Params) -> Result<Vec<Run>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE {clause}"))?;
-        let runs = stmt
-            .query_map(params, run_from_row)?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(runs)
+    fn runs_where(&self, clause: &str, params: &[&dyn ToParam]) -> Result<Vec<Run>> {
+        self.db.query_map(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE {clause}"),
+            params,
+            run_from_row,
+        )
     }
 }
 
@@ -405,8 +391,11 @@ mod tests {
             .unwrap();
         // A Run from before schema 16 has no executor on its row.
         store
-            .conn
-            .execute("UPDATE runs SET executor = NULL WHERE id = ?1", [older])
+            .db
+            .execute(
+                "UPDATE runs SET executor = NULL WHERE id = ?1",
+                params![older],
+            )
             .unwrap();
         let kinds: Vec<_> = store
             .running_identities()

@@ -1,8 +1,8 @@
 //! owl's own share of each Window instance (a Window and its reset): per Run, the figure before it and the highest during it, kept when the Run settles; summed per Job, per Account and per instance.
 
+use super::engine::{params, Db, Row};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
 use crate::clock::rfc3339;
@@ -15,50 +15,48 @@ impl Store {
     /// highest figure during it. Idempotent: a settlement tried again writes the same rows.
     pub(crate) fn record_shares(&mut self, run_id: i64) -> Result<()> {
         self.write(|tx| {
-            let Some((account, started)) = tx
-                .query_row(
-                    "SELECT account, started_at FROM runs WHERE id = ?1",
-                    [run_id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-                )
-                .optional()?
+            let Some((account, started)) = tx.query_opt(
+                "SELECT account, started_at FROM runs WHERE id = ?1",
+                params![run_id],
+                |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+            )?
             else {
                 return Ok(());
             };
             let Some(started) = crate::clock::parse(&started) else {
                 return Ok(());
             };
-            let mut seen = tx.prepare_cached(
-                "SELECT window, resets_at, MAX(percent) FROM snapshots \
-                 WHERE run_id = ?1 AND resets_at IS NOT NULL GROUP BY window, resets_at \
-                 ORDER BY window, resets_at",
+            let seen: Vec<(String, String, f64)> = tx.query_map(
+                "SELECT \"window\", resets_at, MAX(percent) FROM snapshots \
+                 WHERE run_id = ?1 AND resets_at IS NOT NULL GROUP BY \"window\", resets_at \
+                 ORDER BY \"window\", resets_at",
+                params![run_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
-            let seen: Vec<(String, DateTime<Utc>, f64)> = seen
-                .query_map([run_id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, f64>(2)?))
-                })?
-                .filter_map(|row| {
-                    let (window, reset, peak) = row.ok()?;
-                    Some((window, time_col(Some(reset))?, peak))
-                })
+            let seen = seen
+                .into_iter()
+                .filter_map(|(window, reset, peak)| Some((window, time_col(Some(reset))?, peak)))
                 .collect();
-            let mut write = tx.prepare_cached(
-                "INSERT OR REPLACE INTO run_windows \
-                 (run_id, account, window, resets_at, baseline, baseline_known, peak) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )?;
             for (window, reset, peak) in instances(seen) {
                 let (baseline, known) =
                     baseline_in(tx, run_id, (&account, &window), reset, started)?;
-                write.execute(params![
-                    run_id,
-                    account,
-                    window,
-                    rfc3339(reset),
-                    baseline,
-                    known,
-                    peak
-                ])?;
+                tx.execute(
+                    "INSERT INTO run_windows \
+                     (run_id, account, \"window\", resets_at, baseline, baseline_known, peak) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                     ON CONFLICT (run_id, \"window\", resets_at) DO UPDATE SET \
+                     account = excluded.account, baseline = excluded.baseline, \
+                     baseline_known = excluded.baseline_known, peak = excluded.peak",
+                    params![
+                        run_id,
+                        account,
+                        window,
+                        rfc3339(reset),
+                        baseline,
+                        known,
+                        peak
+                    ],
+                )?;
             }
             Ok(())
         })
@@ -73,41 +71,43 @@ impl Store {
         window: &str,
         reset: DateTime<Utc>,
     ) -> Result<(f64, bool)> {
-        let (account, started): (String, String) = self.conn.query_row(
+        let (account, started): (String, String) = self.db.query_one(
             "SELECT account, started_at FROM runs WHERE id = ?1",
-            [run_id],
+            params![run_id],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let started = crate::clock::parse(&started).unwrap_or(reset);
-        baseline_in(&self.conn, run_id, (&account, window), reset, started)
+        baseline_in(&self.db, run_id, (&account, window), reset, started)
     }
 
     /// Every Run's shares, by Job, oldest Run first: what `jobs --json` sums per Job.
     pub(crate) fn shares_by_job(&self) -> Result<std::collections::HashMap<String, Vec<RunShare>>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT w.run_id, w.window, w.resets_at, w.baseline, w.baseline_known, w.peak, \
-             r.job_id FROM run_windows w JOIN runs r ON r.id = w.run_id \
-             ORDER BY w.run_id, w.window, w.resets_at",
-        )?;
         let mut by_job: std::collections::HashMap<String, Vec<RunShare>> = Default::default();
-        let rows = stmt.query_map([], |r| Ok((share_from_row(r)?, r.get::<_, String>(6)?)))?;
-        for row in rows {
-            if let (Some(share), job) = row? {
-                by_job.entry(job).or_default().push(share);
-            }
-        }
+        self.db.for_each(
+            "SELECT w.run_id, w.\"window\", w.resets_at, w.baseline, w.baseline_known, w.peak, \
+             r.job_id FROM run_windows w JOIN runs r ON r.id = w.run_id \
+             ORDER BY w.run_id, w.\"window\", w.resets_at",
+            params![],
+            |r| {
+                if let Some(share) = share_from_row(r)? {
+                    by_job.entry(r.get(6)?).or_default().push(share);
+                }
+                Ok(())
+            },
+        )?;
         Ok(by_job)
     }
 
     /// The shares of every Run of Job `job_id`, oldest Run first.
     pub(crate) fn job_shares(&self, job_id: &str) -> Result<Vec<RunShare>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT w.run_id, w.window, w.resets_at, w.baseline, w.baseline_known, w.peak \
+        let rows = self.db.query_map(
+            "SELECT w.run_id, w.\"window\", w.resets_at, w.baseline, w.baseline_known, w.peak \
              FROM run_windows w JOIN runs r ON r.id = w.run_id WHERE r.job_id = ?1 \
-             ORDER BY w.run_id, w.window, w.resets_at",
+             ORDER BY w.run_id, w.\"window\", w.resets_at",
+            params![job_id],
+            share_from_row,
         )?;
-        let rows = stmt.query_map([job_id], share_from_row)?;
-        Ok(rows.filter_map(|r| r.ok().flatten()).collect())
+        Ok(rows.into_iter().flatten().collect())
     }
 }
 
@@ -120,11 +120,11 @@ impl Store {
         window: &str,
         resets_at: DateTime<Utc>,
     ) -> Result<(f64, bool)> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT COALESCE(SUM(MAX(peak - baseline, 0)), 0), COALESCE(MIN(baseline_known), 1) \
-             FROM run_windows WHERE account = ?1 AND window = ?2 AND resets_at BETWEEN ?3 AND ?4",
-        )?;
-        let (points, known): (f64, bool) = stmt.query_row(
+        let (points, known): (f64, bool) = self.db.query_one(
+            "SELECT COALESCE(SUM(CASE WHEN peak > baseline THEN peak - baseline ELSE 0 END), 0.0), \
+             COALESCE(MIN(baseline_known), 1) \
+             FROM run_windows WHERE account = ?1 AND \"window\" = ?2 \
+             AND resets_at BETWEEN ?3 AND ?4",
             params![
                 account,
                 window,
@@ -137,7 +137,7 @@ impl Store {
     }
 }
 
-fn share_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<RunShare>> {
+fn share_from_row(r: &Row) -> Result<Option<RunShare>> {
     let reset: String = r.get(2)?;
     Ok(time_col(Some(reset)).map(|resets_at| RunShare {
         run_id: r.get(0).unwrap_or_default(),
@@ -152,31 +152,27 @@ fn share_from_row(r: &rusqlite::Row) -> rusqlite::Result<Option<RunShare>> {
 /// The newest figure of one Window instance from before Run `run_id` started (by any Run
 /// or probe, never the Run's own), else what [`baseline_of`] makes of its absence.
 fn baseline_in(
-    conn: &rusqlite::Connection,
+    db: &Db,
     run_id: i64,
     (account, window): (&str, &str),
     reset: DateTime<Utc>,
     started: DateTime<Utc>,
 ) -> Result<(f64, bool)> {
-    let mut before = conn.prepare_cached(
-        "SELECT percent FROM snapshots WHERE account = ?1 AND window = ?2 \
+    let seen: Option<f64> = db.query_opt(
+        "SELECT percent FROM snapshots WHERE account = ?1 AND \"window\" = ?2 \
          AND resets_at BETWEEN ?3 AND ?4 AND observed_at <= ?5 \
          AND (run_id IS NULL OR run_id != ?6) \
          ORDER BY observed_at DESC, id DESC LIMIT 1",
+        params![
+            account,
+            window,
+            rfc3339(reset - SAME_RESET),
+            rfc3339(reset + SAME_RESET),
+            rfc3339(started),
+            run_id
+        ],
+        |r| r.get(0),
     )?;
-    let seen: Option<f64> = before
-        .query_row(
-            params![
-                account,
-                window,
-                rfc3339(reset - SAME_RESET),
-                rfc3339(reset + SAME_RESET),
-                rfc3339(started),
-                run_id
-            ],
-            |r| r.get(0),
-        )
-        .optional()?;
     Ok(baseline_of(seen, window, reset, started))
 }
 

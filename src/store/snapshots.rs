@@ -1,8 +1,8 @@
 //! Utilization Snapshots: every observation kept for `snapshotRetention`, the newest per Window kept apart so that reading it costs the same at any size.
 
+use super::engine::{params, Row};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
 use crate::clock::rfc3339;
@@ -17,21 +17,19 @@ impl Store {
     /// Records observations in one transaction (a probe's Windows, a bulk load).
     pub(crate) fn insert_snapshots(&mut self, snapshots: &[Snapshot]) -> Result<()> {
         self.write(|tx| {
-            let mut history = tx.prepare_cached(
-                "INSERT INTO snapshots (account, window, percent, resets_at, observed_at, source, run_id, model) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?;
+            let history =
+                "INSERT INTO snapshots (account, \"window\", percent, resets_at, observed_at, source, run_id, model) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
             // RFC 3339 in UTC with a fixed shape compares as text in time order. The stream
             // never names a per-model Window's model: the name a usage answer gave it stays.
-            let mut latest = tx.prepare_cached(
-                "INSERT INTO latest_snapshots (account, window, percent, resets_at, observed_at, source, run_id, model) \
+            let latest =
+                "INSERT INTO latest_snapshots (account, \"window\", percent, resets_at, observed_at, source, run_id, model) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
-                 ON CONFLICT(account, window) DO UPDATE SET percent = excluded.percent, \
+                 ON CONFLICT(account, \"window\") DO UPDATE SET percent = excluded.percent, \
                    resets_at = excluded.resets_at, observed_at = excluded.observed_at, \
                    source = excluded.source, run_id = excluded.run_id, \
                    model = COALESCE(excluded.model, latest_snapshots.model) \
-                 WHERE excluded.observed_at >= latest_snapshots.observed_at",
-            )?;
+                 WHERE excluded.observed_at >= latest_snapshots.observed_at";
             for s in snapshots {
                 let row = params![
                     s.account,
@@ -43,8 +41,8 @@ impl Store {
                     s.run_id,
                     s.model
                 ];
-                history.execute(row)?;
-                latest.execute(row)?;
+                tx.execute(history, row)?;
+                tx.execute(latest, row)?;
             }
             Ok(())
         })
@@ -58,20 +56,19 @@ impl Store {
         batch: usize,
     ) -> Result<usize> {
         // Most ticks have nothing to prune: they find that out with a read, no write lock.
-        let any: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT 1 FROM snapshots WHERE observed_at < ?1 LIMIT 1")?
-            .query_row([rfc3339(before)], |r| r.get(0))
-            .optional()?;
-        if any.is_none() {
+        let any = self.db.exists(
+            "SELECT 1 FROM snapshots WHERE observed_at < ?1 LIMIT 1",
+            params![rfc3339(before)],
+        )?;
+        if !any {
             return Ok(0);
         }
         self.write(|tx| {
-            Ok(tx.execute(
+            tx.execute(
                 "DELETE FROM snapshots WHERE id IN \
                  (SELECT id FROM snapshots WHERE observed_at < ?1 ORDER BY observed_at LIMIT ?2)",
                 params![rfc3339(before), batch as i64],
-            )?)
+            )
         })
     }
 
@@ -84,70 +81,46 @@ impl Store {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Vec<Snapshot>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT account, window, percent, resets_at, observed_at, source, run_id, model \
-             FROM snapshots WHERE account = ?1 AND window = ?2 AND observed_at >= ?3 \
+        self.db.query_map(
+            "SELECT account, \"window\", percent, resets_at, observed_at, source, run_id, model \
+             FROM snapshots WHERE account = ?1 AND \"window\" = ?2 AND observed_at >= ?3 \
              AND observed_at <= ?4 ORDER BY observed_at, id",
-        )?;
-        let rows = stmt
-            .query_map(
-                params![account, window, rfc3339(since), rfc3339(until)],
-                |r| {
-                    Ok(Snapshot {
-                        account: r.get(0)?,
-                        window: r.get(1)?,
-                        percent: r.get(2)?,
-                        resets_at: time_col(r.get(3)?),
-                        observed_at: time_col(r.get(4)?).unwrap_or_default(),
-                        source: source_col(r, 5)?,
-                        run_id: r.get(6)?,
-                        model: r.get(7)?,
-                    })
-                },
-            )?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+            params![account, window, rfc3339(since), rfc3339(until)],
+            snapshot_from_row,
+        )
     }
 
     /// The Windows an Account has any Snapshot of.
     pub(crate) fn windows_of(&self, account: &str) -> Result<Vec<String>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT DISTINCT window FROM latest_snapshots WHERE account = ?1 ORDER BY window",
-        )?;
-        let rows = stmt
-            .query_map([account], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        self.db.query_map(
+            "SELECT DISTINCT \"window\" FROM latest_snapshots WHERE account = ?1 \
+             ORDER BY \"window\"",
+            params![account],
+            |r| r.get(0),
+        )
     }
 
     /// The newest Snapshot of every Window of every Account.
     pub(crate) fn latest_snapshots(&self) -> Result<Vec<Snapshot>> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT account, window, percent, resets_at, observed_at, source, run_id, model \
-             FROM latest_snapshots ORDER BY account, window",
-        )?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(Snapshot {
-                    account: r.get(0)?,
-                    window: r.get(1)?,
-                    percent: r.get(2)?,
-                    resets_at: time_col(r.get(3)?),
-                    observed_at: time_col(r.get(4)?).unwrap_or_default(),
-                    source: source_col(r, 5)?,
-                    run_id: r.get(6)?,
-                    model: r.get(7)?,
-                })
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
+        self.db.query_map(
+            "SELECT account, \"window\", percent, resets_at, observed_at, source, run_id, model \
+             FROM latest_snapshots ORDER BY account, \"window\"",
+            params![],
+            snapshot_from_row,
+        )
     }
 }
 
-/// A figure's source as stored, read back into its type.
-fn source_col(r: &rusqlite::Row, i: usize) -> rusqlite::Result<crate::model::SnapshotSource> {
-    let text: String = r.get(i)?;
-    text.parse().map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+/// A Snapshot as stored, in the column order both readers select.
+fn snapshot_from_row(r: &Row) -> Result<Snapshot> {
+    Ok(Snapshot {
+        account: r.get(0)?,
+        window: r.get(1)?,
+        percent: r.get(2)?,
+        resets_at: time_col(r.get(3)?),
+        observed_at: time_col(r.get(4)?).unwrap_or_default(),
+        source: r.text(5)?.parse()?,
+        run_id: r.get(6)?,
+        model: r.get(7)?,
     })
 }

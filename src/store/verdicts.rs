@@ -1,8 +1,8 @@
 //! Conformance verdicts: whether an agent CLI binary (by its identity) at a version passed the check.
 
+use super::engine::params;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
-use rusqlite::{params, OptionalExtension};
 
 use super::{time_col, Store};
 use crate::clock::rfc3339;
@@ -21,24 +21,19 @@ impl Store {
     /// The verdict on the binary with this identity at `version`, if that pair was ever
     /// checked.
     pub(crate) fn verdict(&self, identity: &str, version: &str) -> Result<Option<Verdict>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT version, passed, failed, checked_at FROM agent_verdicts \
+        self.db.query_opt(
+            "SELECT version, passed, failed, checked_at FROM agent_verdicts \
                  WHERE identity = ?1 AND version = ?2",
-                [identity, version],
-                |r| {
-                    Ok(Verdict {
-                        version: r.get(0)?,
-                        passed: r.get(1)?,
-                        failed: super::parse_json_vec(
-                            &r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                        ),
-                        checked_at: time_col(r.get(3)?).unwrap_or_default(),
-                    })
-                },
-            )
-            .optional()?)
+            params![identity, version],
+            |r| {
+                Ok(Verdict {
+                    version: r.get(0)?,
+                    passed: r.get(1)?,
+                    failed: super::parse_json_vec(&r.get::<Option<String>>(2)?.unwrap_or_default()),
+                    checked_at: time_col(r.get(3)?).unwrap_or_default(),
+                })
+            },
+        )
     }
 
     /// Records the verdict on a binary at a version, replacing any earlier one for that

@@ -46,6 +46,12 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path, author: &str) -> Result<W
         remove_entry(&registration)?;
     }
     create_private_dir(worktrees_dir)?;
+    // libgit2 makes `.git/worktrees` with an exclusive mkdir and fails when it exists by
+    // the time it makes it: two ticks adding their first worktrees of one repository side
+    // by side would race there. Made beforehand, it is always there.
+    let registrations = repo.commondir().join("worktrees");
+    std::fs::create_dir_all(&registrations)
+        .with_context(|| format!("making {}", registrations.display()))?;
     let reference = branch.into_reference();
     repo.worktree(
         &name,
