@@ -46,7 +46,10 @@ impl Ctx {
     /// Opens the database for a command that writes, creating the state dir (0700).
     pub(super) fn open_store(&self) -> Result<Store> {
         ensure_private_dir(&self.config.state_dir)?;
-        Store::open(&self.db_path())
+        match &self.config.store {
+            Some(url) => Store::open_postgres(url),
+            None => Store::open(&self.db_path()),
+        }
     }
 
     /// Opens the database for a command that only reads; `None` before the first write.
@@ -56,7 +59,10 @@ impl Ctx {
             // Not "nothing yet": every tick would fail here.
             anyhow::bail!("state dir {} is not a directory", dir.display());
         }
-        Store::open_existing(&self.db_path())
+        match &self.config.store {
+            Some(url) => Store::open_postgres(url).map(Some),
+            None => Store::open_existing(&self.db_path()),
+        }
     }
 
     /// The Account named `only`, or every Account; a name not configured is bad input.

@@ -329,7 +329,7 @@ fn examine_state(ctx: &Ctx, found: &mut Findings) {
                 integrity == "ok",
                 format!(
                     "database {}: schema {version}, integrity {integrity}",
-                    store.path().display()
+                    store.location()
                 ),
             );
             match store.check_writable() {

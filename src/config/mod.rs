@@ -24,8 +24,10 @@ use units::{ser_duration, ser_opt_duration, ser_size};
 
 mod drivers;
 mod limits;
+mod store;
 pub(crate) use drivers::*;
 pub(crate) use limits::Limits;
+pub(crate) use store::PgUrl;
 
 /// The largest config file owl reads: far more than any config, and a bound on the work.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -48,6 +50,10 @@ pub(crate) struct Config {
     #[serde(skip)]
     pub(crate) source: String,
     pub(crate) state_dir: PathBuf,
+    /// PostgreSQL, when machines share one state (`store:`); `None`: the state dir's
+    /// SQLite file. Printed without a password (it never holds one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) store: Option<PgUrl>,
     #[serde(serialize_with = "ser_duration")]
     pub(crate) grace_window: Duration,
     #[serde(serialize_with = "ser_duration")]

@@ -13,6 +13,7 @@ use super::{DriverKind, Env, Limits, TimeWindow};
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawConfig {
     pub(super) state_dir: Option<String>,
+    pub(super) store: Option<String>,
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) grace_window: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]

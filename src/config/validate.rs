@@ -97,6 +97,11 @@ pub(super) fn validate(
     let notify = notify(raw.notify, &place)?;
     let sandbox = sandbox(raw.sandbox.unwrap_or_default(), &place)?;
     let state_dir = state_dir(raw.state_dir.as_deref(), &place)?;
+    let store = raw
+        .store
+        .as_deref()
+        .map(|url| super::PgUrl::parse(url).map_err(|why| place.at("store", why.to_string())))
+        .transpose()?;
     let repos = repos(raw.repos.unwrap_or_default(), &place)?;
     if raw.max_concurrent_runs == Some(0) {
         return Err(place.at(
@@ -111,6 +116,7 @@ pub(super) fn validate(
     Ok(Config {
         source: source.to_string(),
         state_dir,
+        store,
         grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
         usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),

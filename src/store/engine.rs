@@ -91,29 +91,86 @@ impl rusqlite::ToSql for Param<'_> {
     }
 }
 
+impl postgres::types::ToSql for Param<'_> {
+    /// A value in the type the statement asks for: a count bound where PostgreSQL inferred
+    /// text, say, is sent as its digits, as SQLite would read it.
+    fn to_sql(
+        &self,
+        ty: &postgres::types::Type,
+        out: &mut bytes::BytesMut,
+    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
+    {
+        use postgres::types::Type;
+        match *self {
+            Param::Null => Ok(postgres::types::IsNull::Yes),
+            Param::Int(i) => match *ty {
+                Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
+                Type::FLOAT8 => (i as f64).to_sql(ty, out),
+                Type::FLOAT4 => (i as f32).to_sql(ty, out),
+                Type::BOOL => (i != 0).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => i.to_string().to_sql(ty, out),
+                _ => i.to_sql(ty, out),
+            },
+            Param::Real(r) => match *ty {
+                Type::FLOAT4 => (r as f32).to_sql(ty, out),
+                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => r.to_string().to_sql(ty, out),
+                _ => r.to_sql(ty, out),
+            },
+            Param::Text(t) => match *ty {
+                Type::INT8 => t.parse::<i64>()?.to_sql(ty, out),
+                _ => t.to_sql(ty, out),
+            },
+        }
+    }
+
+    fn accepts(_: &postgres::types::Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
 /// One row of a result, as the engine gave it.
-pub(crate) struct Row<'r>(&'r rusqlite::Row<'r>);
+pub(crate) enum Row<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    Postgres(&'r postgres::Row),
+}
 
 impl<'r> Row<'r> {
     /// Column `i` as `T`.
     pub(crate) fn get<T: Column>(&self, i: usize) -> Result<T> {
-        T::from_sqlite(self.0, i).with_context(|| format!("reading column {i}"))
+        let value = match self {
+            Row::Sqlite(r) => T::from_sqlite(r, i).map_err(anyhow::Error::from),
+            Row::Postgres(r) => T::from_pg(r, i),
+        };
+        value.with_context(|| format!("reading column {i}"))
     }
 
     /// Column `i`'s text, borrowed from the row.
     pub(crate) fn text(&self, i: usize) -> Result<&'r str> {
-        Ok(self.0.get_ref(i)?.as_str()?)
+        self.opt_text(i)?
+            .with_context(|| format!("column {i} is NULL, not text"))
     }
 
     /// Column `i`'s text, borrowed from the row, or `None` when it is NULL.
     pub(crate) fn opt_text(&self, i: usize) -> Result<Option<&'r str>> {
-        Ok(self.0.get_ref(i)?.as_str_or_null()?)
+        match *self {
+            Row::Sqlite(r) => Ok(r.get_ref(i)?.as_str_or_null()?),
+            Row::Postgres(r) => Ok(r.try_get(i)?),
+        }
     }
 }
 
 /// What a column can be read as.
 pub(crate) trait Column: Sized {
     fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self>;
+    /// `None` for NULL.
+    fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>>;
+
+    fn from_pg(row: &postgres::Row, i: usize) -> Result<Self> {
+        Self::from_pg_nullable(row, i)?.with_context(|| format!("column {i} is NULL"))
+    }
 }
 
 macro_rules! column {
@@ -122,10 +179,56 @@ macro_rules! column {
             fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
                 row.get(i)
             }
+            fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>> {
+                Ok(pg_int(row, i)?.map(<$t>::try_from).transpose()?)
+            }
         }
     )*};
 }
-column!(i64, i32, u32, u64, f64, bool, String);
+column!(i64, i32, u32, u64);
+
+/// An integer column of any width (a count is BIGINT, an expression's may be INT4).
+fn pg_int(row: &postgres::Row, i: usize) -> Result<Option<i64>> {
+    use postgres::types::Type;
+    Ok(match *row.columns()[i].type_() {
+        Type::INT2 => row.try_get::<_, Option<i16>>(i)?.map(i64::from),
+        Type::INT4 => row.try_get::<_, Option<i32>>(i)?.map(i64::from),
+        Type::BOOL => row.try_get::<_, Option<bool>>(i)?.map(i64::from),
+        _ => row.try_get::<_, Option<i64>>(i)?,
+    })
+}
+
+impl Column for f64 {
+    fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
+        row.get(i)
+    }
+    fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>> {
+        use postgres::types::Type;
+        Ok(match *row.columns()[i].type_() {
+            Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?,
+            Type::FLOAT4 => row.try_get::<_, Option<f32>>(i)?.map(f64::from),
+            _ => pg_int(row, i)?.map(|v| v as f64),
+        })
+    }
+}
+
+impl Column for bool {
+    fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
+        row.get(i)
+    }
+    fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>> {
+        Ok(pg_int(row, i)?.map(|v| v != 0))
+    }
+}
+
+impl Column for String {
+    fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
+        row.get(i)
+    }
+    fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>> {
+        Ok(row.try_get(i)?)
+    }
+}
 
 impl<T: Column> Column for Option<T> {
     fn from_sqlite(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Self> {
@@ -134,11 +237,90 @@ impl<T: Column> Column for Option<T> {
             _ => T::from_sqlite(row, i).map(Some),
         }
     }
+    fn from_pg_nullable(row: &postgres::Row, i: usize) -> Result<Option<Self>> {
+        Ok(Some(T::from_pg_nullable(row, i)?))
+    }
 }
 
 /// An open connection: every statement of the store goes through here.
-pub(crate) struct Db {
-    pub(super) conn: rusqlite::Connection,
+pub(crate) enum Db {
+    Sqlite(rusqlite::Connection),
+    Postgres(Box<std::cell::RefCell<Pg>>),
+}
+
+/// A PostgreSQL connection and the statements it has prepared, each prepared once.
+pub(crate) struct Pg {
+    client: postgres::Client,
+    statements: std::collections::HashMap<String, postgres::Statement>,
+}
+
+impl Pg {
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        if let Some(stmt) = self.statements.get(sql) {
+            return Ok(stmt.clone());
+        }
+        let stmt = self
+            .client
+            .prepare(&dollar_parameters(sql))
+            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .with_context(|| format!("preparing: {sql}"))?;
+        self.statements.insert(sql.to_string(), stmt.clone());
+        Ok(stmt)
+    }
+
+    fn query(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<Vec<postgres::Row>> {
+        let stmt = self.statement(sql)?;
+        let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
+            .iter()
+            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+            .collect();
+        self.client
+            .query(&stmt, &refs)
+            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .with_context(|| format!("running: {sql}"))
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
+        let stmt = self.statement(sql)?;
+        let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
+            .iter()
+            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+            .collect();
+        let n = self
+            .client
+            .execute(&stmt, &refs)
+            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .with_context(|| format!("running: {sql}"))?;
+        Ok(n as usize)
+    }
+
+    fn batch(&mut self, sql: &str) -> Result<()> {
+        self.client
+            .batch_execute(sql)
+            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+    }
+}
+
+/// `?N` parameters as PostgreSQL writes them (`$N`), leaving quoted text alone.
+fn dollar_parameters(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '?') if chars.peek().is_some_and(char::is_ascii_digit) => {
+                out.push('$');
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// How many prepared statements a connection keeps: every statement the store has, so a
@@ -148,15 +330,35 @@ const STATEMENT_CACHE: usize = 96;
 impl Db {
     pub(super) fn sqlite(conn: rusqlite::Connection) -> Db {
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        Db { conn }
+        Db::Sqlite(conn)
+    }
+
+    pub(super) fn postgres(client: postgres::Client) -> Db {
+        Db::Postgres(Box::new(std::cell::RefCell::new(Pg {
+            client,
+            statements: Default::default(),
+        })))
+    }
+
+    /// The SQLite connection, for what only SQLite has (pragmas, its file).
+    pub(super) fn sqlite_conn(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Db::Sqlite(conn) => Some(conn),
+            Db::Postgres(_) => None,
+        }
     }
 
     /// Runs a statement; how many rows it changed.
     pub(crate) fn execute(&self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        Ok(stmt.execute(rusqlite::params_from_iter(
-            params.iter().map(|p| p.to_param()),
-        ))?)
+        match self {
+            Db::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                Ok(stmt.execute(rusqlite::params_from_iter(
+                    params.iter().map(|p| p.to_param()),
+                ))?)
+            }
+            Db::Postgres(pg) => pg.borrow_mut().execute(sql, params),
+        }
     }
 
     /// Calls `each` with every row of a query, in order.
@@ -166,12 +368,22 @@ impl Db {
         params: &[&dyn ToParam],
         mut each: impl FnMut(&Row<'_>) -> Result<()>,
     ) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(
-            params.iter().map(|p| p.to_param()),
-        ))?;
-        while let Some(r) = rows.next()? {
-            each(&Row(r))?;
+        match self {
+            Db::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(
+                    params.iter().map(|p| p.to_param()),
+                ))?;
+                while let Some(r) = rows.next()? {
+                    each(&Row::Sqlite(r))?;
+                }
+            }
+            Db::Postgres(pg) => {
+                let rows = pg.borrow_mut().query(sql, params)?;
+                for r in &rows {
+                    each(&Row::Postgres(r))?;
+                }
+            }
         }
         Ok(())
     }
@@ -198,13 +410,21 @@ impl Db {
         params: &[&dyn ToParam],
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<Option<T>> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(
-            params.iter().map(|p| p.to_param()),
-        ))?;
-        match rows.next()? {
-            Some(r) => f(&Row(r)).map(Some),
-            None => Ok(None),
+        match self {
+            Db::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(
+                    params.iter().map(|p| p.to_param()),
+                ))?;
+                match rows.next()? {
+                    Some(r) => f(&Row::Sqlite(r)).map(Some),
+                    None => Ok(None),
+                }
+            }
+            Db::Postgres(pg) => {
+                let rows = pg.borrow_mut().query(sql, params)?;
+                rows.first().map(|r| f(&Row::Postgres(r))).transpose()
+            }
         }
     }
 
@@ -224,22 +444,53 @@ impl Db {
         Ok(self.query_opt(sql, params, |_| Ok(()))?.is_some())
     }
 
-    /// Runs `f` in one transaction that takes the write lock up front, so a concurrent
-    /// writer waits on the busy timeout instead of failing mid-transaction; committed when
-    /// `f` succeeds, rolled back when it fails.
+    /// Runs statements that take no parameters and return nothing.
+    pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Db::Postgres(pg) => pg.borrow_mut().batch(sql),
+        }
+    }
+
+    /// Runs `f` in one transaction, committed when `f` succeeds and rolled back when it
+    /// fails. SQLite's takes the write lock up front, so a concurrent writer waits on the
+    /// busy timeout instead of failing mid-transaction; PostgreSQL's locks rows as it
+    /// writes them.
     pub(crate) fn transaction<T>(&mut self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
+        let begin = match self {
+            Db::Sqlite(_) => "BEGIN IMMEDIATE",
+            Db::Postgres(_) => "BEGIN",
+        };
+        self.execute_batch(begin)
             .context("starting a write transaction")?;
         let done = f(self).and_then(|out| {
-            self.conn
-                .execute_batch("COMMIT")
+            self.execute_batch("COMMIT")
                 .context("committing a write transaction")?;
             Ok(out)
         });
-        if done.is_err() && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
+        if done.is_err() && self.in_transaction() {
+            let _ = self.execute_batch("ROLLBACK");
         }
         done
+    }
+
+    fn in_transaction(&self) -> bool {
+        match self {
+            Db::Sqlite(conn) => !conn.is_autocommit(),
+            Db::Postgres(pg) => !pg.borrow().client.is_closed(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_numbered_as_postgresql_writes_them_outside_quotes() {
+        assert_eq!(
+            dollar_parameters("SELECT '?1', \"a?2\" FROM t WHERE a = ?1 AND b IN (?12, ?)"),
+            "SELECT '?1', \"a?2\" FROM t WHERE a = $1 AND b IN ($12, ?)"
+        );
     }
 }

@@ -1,13 +1,18 @@
-//! SQLite state at `stateDir/owl.db`: opening it safely, migrations, and every write in `BEGIN IMMEDIATE`.
+//! owl's state: SQLite at `stateDir/owl.db` (the default) or PostgreSQL at the `store:` URL, opened safely and migrated, every write in one transaction.
 
 mod engine;
 mod jobs;
 mod migrations;
 mod notes;
+pub(crate) mod postgres;
 mod runs;
 mod settle;
 mod shares;
 mod snapshots;
+#[cfg(test)]
+mod suite;
+#[cfg(test)]
+pub(crate) mod testing;
 mod verdicts;
 
 use std::fs::OpenOptions;
@@ -18,7 +23,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use rusqlite::Connection;
 
-use engine::Db;
+use engine::{params, Db};
 
 pub(crate) use jobs::ListedJob;
 pub(crate) use runs::RunIdentity;
@@ -31,7 +36,25 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The open database.
 pub(crate) struct Store {
     db: Db,
-    path: PathBuf,
+    location: Location,
+}
+
+/// Where the state is kept.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    /// SQLite, in the state dir.
+    File(PathBuf),
+    /// PostgreSQL, shared by machines.
+    Postgres(Box<postgres::PgUrl>),
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => write!(f, "{url}"),
+        }
+    }
 }
 
 impl Store {
@@ -54,13 +77,24 @@ impl Store {
             .with_context(|| format!("setting WAL on {}", path.display()))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let mut store = Store {
-            db: Db::sqlite(conn),
-            path: path.to_path_buf(),
-        };
-        migrations::migrate(&mut store.db.conn)
+        let mut conn = conn;
+        migrations::migrate(&mut conn)
             .with_context(|| format!("migrating database {}", path.display()))?;
-        Ok(store)
+        Ok(Store {
+            db: Db::sqlite(conn),
+            location: Location::File(path.to_path_buf()),
+        })
+    }
+
+    /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
+    pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
+        let mut client = postgres::connect(url)?;
+        postgres::migrate(&mut client, migrations::SCHEMA_VERSION)
+            .with_context(|| format!("migrating the store {url}"))?;
+        Ok(Store {
+            db: Db::postgres(client),
+            location: Location::Postgres(Box::new(url.clone())),
+        })
     }
 
     /// Opens an existing database for reading without creating it; `None` when there is none yet.
@@ -74,7 +108,18 @@ impl Store {
     /// How long a write waits for another process's write lock. The settlement lowers it
     /// while it retries.
     pub(crate) fn set_busy_timeout(&mut self, timeout: Duration) -> Result<()> {
-        self.db.conn.busy_timeout(timeout)?;
+        self.wait_at_most(timeout)
+    }
+
+    /// How long one statement may wait for another's lock: SQLite's busy timeout, or
+    /// PostgreSQL's `lock_timeout`.
+    fn wait_at_most(&mut self, timeout: Duration) -> Result<()> {
+        match self.db.sqlite_conn() {
+            Some(conn) => conn.busy_timeout(timeout)?,
+            None => self
+                .db
+                .execute_batch(&format!("SET lock_timeout = {}", timeout.as_millis()))?,
+        }
         Ok(())
     }
 
@@ -90,16 +135,16 @@ impl Store {
             Some(timeout) => (timeout, "NORMAL"),
             None => (BUSY_TIMEOUT, "FULL"),
         };
-        self.db.conn.busy_timeout(timeout)?;
-        self.db
-            .conn
-            .pragma_update(None, "synchronous", synchronous)?;
+        self.wait_at_most(timeout)?;
+        if let Some(conn) = self.db.sqlite_conn() {
+            conn.pragma_update(None, "synchronous", synchronous)?;
+        }
         Ok(())
     }
 
-    /// The database file.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    /// Where the state is kept.
+    pub(crate) fn location(&self) -> &Location {
+        &self.location
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
@@ -114,7 +159,10 @@ impl Store {
     pub(crate) fn write_must_land<T>(&mut self, f: impl Fn(&Db) -> Result<T>) -> Result<T> {
         match self.write(&f) {
             Err(e) if crate::disk::is_disk_full(&e) => {
-                let state_dir = self.path.parent().unwrap_or(Path::new("."));
+                let Location::File(path) = &self.location else {
+                    return Err(e);
+                };
+                let state_dir = path.parent().unwrap_or(Path::new("."));
                 if !crate::disk::release_reserve(state_dir) {
                     return Err(e);
                 }
@@ -126,28 +174,34 @@ impl Store {
 
     /// The schema version this database is at.
     pub(crate) fn schema_version(&self) -> Result<i64> {
-        Ok(self
-            .db
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+        match self.db.sqlite_conn() {
+            Some(conn) => Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?),
+            None => self
+                .db
+                .query_one("SELECT version FROM owl_schema", params![], |r| r.get(0)),
+        }
     }
 
     /// Whether the database takes a write: the write lock is taken and let go, nothing changes.
     pub(crate) fn check_writable(&self) -> Result<()> {
         // A real write, rolled back: a read-only file or filesystem refuses it.
+        let check = match self.db.sqlite_conn() {
+            Some(_) => "BEGIN IMMEDIATE; CREATE TABLE owl_doctor_check(x); ROLLBACK;",
+            None => "BEGIN; CREATE TABLE owl_doctor_check(x BIGINT); ROLLBACK;",
+        };
         self.db
-            .conn
-            .execute_batch("BEGIN IMMEDIATE; CREATE TABLE owl_doctor_check(x); ROLLBACK;")
+            .execute_batch(check)
             .context("a test write, rolled back")?;
         Ok(())
     }
 
     /// A quick integrity check for `owl doctor`.
+    /// PostgreSQL checks its own pages as it reads them: "ok" once it answers.
     pub(crate) fn quick_check(&self) -> Result<String> {
-        Ok(self
-            .db
-            .conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))?)
+        match self.db.sqlite_conn() {
+            Some(conn) => Ok(conn.query_row("PRAGMA quick_check", [], |r| r.get(0))?),
+            None => self.db.query_one("SELECT 'ok'", params![], |r| r.get(0)),
+        }
     }
 }
 
@@ -170,7 +224,8 @@ mod tests {
     fn synchronous(store: &Store) -> i64 {
         store
             .db
-            .conn
+            .sqlite_conn()
+            .unwrap()
             .pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap()
     }
