@@ -128,8 +128,11 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
 /// an unknown `--account`.
 fn refuse_bad_input(ctx: &Ctx, args: &TickArgs) -> Result<()> {
     if let Some(id) = &args.job {
-        if ctx.read_store()?.is_none() {
-            crate::bad_input!("no job '{id}': no jobs have been added yet");
+        match ctx.read_store()? {
+            None => crate::bad_input!("no job '{id}': no jobs have been added yet"),
+            // Before the state dir is made: a shared store has Jobs before this machine
+            // ever ticked.
+            Some(store) => drop(ctx.job(&store, id)?),
         }
     }
     if let Some(name) = &args.account {

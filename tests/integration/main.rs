@@ -22,6 +22,7 @@ mod morning;
 mod night;
 mod notify;
 mod output;
+mod postgres;
 mod report;
 mod sandbox;
 mod several;

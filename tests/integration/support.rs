@@ -26,6 +26,9 @@ pub struct TestEnv {
     pub extra_env: Vec<(String, String)>,
     /// "Now" for owl's scheduling.
     pub now: String,
+    /// The PostgreSQL database owl keeps its state in, when the tests run on PostgreSQL
+    /// (`OWL_TEST_STORE=postgres`); `None`: the state dir's SQLite file.
+    pub store: Option<crate::postgres::Database>,
 }
 
 impl TestEnv {
@@ -73,6 +76,7 @@ impl TestEnv {
             repo,
             dir,
             extra_env: Vec::new(),
+            store: crate::postgres::for_test_env(),
         };
         env.write_config(&format!(
             "accounts:\n  work:\n    driver: claude-code\n    credentialStore: {}\n{extra}",
@@ -91,11 +95,18 @@ impl TestEnv {
 
     /// Writes config.yaml with stateDir and the fake agent filled in, plus `body`.
     pub fn write_config(&self, body: &str) {
-        let text = format!(
+        let mut text = format!(
             "stateDir: {}\ngraceWindow: 2s\ndrivers:\n  claude-code:\n    command: {}\n{body}",
             self.state.display(),
             env!("CARGO_BIN_EXE_owl-fake-agent")
         );
+        // Last, so that every line a test names in an error stays where it was.
+        if let Some(db) = &self.store {
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("store: {}\n", db.url()));
+        }
         std::fs::write(&self.config, text).unwrap();
     }
 
@@ -171,6 +182,9 @@ impl TestEnv {
             .env("GIT_CONFIG_VALUE_0", "false")
             .env("GIT_CONFIG_KEY_1", "gc.auto")
             .env("GIT_CONFIG_VALUE_1", "0");
+        if self.store.is_some() {
+            cmd.env("PGPASSWORD", crate::postgres::PASSWORD);
+        }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
         }

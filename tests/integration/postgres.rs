@@ -1,0 +1,85 @@
+//! The PostgreSQL server the tests run owl against (`.ci/postgres`, started by the first test that needs it), and a database of its own per test.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// The password of the role `owl` on the test server: given to owl in `PGPASSWORD`, as a
+/// user's machine gives it, never in the config.
+pub const PASSWORD: &str = "owl-test-password";
+
+/// The test server's port.
+pub fn port() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
+        let out = std::process::Command::new(script)
+            .output()
+            .unwrap_or_else(|e| panic!("running {script}: {e}"));
+        assert!(
+            out.status.success(),
+            "{script} could not start the test server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    })
+}
+
+/// A database of its own, owned by the role `owl`; dropped with it.
+pub struct Database {
+    pub name: String,
+}
+
+impl Database {
+    pub fn new() -> Database {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "owl_it_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = admin();
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} OWNER owl"))
+            .unwrap();
+        Database { name }
+    }
+
+    /// The `store:` URL: the role and no password.
+    pub fn url(&self) -> String {
+        format!("postgres://owl@127.0.0.1:{}/{}", port(), self.name)
+    }
+
+    /// A connection as the superuser, to look at what owl wrote or to break things.
+    pub fn admin(&self) -> postgres::Client {
+        connect(&self.name)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = admin().batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+    }
+}
+
+/// A database for a TestEnv when the suite runs on PostgreSQL (`OWL_TEST_STORE=postgres`).
+pub fn for_test_env() -> Option<Database> {
+    (std::env::var("OWL_TEST_STORE").as_deref() == Ok("postgres")).then(Database::new)
+}
+
+fn admin() -> postgres::Client {
+    connect("postgres")
+}
+
+fn connect(db: &str) -> postgres::Client {
+    postgres::Client::connect(
+        &format!("host=127.0.0.1 port={} user=postgres dbname={db}", port()),
+        postgres::NoTls,
+    )
+    .expect("connecting to the test server")
+}
