@@ -106,7 +106,8 @@ pub(crate) fn classify(f: &RunFacts) -> Classified {
             StopCause::Ceiling { .. }
             | StopCause::ExtraUsage(_)
             | StopCause::Cancelled
-            | StopCause::Signal(_) => (RunOutcome::Interrupted, Cause::Stopped),
+            | StopCause::Signal(_)
+            | StopCause::LeaseLost(_) => (RunOutcome::Interrupted, Cause::Stopped),
         };
         return done(outcome, Some(stop.reason()), cause);
     }

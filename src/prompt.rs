@@ -210,6 +210,7 @@ mod tests {
             budget_usd: None,
             stop: Some(StopKind::Ceiling),
             check: None,
+            machine: None,
         };
         assert_eq!(
             describe_run(&run, Some(3)),

@@ -39,6 +39,11 @@ pub(crate) fn recover_lost_runs(
 ) -> Result<Vec<LostRun>> {
     let mut lost = Vec::new();
     for run in store.running_identities()? {
+        if !is_mine(&run, config) {
+            // Another machine's: its processes are not here to ask. Its lease tells
+            // (`store.expire_leases`).
+            continue;
+        }
         // Asked of the Executor that ran it, whichever Accounts use now.
         let executor = crate::supervise::executor_of_run(run.executor, config);
         if executor.supervisor_alive(&supervisor_of(&run)) {
@@ -191,21 +196,28 @@ fn read_tail(path: &Path, cap: u64) -> Option<Vec<u8>> {
     Some(tail)
 }
 
-/// Who supervised a Run, as recorded with it.
 /// The Runs marked running whose supervising tick lives, oldest first: what holds each
 /// Account now, told by the supervisor recorded with the Run (never by a lock file alone,
-/// which someone may delete under it).
+/// which someone may delete under it). Another machine's Run lives until its lease
+/// expires and a tick records it lost.
 pub(crate) fn live_runs(store: &Store, config: &Config) -> Result<Vec<RunIdentity>> {
     Ok(store
         .running_identities()?
         .into_iter()
         .filter(|run| {
-            crate::supervise::executor_of_run(run.executor, config)
-                .supervisor_alive(&supervisor_of(run))
+            !is_mine(run, config)
+                || crate::supervise::executor_of_run(run.executor, config)
+                    .supervisor_alive(&supervisor_of(run))
         })
         .collect())
 }
 
+/// Whether this machine ran `run` (a Run from before machines was this one's).
+pub(crate) fn is_mine(run: &RunIdentity, config: &Config) -> bool {
+    run.machine.as_deref().is_none_or(|m| m == config.machine)
+}
+
+/// Who supervised a Run, as recorded with it.
 pub(crate) fn supervisor_of(run: &RunIdentity) -> Supervisor {
     Supervisor {
         pid: run.owl_pid,

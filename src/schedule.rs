@@ -157,7 +157,9 @@ pub(crate) fn plan(
             job.state == JobState::Waiting && job.not_before.is_some_and(|t| t > now);
         let waits_for: Vec<String> = match (&job.account, eligible, job.state) {
             (_, true, _) | (_, _, JobState::Running) => Vec::new(),
-            _ if waits_for_time || unmet(job).next().is_some() => Vec::new(),
+            _ if waits_for_time || unmet(job).next().is_some() || job.elsewhere.is_some() => {
+                Vec::new()
+            }
             (Some(name), false, _) => vec![name.clone()],
             (None, false, _) => accounts
                 .iter()
@@ -232,6 +234,13 @@ fn judge(
         if !waits.is_empty() {
             return (false, None, format!("after {}", waits.join(", ")));
         }
+    }
+    if let Some(why) = job
+        .elsewhere
+        .as_ref()
+        .filter(|_| job.state != JobState::Running)
+    {
+        return (false, None, why.clone());
     }
     match job.state {
         JobState::Running => return (false, job.account.clone(), "running now".into()),
@@ -435,6 +444,7 @@ mod tests {
             not_before: None,
             created_at: t("2026-11-30T00:00:00Z"),
             updated_at: t("2026-11-30T00:00:00Z"),
+            machine: None,
         }
     }
 

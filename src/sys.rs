@@ -201,6 +201,23 @@ pub(crate) fn boot_id() -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// This machine's host name (`uname`'s node name), or `None` when it has none.
+pub(crate) fn host_name() -> Option<String> {
+    let uname = rustix::system::uname();
+    let name = uname.nodename().to_string_lossy().trim().to_string();
+    (!name.is_empty()).then_some(name)
+}
+
+/// What tells this host from another of the same name: its machine id, else its boot id.
+pub(crate) fn host_identity() -> String {
+    std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty())
+        .or_else(boot_id)
+        .unwrap_or_default()
+}
+
 /// A process's command line, for the log.
 pub(crate) fn cmdline(pid: i32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

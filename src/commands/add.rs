@@ -259,6 +259,8 @@ pub(super) fn build(
         check,
         base_after: stacked_on(&after, &repo, asked.base.is_some()),
         after: after.into_iter().map(|(id, _)| id).collect(),
+        // Its repository is this machine's path: it runs here.
+        machine: Some(ctx.config.machine.clone()),
     }))
 }
 

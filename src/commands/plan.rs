@@ -98,6 +98,7 @@ pub(super) fn plan_around_except(
 ) -> Result<(Vec<AccountView>, Plan)> {
     let mut jobs = store.plan_jobs()?;
     jobs.retain(|j| !taken.contains(&j.id));
+    mark_elsewhere(ctx, store, &mut jobs)?;
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
     for name in ctx.config.accounts.keys() {
@@ -134,6 +135,29 @@ pub(super) fn plan_around_except(
         }
     }
     Ok((views, plan))
+}
+
+/// Marks the Jobs another machine runs (their repository is its path), saying when that
+/// machine never ticked: they wait for it, whatever this machine's Accounts could do.
+fn mark_elsewhere(ctx: &Ctx, store: &Store, jobs: &mut [crate::model::PlanJob]) -> Result<()> {
+    let here = ctx.config.machine.as_str();
+    if jobs
+        .iter()
+        .all(|j| j.machine.as_deref().is_none_or(|m| m == here))
+    {
+        return Ok(());
+    }
+    let machines = store.machines()?;
+    for job in jobs {
+        let Some(there) = job.machine.as_deref().filter(|m| *m != here) else {
+            continue;
+        };
+        job.elsewhere = Some(match machines.iter().find(|m| m.name == there) {
+            Some(_) => format!("runs on machine {there}"),
+            None => format!("runs on machine {there}, which has never ticked"),
+        });
+    }
+    Ok(())
 }
 
 /// A login made since an Account was found not logged in: its credential store changed

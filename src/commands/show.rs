@@ -82,6 +82,19 @@ struct RunJson {
     /// The same in words: "used 7 pp of five_hour".
     #[serde(skip)]
     owl_share_said: Option<String>,
+    /// The machine that ran it.
+    machine: String,
+    /// What happened to it after its outcome was recorded (a supervisor's own finding
+    /// about a Run another machine recorded lost first), oldest first.
+    events: Vec<EventJson>,
+}
+
+/// Something that happened to a Run after its outcome.
+#[derive(Debug, Serialize)]
+struct EventJson {
+    at: String,
+    machine: Option<String>,
+    text: String,
 }
 
 /// What a Run's check found, with where its output is.
@@ -136,9 +149,14 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
                 let mut row = run_json(ctx, r, commits);
                 row.owl_share = mine.iter().map(|s| ShareJson::of_run(s)).collect();
                 row.owl_share_said = crate::model::describe_shares(mine);
-                row
+                row.events = store
+                    .run_events(r.id)?
+                    .into_iter()
+                    .map(|(at, machine, text)| EventJson { at, machine, text })
+                    .collect();
+                Ok(row)
             })
-            .collect(),
+            .collect::<Result<_>>()?,
         shares,
         now: standing_now(ctx, &store, &job)?,
         own_clone: ctx
@@ -345,7 +363,8 @@ fn describe_summary(s: Option<&BranchSummary>) -> String {
     }
 }
 
-fn print_run(ctx: &Ctx, r: &RunJson) {
+/// A Run's first lines: where and how it ended, why, and what happened to it afterwards.
+fn print_run_head(ctx: &Ctx, r: &RunJson) {
     let outcome = r.outcome.as_deref().unwrap_or("running");
     let duration = r
         .duration_secs
@@ -356,8 +375,12 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
         None if r.outcome.is_some() => r.cost.clone(),
         None => "-".into(),
     };
+    let elsewhere = match r.machine == ctx.config.machine {
+        true => String::new(),
+        false => format!(" (machine {})", r.machine),
+    };
     outln!(
-        "Run {} on {}: {outcome}, {duration}, {cost}, started {}",
+        "Run {} on {}{elsewhere}: {outcome}, {duration}, {cost}, started {}",
         r.id,
         r.account,
         r.started_at
@@ -365,6 +388,18 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     if let Some(reason) = &r.stop_reason {
         outln!("  reason: {reason}");
     }
+    for e in &r.events {
+        let on = e
+            .machine
+            .as_deref()
+            .map(|m| format!(", machine {m}"))
+            .unwrap_or_default();
+        outln!("  afterwards ({}{on}): {}", e.at, e.text);
+    }
+}
+
+fn print_run(ctx: &Ctx, r: &RunJson) {
+    print_run_head(ctx, r);
     if let Some(used) = &r.owl_share_said {
         outln!("  {used}");
     }
@@ -423,6 +458,11 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
 
 fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
     RunJson {
+        machine: r
+            .machine
+            .clone()
+            .unwrap_or_else(|| ctx.config.machine.clone()),
+        events: Vec::new(),
         id: r.id,
         account: r.account.clone(),
         outcome: r.outcome.map(|o| o.to_string()),

@@ -21,6 +21,8 @@ struct StatusJson {
     next: Option<NextJson>,
     /// Blocked and failed Jobs: they wait for a person.
     attention: Vec<QueueJson>,
+    /// The machines that ticked on this store, with their last tick.
+    machines: Vec<MachineJson>,
     /// Runs that ended in the last 24 hours, newest first: what happened overnight.
     recent_runs: Vec<RecentRunJson>,
     summary: String,
@@ -37,8 +39,22 @@ struct RunningJson {
     last_event: Option<String>,
     api_retries: i64,
     session_id: Option<String>,
-    /// false: the tick supervising it is gone; the next tick records the Run lost.
-    supervisor_alive: bool,
+    /// false: the tick supervising it is gone; the next tick records the Run lost. null:
+    /// another machine's Run, judged by its lease.
+    supervisor_alive: Option<bool>,
+    /// The machine it runs on.
+    machine: String,
+    /// Until when its lease holds, on a shared store; another machine's tick records the
+    /// Run lost after it.
+    lease_until: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct MachineJson {
+    name: String,
+    last_tick: Option<String>,
+    /// Whether it is the machine this status was asked on.
+    this: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -149,27 +165,14 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
         return emit(ctx, json, &out, &views, now);
     };
     let (views, plan) = super::plan::make_plan(ctx, &store, now)?;
-    let identities = store.running_identities()?;
-    let live: Vec<RunningJson> = store
-        .running_runs()?
+    let live = live_runs(ctx, &store, now)?;
+    let machines = store
+        .machines()?
         .into_iter()
-        .map(|r| RunningJson {
-            supervisor_alive: identities
-                .iter()
-                .find(|i| i.run_id == r.id)
-                .is_some_and(|i| {
-                    crate::supervise::executor_of_run(i.executor, &ctx.config)
-                        .supervisor_alive(&crate::recover::supervisor_of(i))
-                }),
-            job_id: r.job_id,
-            run_id: r.id,
-            account: r.account,
-            pid: r.pid,
-            started_at: rfc3339(r.started_at),
-            elapsed_secs: (now - r.started_at).num_seconds().max(0),
-            last_event: r.last_event,
-            api_retries: r.api_retries,
-            session_id: r.session_id,
+        .map(|m| MachineJson {
+            this: m.name == ctx.config.machine,
+            name: m.name,
+            last_tick: opt_time(m.last_tick),
         })
         .collect();
     let attention = store
@@ -204,8 +207,48 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
             }),
         })
         .collect();
-    let out = report(live, &views, &plan, attention, recent);
+    let mut out = report(live, &views, &plan, attention, recent);
+    out.machines = machines;
     emit(ctx, json, &out, &views, now)
+}
+
+/// Every Run in progress, oldest first: this machine's with whether its tick lives,
+/// another machine's with its lease.
+fn live_runs(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    now: DateTime<Utc>,
+) -> Result<Vec<RunningJson>> {
+    let identities = store.running_identities()?;
+    let here = ctx.config.machine.as_str();
+    Ok(store
+        .running_runs()?
+        .into_iter()
+        .map(|r| {
+            let identity = identities.iter().find(|i| i.run_id == r.id);
+            let mine = identity.is_none_or(|i| crate::recover::is_mine(i, &ctx.config));
+            RunningJson {
+                supervisor_alive: mine.then(|| {
+                    identity.is_some_and(|i| {
+                        crate::supervise::executor_of_run(i.executor, &ctx.config)
+                            .supervisor_alive(&crate::recover::supervisor_of(i))
+                    })
+                }),
+                machine: r.machine.clone().unwrap_or_else(|| here.to_string()),
+                lease_until: identity.and_then(|i| i.lease_until.clone()),
+                job_id: r.job_id,
+                run_id: r.id,
+                account: r.account,
+                // Another machine's pid says nothing here.
+                pid: r.pid.filter(|_| mine),
+                started_at: rfc3339(r.started_at),
+                elapsed_secs: (now - r.started_at).num_seconds().max(0),
+                last_event: r.last_event,
+                api_retries: r.api_retries,
+                session_id: r.session_id,
+            }
+        })
+        .collect())
 }
 
 /// Everything status says, in the shape `--json` prints.
@@ -230,6 +273,7 @@ fn report(
             Decision::Idle { .. } => None,
         },
         attention,
+        machines: Vec::new(),
         recent_runs,
     }
 }
@@ -246,12 +290,16 @@ fn print_running(live: &[RunningJson]) {
 
 /// One Run in flight, and whether its tick still supervises it.
 fn print_live_run(r: &RunningJson) {
+    let place = match (r.supervisor_alive, &r.lease_until) {
+        (None, Some(until)) => format!("on machine {}, lease until {until}", r.machine),
+        (None, None) => format!("on machine {}", r.machine),
+        _ => format!("pid {}", r.pid.map_or("?".into(), |p| p.to_string())),
+    };
     outln!(
-        "Running: job {} (run {}) on {}, pid {}, for {}; last event: {}{}",
+        "Running: job {} (run {}) on {}, {place}, for {}; last event: {}{}",
         r.job_id,
         r.run_id,
         r.account,
-        r.pid.map_or("?".into(), |p| p.to_string()),
         human(chrono::Duration::seconds(r.elapsed_secs)),
         r.last_event.as_deref().unwrap_or("none yet"),
         if r.api_retries > 0 {
@@ -260,10 +308,27 @@ fn print_live_run(r: &RunningJson) {
             String::new()
         }
     );
-    if !r.supervisor_alive {
+    if r.supervisor_alive == Some(false) {
         outln!(
             "  but the tick supervising run {} is gone: the next tick records it lost, kills what is left of it, and queues job {} again",
             r.run_id, r.job_id
+        );
+    }
+}
+
+/// The machines sharing the store, when there is more than this one.
+fn print_machines(machines: &[MachineJson]) {
+    if machines.len() < 2 {
+        return;
+    }
+    outln!();
+    outln!("Machines:");
+    for m in machines {
+        outln!(
+            "  {:<16} last tick {}{}",
+            m.name,
+            m.last_tick.as_deref().unwrap_or("never"),
+            if m.this { " (this one)" } else { "" }
         );
     }
 }
@@ -318,9 +383,11 @@ fn emit(
         attention,
         recent_runs,
         summary,
+        machines,
         ..
     } = out;
     print_running(live_runs);
+    print_machines(machines);
     outln!();
     outln!("Accounts:");
     for a in views {

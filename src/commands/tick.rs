@@ -259,6 +259,7 @@ fn run_job(
 
     let head_before = workspace.head();
     let started = start::record_start(
+        &ctx.config,
         store,
         executor.as_ref(),
         driver.as_ref(),
@@ -446,6 +447,7 @@ fn execute(
     // on another process's lock (and is retried or only warned of), and does not wait for
     // the disk.
     store.supervising(Some(SUPERVISION_BUSY_TIMEOUT))?;
+    let shared = store.is_shared();
     let mut observer = TickObserver::new(
         store,
         run_id,
@@ -457,6 +459,10 @@ fn execute(
         ),
         job.model.as_deref(),
     );
+    if shared {
+        // A new Run's fencing token is 0; another machine that records it moves it on.
+        observer.hold_lease(0, ctx.config.lease_length);
+    }
     if ignore_ceiling {
         observer.ignore_ceilings();
     }

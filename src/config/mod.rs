@@ -29,6 +29,13 @@ pub(crate) use drivers::*;
 pub(crate) use limits::Limits;
 pub(crate) use store::PgUrl;
 
+/// A Run's lease on a shared store, unless `leaseLength` says otherwise, and its bounds:
+/// long enough that a heartbeat every few seconds survives a slow moment of the network,
+/// short enough that a machine that died frees its Account within minutes.
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+pub(crate) const LEASE_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(10), Duration::from_secs(600));
+
 /// The largest config file owl reads: far more than any config, and a bound on the work.
 pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
@@ -54,6 +61,13 @@ pub(crate) struct Config {
     /// SQLite file. Printed without a password (it never holds one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) store: Option<PgUrl>,
+    /// This machine's name among those sharing a store: recorded on its Runs and the
+    /// Jobs added here. Default: the host name.
+    pub(crate) machine: String,
+    /// How long a live Run's lease lasts unless its supervisor renews it (a shared store
+    /// only): after it, any machine's tick records the Run lost.
+    #[serde(serialize_with = "ser_duration")]
+    pub(crate) lease_length: Duration,
     #[serde(serialize_with = "ser_duration")]
     pub(crate) grace_window: Duration,
     #[serde(serialize_with = "ser_duration")]

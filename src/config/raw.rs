@@ -14,6 +14,9 @@ use super::{DriverKind, Env, Limits, TimeWindow};
 pub(super) struct RawConfig {
     pub(super) state_dir: Option<String>,
     pub(super) store: Option<String>,
+    pub(super) machine: Option<String>,
+    #[serde(default, deserialize_with = "de_duration")]
+    pub(super) lease_length: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) grace_window: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]

@@ -102,6 +102,8 @@ pub(super) fn validate(
         .as_deref()
         .map(|url| super::PgUrl::parse(url).map_err(|why| place.at("store", why.to_string())))
         .transpose()?;
+    let machine = machine(raw.machine, &place)?;
+    let lease_length = lease_length(raw.lease_length, &place)?;
     let repos = repos(raw.repos.unwrap_or_default(), &place)?;
     if raw.max_concurrent_runs == Some(0) {
         return Err(place.at(
@@ -117,6 +119,8 @@ pub(super) fn validate(
         source: source.to_string(),
         state_dir,
         store,
+        machine,
+        lease_length,
         grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
         usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
@@ -505,6 +509,39 @@ fn state_dir(raw: Option<&str>, place: &Place) -> Result<PathBuf, Error> {
                      dir; set stateDir to an absolute path",
                 )
             }),
+    }
+}
+
+/// This machine's name: as configured (letters, digits, `.`, `_` and `-`), else the host
+/// name.
+fn machine(raw: Option<String>, place: &Place) -> Result<String, Error> {
+    let Some(name) = raw else {
+        return Ok(crate::sys::host_name().unwrap_or_else(|| "localhost".into()));
+    };
+    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > 64 || !name.chars().all(fits) {
+        return Err(place.at(
+            "machine",
+            format!("machine '{name}': a name is 1 to 64 letters, digits, '.', '_' or '-'"),
+        ));
+    }
+    Ok(name)
+}
+
+fn lease_length(raw: Option<Duration>, place: &Place) -> Result<Duration, Error> {
+    let (min, max) = super::LEASE_BOUNDS;
+    match raw {
+        None => Ok(super::DEFAULT_LEASE),
+        Some(d) if d >= min && d <= max => Ok(d),
+        Some(d) => Err(place.at(
+            "leaseLength",
+            format!(
+                "leaseLength {}: a lease lasts from {} to {}",
+                super::format_duration(d),
+                super::format_duration(min),
+                super::format_duration(max)
+            ),
+        )),
     }
 }
 

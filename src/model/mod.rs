@@ -190,6 +190,9 @@ pub(crate) struct Job {
     /// The Job whose branch tip it starts from, resolved when its first Run prepares its
     /// worktree (so the work stacks); `None`: `base` as given.
     pub(crate) base_after: Option<String>,
+    /// The machine it runs on (its repository is that machine's path); `None`: a Job
+    /// from before machines, on a store one machine had.
+    pub(crate) machine: Option<String>,
     pub(crate) state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
     pub(crate) reason: Option<JobReason>,
@@ -230,6 +233,8 @@ pub(crate) struct NewJob {
     pub(crate) check: Option<Check>,
     pub(crate) after: Vec<String>,
     pub(crate) base_after: Option<String>,
+    /// The machine it runs on: the one it is added on, or the one `add --machine` names.
+    pub(crate) machine: Option<String>,
 }
 
 /// One execution of the agent on a Job.
@@ -273,6 +278,8 @@ pub(crate) struct Run {
     pub(crate) stop: Option<StopKind>,
     /// The Job's check after the Run, when the agent said done and the Job has one.
     pub(crate) check: Option<CheckRecord>,
+    /// The machine that ran it; `None`: a Run from before machines (this one's).
+    pub(crate) machine: Option<String>,
 }
 
 impl Run {
@@ -392,6 +399,11 @@ pub(crate) struct PlanJob {
     pub(crate) reason: Option<String>,
     /// The Jobs it waits for, each with its state now.
     pub(crate) after: Vec<(String, JobState)>,
+    /// The machine it runs on, as stored (`None`: any, from before machines).
+    pub(crate) machine: Option<String>,
+    /// Why it cannot run on this machine ("runs on machine build"), set by the caller
+    /// that knows which machine this is.
+    pub(crate) elsewhere: Option<String>,
 }
 
 impl From<&Job> for PlanJob {
@@ -404,6 +416,8 @@ impl From<&Job> for PlanJob {
             not_before: j.not_before,
             reason: j.reason.as_ref().map(|r| r.to_string()),
             after: Vec::new(),
+            machine: j.machine.clone(),
+            elsewhere: None,
         }
     }
 }

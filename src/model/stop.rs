@@ -20,6 +20,9 @@ pub(crate) enum StopCause {
     DiskFull(String),
     /// The Run's log could not be written for another reason.
     LogWrite(String),
+    /// Its supervisor lost the Run's lease on a shared store (another machine recorded it
+    /// lost, or the store could not be reached to renew it before it expired).
+    LeaseLost(String),
 }
 
 /// The kind of a [`StopCause`], as stored with the Run.
@@ -35,10 +38,11 @@ pub(crate) enum StopKind {
     Signal,
     DiskFull,
     LogWrite,
+    LeaseLost,
 }
 
 impl StopKind {
-    pub(crate) const ALL: [StopKind; 9] = [
+    pub(crate) const ALL: [StopKind; 10] = [
         StopKind::Ceiling,
         StopKind::RateLimited,
         StopKind::ExtraUsage,
@@ -48,6 +52,7 @@ impl StopKind {
         StopKind::Signal,
         StopKind::DiskFull,
         StopKind::LogWrite,
+        StopKind::LeaseLost,
     ];
 
     /// The name stored.
@@ -62,6 +67,7 @@ impl StopKind {
             StopKind::Signal => "signal",
             StopKind::DiskFull => "disk_full",
             StopKind::LogWrite => "log_write",
+            StopKind::LeaseLost => "lease_lost",
         }
     }
 }
@@ -86,6 +92,7 @@ impl StopCause {
             StopCause::Signal(_) => StopKind::Signal,
             StopCause::DiskFull(_) => StopKind::DiskFull,
             StopCause::LogWrite(_) => StopKind::LogWrite,
+            StopCause::LeaseLost(_) => StopKind::LeaseLost,
         }
     }
 
@@ -101,6 +108,7 @@ impl StopCause {
             StopCause::Signal(sig) => format!("owl received {sig}"),
             StopCause::DiskFull(e) => format!("disk full: writing the log: {e}"),
             StopCause::LogWrite(e) => format!("writing the log: {e}"),
+            StopCause::LeaseLost(why) => format!("lease lost: {why}"),
         }
     }
 }

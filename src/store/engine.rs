@@ -262,7 +262,7 @@ impl Pg {
         let stmt = self
             .client
             .prepare(&dollar_parameters(sql))
-            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .map_err(pg_error)
             .with_context(|| format!("preparing: {sql}"))?;
         self.statements.insert(sql.to_string(), stmt.clone());
         Ok(stmt)
@@ -277,7 +277,7 @@ impl Pg {
             .collect();
         self.client
             .query(&stmt, &refs)
-            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))
     }
 
@@ -291,16 +291,44 @@ impl Pg {
         let n = self
             .client
             .execute(&stmt, &refs)
-            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+            .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))?;
         Ok(n as usize)
     }
 
     fn batch(&mut self, sql: &str) -> Result<()> {
-        self.client
-            .batch_execute(sql)
-            .map_err(|e| anyhow::anyhow!("{}", super::postgres::describe(&e)))
+        self.client.batch_execute(sql).map_err(pg_error)
     }
+}
+
+/// A PostgreSQL error in the server's words, with its SQLSTATE kept for the callers that
+/// tell one kind from another (a unique violation: another machine took the Account).
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub(crate) struct PgError {
+    text: String,
+    code: Option<String>,
+}
+
+pub(crate) fn pg_error(e: postgres::Error) -> anyhow::Error {
+    anyhow::Error::new(PgError {
+        text: super::postgres::describe(&e),
+        code: e.code().map(|c| c.code().to_string()),
+    })
+}
+
+/// Whether `e` is a unique constraint refusing a row: in either engine.
+pub(crate) fn is_unique_violation(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        if let Some(pg) = cause.downcast_ref::<PgError>() {
+            return pg.code.as_deref() == Some("23505");
+        }
+        matches!(
+            cause.downcast_ref::<rusqlite::Error>(),
+            Some(rusqlite::Error::SqliteFailure(f, _))
+                if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+        )
+    })
 }
 
 /// `?N` parameters as PostgreSQL writes them (`$N`), leaving quoted text alone.
@@ -338,6 +366,11 @@ impl Db {
             client,
             statements: Default::default(),
         })))
+    }
+
+    /// Whether this is PostgreSQL: for the few statements its dialect says otherwise.
+    pub(crate) fn is_postgres(&self) -> bool {
+        matches!(self, Db::Postgres(_))
     }
 
     /// The SQLite connection, for what only SQLite has (pragmas, its file).

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
-    reason_data, check_argv, check_timeout_secs, base_after, after_ids";
+    reason_data, check_argv, check_timeout_secs, base_after, after_ids, machine";
 
 fn job_from_row(r: &Row) -> Result<Job> {
     let state: String = r.get(15)?;
@@ -38,6 +38,7 @@ fn job_from_row(r: &Row) -> Result<Job> {
         base_commit: r.get(20)?,
         check: check_from(r.get(22)?, r.get(23)?),
         base_after: r.get(24)?,
+        machine: r.get(26)?,
         // Filled by `Store::job` from `job_deps`.
         after: Vec::new(),
     })
@@ -162,7 +163,7 @@ impl Store {
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
     pub(crate) fn plan_jobs(&self) -> Result<Vec<crate::model::PlanJob>> {
         let mut jobs = self.db.query_map(
-            "SELECT seq, id, state, priority, account, not_before, reason FROM jobs \
+            "SELECT seq, id, state, priority, account, not_before, reason, machine FROM jobs \
              WHERE state IN ('queued', 'running', 'waiting')",
             params![],
             |r| {
@@ -175,6 +176,8 @@ impl Store {
                     not_before: r.opt_text(5)?.and_then(crate::clock::parse),
                     reason: r.get(6)?,
                     after: Vec::new(),
+                    machine: r.get(7)?,
+                    elsewhere: None,
                 };
                 Ok((r.get::<i64>(0)?, job))
             },
@@ -352,7 +355,7 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
     tx.execute(
         &format!(
             "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20,?24)"
+             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20,?24,?25)"
         ),
         params![
             job.id,
@@ -379,6 +382,7 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
             reason.as_ref().map(|r| r.to_string()),
             reason.as_ref().map(JobReason::to_stored),
             (!job.after.is_empty()).then(|| json_vec(&job.after)),
+            job.machine,
         ],
     )
     .with_context(|| format!("inserting job {}", job.id))?;

@@ -316,6 +316,31 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX run_windows_instance ON run_windows(account, window, resets_at);
     "#,
+    // 23: machines sharing one store. The machine each Run ran on and each Job runs on
+    // (NULL: older rows, made when a store had one machine: this one); each machine's
+    // last tick and host; a live Run's lease and fencing token (kept on PostgreSQL, where
+    // another machine judges it); what happened to a Run after its outcome (a fenced
+    // supervisor's own finding); and at most one live Run per Account, as a constraint.
+    r#"
+    ALTER TABLE runs ADD COLUMN machine TEXT;
+    ALTER TABLE jobs ADD COLUMN machine TEXT;
+    ALTER TABLE runs ADD COLUMN lease_until TEXT;
+    ALTER TABLE runs ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE machines (
+        name      TEXT PRIMARY KEY,
+        host      TEXT NOT NULL,
+        last_tick TEXT NOT NULL
+    );
+    CREATE TABLE run_events (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        at      TEXT NOT NULL,
+        machine TEXT,
+        text    TEXT NOT NULL
+    );
+    CREATE INDEX run_events_run ON run_events(run_id, id);
+    CREATE UNIQUE INDEX runs_one_live_per_account ON runs(account) WHERE outcome IS NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -2,6 +2,7 @@
 
 mod engine;
 mod jobs;
+mod machines;
 mod migrations;
 mod notes;
 pub(crate) mod postgres;
@@ -26,6 +27,7 @@ use rusqlite::Connection;
 use engine::{params, Db};
 
 pub(crate) use jobs::ListedJob;
+pub(crate) use machines::NameTaken;
 pub(crate) use runs::RunIdentity;
 pub(crate) use runs::RunStart;
 pub(crate) use verdicts::Verdict;
@@ -140,6 +142,11 @@ impl Store {
             conn.pragma_update(None, "synchronous", synchronous)?;
         }
         Ok(())
+    }
+
+    /// Whether machines may share this store (PostgreSQL): Runs hold leases there.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.db.is_postgres()
     }
 
     /// Where the state is kept.

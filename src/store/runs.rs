@@ -26,6 +26,10 @@ pub(crate) struct RunStart {
     pub(crate) budget_usd: Option<f64>,
     /// The Executor that runs it.
     pub(crate) executor: ExecutorKind,
+    /// The machine it runs on.
+    pub(crate) machine: String,
+    /// How long its lease lasts unless renewed, on a shared store.
+    pub(crate) lease: std::time::Duration,
 }
 
 /// Who supervised a Run and who ran it: enough to tell a dead tick from a live one, and
@@ -42,12 +46,19 @@ pub(crate) struct RunIdentity {
     pub(crate) child_start_time: Option<i64>,
     /// The Executor that ran it: the one to ask about it.
     pub(crate) executor: ExecutorKind,
+    /// The machine that runs it; `None`: a Run from before machines (this one's).
+    pub(crate) machine: Option<String>,
+    /// Its fencing token: a write of its supervisor's carries it, and updates nothing
+    /// once another machine recorded the Run (which moves the token on).
+    pub(crate) fence: i64,
+    /// Until when its lease holds (RFC 3339, the server's clock), on a shared store.
+    pub(crate) lease_until: Option<String>,
 }
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
-    head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data";
+    head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data, machine";
 
 fn run_from_row(r: &Row) -> Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -82,15 +93,29 @@ fn run_from_row(r: &Row) -> Result<Run> {
         check: r
             .get::<Option<String>>(27)?
             .and_then(|c| serde_json::from_str(&c).ok()),
+        machine: r.get(28)?,
     })
 }
 
 impl Store {
     /// Records a new Run and moves its Job to `running`, atomically, only if the Job is
-    /// still queued or waiting: `None` when it is not (a cancel landed since the pick),
-    /// and then nothing is recorded and no agent may start.
+    /// still queued or waiting and no live Run holds its Account (on any machine: a
+    /// constraint of the database): `None` when either is not so (a cancel landed since
+    /// the pick, or another machine started a Run on the Account), and then nothing is
+    /// recorded and no agent may start. On PostgreSQL the Run holds a lease from the
+    /// server's clock.
     pub(crate) fn start_run(&mut self, start: &RunStart) -> Result<Option<i64>> {
-        self.write(|tx| {
+        let lease = match self.db.is_postgres() {
+            true => "now() + make_interval(secs => ?12)",
+            // One machine: its Runs are judged by their processes, not a lease.
+            false => "(CASE WHEN ?12 < 0 THEN NULL END)",
+        };
+        let insert = format!(
+            "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
+             boot_id, started_at, head_before, budget_usd, executor, machine, lease_until) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, {lease}) RETURNING id"
+        );
+        let started = self.write(|tx| {
             let moved = tx.execute(
                 "UPDATE jobs SET state = 'running', reason = NULL, reason_data = NULL, not_before = NULL, \
                  updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'waiting')",
@@ -101,26 +126,30 @@ impl Store {
             }
             let id = tx
                 .query_one(
-                "INSERT INTO runs (job_id, account, agent_version, owl_pid, owl_start_time, \
-                 boot_id, started_at, head_before, budget_usd, executor) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
-                params![
-                    start.job_id,
-                    start.account,
-                    start.agent_version,
-                    start.owl_pid,
-                    start.owl_start_time,
-                    start.boot_id,
-                    rfc3339(start.started_at),
-                    start.head_before,
-                    start.budget_usd,
-                    start.executor.name(),
-                ],
-                |r| r.get::<i64>(0),
-            )
-            .with_context(|| format!("recording a run of job {}", start.job_id))?;
+                    &insert,
+                    params![
+                        start.job_id,
+                        start.account,
+                        start.agent_version,
+                        start.owl_pid,
+                        start.owl_start_time,
+                        start.boot_id,
+                        rfc3339(start.started_at),
+                        start.head_before,
+                        start.budget_usd,
+                        start.executor.name(),
+                        start.machine,
+                        start.lease.as_secs_f64(),
+                    ],
+                    |r| r.get::<i64>(0),
+                )
+                .with_context(|| format!("recording a run of job {}", start.job_id))?;
             Ok(Some(id))
-        })
+        });
+        match started {
+            Err(e) if super::engine::is_unique_violation(&e) => Ok(None),
+            other => other,
+        }
     }
 
     /// Records the agent's process identity once it is spawned.
@@ -160,7 +189,8 @@ impl Store {
     /// Records how a Run ended and moves its Job on, atomically: a crash between the two
     /// would otherwise leave a finished Run with a Job stuck in `running`. This write must
     /// land: when the disk is full, the state dir's reserve is given back and it is tried
-    /// once more.
+    /// once more. The first outcome wins: `false` (nothing written) when the Run has one
+    /// already (another machine recorded it lost, or this write landed before).
     pub(crate) fn finish_run(
         &mut self,
         run_id: i64,
@@ -169,15 +199,16 @@ impl Store {
         job_reason: Option<&JobReason>,
         not_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         self.write_must_land(|tx| {
-            tx.execute(
+            let recorded = tx.execute(
                 "UPDATE runs SET outcome = ?2, stop_reason = ?3, exit_code = ?4, \
                  session_id = COALESCE(?5, session_id), cost_usd = ?6, num_turns = ?7, \
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
                  survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17, \
-                 cause = ?18, note = ?19, stop = ?20, check_data = ?21 WHERE id = ?1",
+                 cause = ?18, note = ?19, stop = ?20, check_data = ?21 \
+                 WHERE id = ?1 AND outcome IS NULL",
                 params![
                     run_id,
                     finish.outcome.map(RunOutcome::as_str),
@@ -206,6 +237,9 @@ impl Store {
                         .transpose()?,
                 ],
             )?;
+            if recorded == 0 {
+                return Ok(false);
+            }
             if finish.check.is_some() {
                 // The latest check, on its Job's row too: what a listing of every Job reads.
                 tx.execute(
@@ -229,15 +263,22 @@ impl Store {
                     job_reason.map(JobReason::to_stored)
                 ],
             )?;
-            Ok(())
+            Ok(true)
         })
     }
 
     /// The identities of every Run still marked running.
     pub(crate) fn running_identities(&self) -> Result<Vec<RunIdentity>> {
+        let lease = match self.db.is_postgres() {
+            true => "to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+            false => "lease_until",
+        };
         self.db.query_map(
-            "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
-             executor, account FROM runs WHERE outcome IS NULL ORDER BY id",
+            &format!(
+                "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
+                 executor, account, machine, fence, {lease} FROM runs WHERE outcome IS NULL \
+                 ORDER BY id"
+            ),
             params![],
             |r| {
                 Ok(RunIdentity {
@@ -254,6 +295,9 @@ impl Store {
                         .and_then(ExecutorKind::from_name)
                         .unwrap_or_default(),
                     account: r.get(8)?,
+                    machine: r.get(9)?,
+                    fence: r.get(10)?,
+                    lease_until: r.get(11)?,
                 })
             },
         )
@@ -386,9 +430,10 @@ mod tests {
         store
             .start_run(&start("a", None, ExecutorKind::Sandbox, now))
             .unwrap();
-        let older = store
-            .start_run(&start("b", None, ExecutorKind::Sandbox, now))
-            .unwrap();
+        // On another Account: one live Run per Account is a constraint of the database.
+        let mut on_two = start("b", None, ExecutorKind::Sandbox, now);
+        on_two.account = "two".into();
+        let older = store.start_run(&on_two).unwrap();
         // A Run from before schema 16 has no executor on its row.
         store
             .db
@@ -429,6 +474,8 @@ mod tests {
             head_before: None,
             budget_usd,
             executor,
+            machine: "here".into(),
+            lease: std::time::Duration::from_secs(60),
         }
     }
 
@@ -453,6 +500,7 @@ mod tests {
             check: None,
             after: vec![],
             base_after: None,
+            machine: None,
         }
     }
 

@@ -78,7 +78,7 @@ impl Store {
     /// One try at the whole settlement. Each write is idempotent, so a try after a
     /// failed one redoes what the failed one did land.
     fn land(&mut self, s: &Settlement) -> Result<()> {
-        self.finish_run(
+        let recorded = self.finish_run(
             s.run_id,
             &s.finish,
             s.job_state,
@@ -86,6 +86,9 @@ impl Store {
             s.not_before,
             s.ended_at,
         )?;
+        if !recorded {
+            self.keep_late_finding(s)?;
+        }
         if let Some((window, until)) = &s.on_credits {
             self.set_on_credits(&s.account, Some((window, *until)), s.ended_at)?;
         }
@@ -105,6 +108,31 @@ impl Store {
 }
 
 /// Writes the settlement whole or not at all: a temporary file, synced, renamed over.
+impl Store {
+    /// A supervisor's own finding about a Run another machine recorded first (lost, when
+    /// its lease expired): the first outcome stays, and this one is kept as an event that
+    /// `show` prints. A write of this finding landing twice (a settlement tried again) is
+    /// not kept again.
+    fn keep_late_finding(&mut self, s: &Settlement) -> Result<()> {
+        let Some(run) = self.run(s.run_id)? else {
+            return Ok(());
+        };
+        let (ours, theirs) = (s.finish.outcome, run.outcome);
+        if ours == theirs || theirs.is_none() {
+            return Ok(());
+        }
+        let said = s.finish.stop_reason.as_deref().unwrap_or("");
+        let text = format!(
+            "its supervisor found it {} ({said}) after it was recorded {}",
+            ours.map_or("ended".into(), |o| o.as_str().to_string()),
+            theirs.map_or("?", |o| o.as_str())
+        );
+        let machine = run.machine.unwrap_or_default();
+        tracing::warn!("run {}: {text}", s.run_id);
+        self.add_run_event(s.run_id, &machine, &text, s.ended_at)
+    }
+}
+
 fn keep(kept: &Path, settlement: &Settlement) -> std::io::Result<()> {
     let text = serde_json::to_vec(settlement)?;
     let temp = kept.with_extension("json.partial");

@@ -65,6 +65,7 @@ fn job(id: &str, after: &[&str]) -> NewJob {
         check: None,
         after: after.iter().map(|a| a.to_string()).collect(),
         base_after: None,
+        machine: Some("here".into()),
     }
 }
 
@@ -80,6 +81,8 @@ fn start(job_id: &str, now: DateTime<Utc>) -> RunStart {
         head_before: None,
         budget_usd: Some(0.5),
         executor: ExecutorKind::Local,
+        machine: "here".into(),
+        lease: std::time::Duration::from_secs(60),
     }
 }
 

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
+
+#[path = "pg_server.rs"]
+pub mod pg_server;
 use serde_json::Value;
 
 /// The credentials file of a plan login, in the shape Claude Code 2.1.332 writes it
@@ -28,7 +31,9 @@ pub struct TestEnv {
     pub now: String,
     /// The PostgreSQL database owl keeps its state in, when the tests run on PostgreSQL
     /// (`OWL_TEST_STORE=postgres`); `None`: the state dir's SQLite file.
-    pub store: Option<crate::postgres::Database>,
+    pub store: Option<std::sync::Arc<pg_server::Database>>,
+    /// This env's `machine:` name, when a test names it.
+    pub machine: Option<String>,
 }
 
 impl TestEnv {
@@ -76,7 +81,8 @@ impl TestEnv {
             repo,
             dir,
             extra_env: Vec::new(),
-            store: crate::postgres::for_test_env(),
+            store: pg_server::for_test_env().map(std::sync::Arc::new),
+            machine: None,
         };
         env.write_config(&format!(
             "accounts:\n  work:\n    driver: claude-code\n    credentialStore: {}\n{extra}",
@@ -101,13 +107,31 @@ impl TestEnv {
             env!("CARGO_BIN_EXE_owl-fake-agent")
         );
         // Last, so that every line a test names in an error stays where it was.
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
         if let Some(db) = &self.store {
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
             text.push_str(&format!("store: {}\n", db.url()));
         }
+        if let Some(name) = &self.machine {
+            text.push_str(&format!("machine: {name}\n"));
+        }
         std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// A machine named `name` on the shared store `db`: its own repository, state dir and
+    /// credential stores, plan Accounts `accounts`, and `extra` config lines.
+    pub fn machine(
+        db: &std::sync::Arc<pg_server::Database>,
+        name: &str,
+        accounts: &[&str],
+        extra: &str,
+    ) -> TestEnv {
+        let mut env = TestEnv::new();
+        env.store = Some(db.clone());
+        env.machine = Some(name.to_string());
+        env.write_config(&format!("{}{extra}", env.accounts_block(accounts)));
+        env
     }
 
     /// The `accounts:` block of plan Accounts named `names`, each with a logged-in
@@ -183,7 +207,7 @@ impl TestEnv {
             .env("GIT_CONFIG_KEY_1", "gc.auto")
             .env("GIT_CONFIG_VALUE_1", "0");
         if self.store.is_some() {
-            cmd.env("PGPASSWORD", crate::postgres::PASSWORD);
+            cmd.env("PGPASSWORD", pg_server::PASSWORD);
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);

@@ -2,9 +2,32 @@
 
 use super::*;
 
-/// Finds Runs a dead tick left marked running, and settles them (see `recover`).
+/// Records this machine's tick, then finds Runs a dead tick left marked running and
+/// settles them (see `recover`): this machine's by their processes, another machine's by
+/// their lease on a shared store.
 pub(super) fn recover(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
-    let lost = crate::recover::recover_lost_runs(store, &ctx.config, now)?;
+    let config = &ctx.config;
+    let host = crate::sys::host_identity();
+    if let Err(e) = store.record_tick(&config.machine, &host, config.lease_length, now) {
+        return match e.downcast_ref::<crate::store::NameTaken>() {
+            Some(taken) => Err(crate::error::Error::bad_input(format!(
+                "reading config {}: {taken}",
+                config.source
+            ))
+            .into()),
+            None => Err(e),
+        };
+    }
+    for run in store.expire_leases(&config.machine, now)? {
+        errln!(
+            "owl: run {} of job {} on machine {} was lost (its lease expired); the job is \
+             queued again",
+            run.run_id,
+            run.job_id,
+            run.machine
+        );
+    }
+    let lost = crate::recover::recover_lost_runs(store, config, now)?;
     for l in lost {
         if let Some(kept) = &l.recorded_from {
             errln!(

@@ -39,6 +39,17 @@ pub(super) struct TickObserver<'a> {
     pending: Vec<crate::model::Snapshot>,
     /// The line drawn on a terminal; `None` when stderr is not one.
     live: Option<super::live::LiveLine>,
+    /// The Run's lease on a shared store, renewed while it goes on; `None` on SQLite.
+    lease: Option<Lease>,
+}
+
+/// A live Run's lease: renewed every `every`, and given up before it expires when the
+/// store cannot be reached to renew it.
+struct Lease {
+    fence: i64,
+    length: Duration,
+    every: Duration,
+    renewed: Instant,
 }
 
 /// How often live progress is written for `owl status`.
@@ -75,6 +86,51 @@ impl<'a> TickObserver<'a> {
             dirty: false,
             pending: Vec::new(),
             live: super::live::LiveLine::on_terminal(job_id, account),
+            lease: None,
+        }
+    }
+
+    /// Keeps the Run's lease on a shared store: renewed every sixth of its length (2 to
+    /// 10 s), so that a few failed renewals still leave time to stop before it expires.
+    pub(super) fn hold_lease(&mut self, fence: i64, length: Duration) {
+        self.lease = Some(Lease {
+            fence,
+            length,
+            every: (length / 6).clamp(Duration::from_secs(2), Duration::from_secs(10)),
+            renewed: Instant::now(),
+        });
+    }
+
+    /// Renews the lease when it is time; the stop when it is lost: another machine
+    /// recorded the Run, or the store stayed out of reach until the lease was nearly out
+    /// (stopped then, so that no other machine starts on the Account while this one runs).
+    fn keep_lease(&mut self) -> Option<StopCause> {
+        let lease = self.lease.as_mut()?;
+        if lease.renewed.elapsed() < lease.every {
+            return None;
+        }
+        match self
+            .store
+            .renew_lease(self.run_id, lease.fence, lease.length)
+        {
+            Ok(true) => {
+                lease.renewed = Instant::now();
+                None
+            }
+            Ok(false) => Some(StopCause::LeaseLost(
+                "another machine recorded this Run lost (its lease had expired)".into(),
+            )),
+            Err(e) if lease.renewed.elapsed() + lease.every * 2 >= lease.length => {
+                Some(StopCause::LeaseLost(format!(
+                    "the store could not be reached to renew the lease for {} s ({e:#}); \
+                     stopped before it expires",
+                    lease.renewed.elapsed().as_secs()
+                )))
+            }
+            Err(e) => {
+                tracing::warn!("renewing the lease of run {}: {e:#}", self.run_id);
+                None
+            }
         }
     }
 
@@ -237,6 +293,9 @@ impl Observer for TickObserver<'_> {
         }
         if !self.pending.is_empty() {
             self.record_pending();
+        }
+        if let Some(lost) = self.keep_lease() {
+            return Some(lost);
         }
         match self.store.job_state(self.job_id) {
             Ok(Some(JobState::Cancelled)) => Some(StopCause::Cancelled),

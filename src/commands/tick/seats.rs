@@ -11,7 +11,7 @@ pub(super) struct Seats {
     pub(crate) occupied: Occupied,
     /// The run locks of the free Accounts: the tick keeps the one its Run is on.
     free: BTreeMap<String, crate::lock::Held>,
-    /// The Runs in progress on this state dir, in words, oldest first.
+    /// The Runs in progress on this machine, in words, oldest first.
     live: Vec<String>,
 }
 
@@ -21,8 +21,10 @@ impl Seats {
     /// ending, or being settled); the others' run locks are taken.
     pub(super) fn take(ctx: &Ctx, store: &Store, only: Option<&str>) -> Result<Seats> {
         let live_runs = crate::recover::live_runs(store, &ctx.config)?;
+        // maxConcurrentRuns counts this machine's Runs; every machine's holds its Account.
         let live = live_runs
             .iter()
+            .filter(|r| crate::recover::is_mine(r, &ctx.config))
             .map(|r| format!("run {} of job {} on {}", r.run_id, r.job_id, r.account))
             .collect();
         let mut occupied = super::super::plan::occupied_by(&live_runs);

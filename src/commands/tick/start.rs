@@ -147,6 +147,7 @@ pub(super) struct StartedRun<'a> {
 /// nothing.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn record_start(
+    config: &crate::config::Config,
     store: &mut Store,
     executor: &dyn Executor,
     driver: &dyn Driver,
@@ -186,6 +187,8 @@ pub(super) fn record_start(
         head_before,
         budget_usd,
         executor: executor.kind(),
+        machine: config.machine.clone(),
+        lease: config.lease_length,
     })?;
     Ok(started.map(|run_id| (run_id, budget_usd)))
 }

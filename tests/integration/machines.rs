@@ -1,0 +1,255 @@
+//! Several machines on one PostgreSQL store (started by the test run): one Run per Account across them, each machine's own Jobs, leases that expire, fencing, a cancel from another machine.
+
+use std::process::Child;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::pg_server::Database;
+use crate::support::{alive, done_script, finish, held_run_script, wait_until, TestEnv};
+
+/// The shortest lease owl takes, so that a test waits seconds, not a minute, for one to
+/// expire.
+const LEASE: &str = "leaseLength: 10s\n";
+
+fn live_runs(env: &TestEnv) -> Vec<Value> {
+    env.status()["live_runs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn sixteen_ticks_on_two_machines_over_three_accounts_start_exactly_three_runs() {
+    let db = Arc::new(Database::new());
+    let accounts = ["work", "two", "three"];
+    let a = TestEnv::machine(&db, "alpha", &accounts, LEASE);
+    let b = TestEnv::machine(&db, "beta", &accounts, LEASE);
+    for env in [&a, &b] {
+        env.script(&held_run_script(
+            &env.release_file(),
+            "write .owl/handoff.md status: done\\n\ncommit handoff\n",
+        ));
+        for i in 0..3 {
+            env.add(&format!("Job {i}"));
+        }
+    }
+    let mut ticks: Vec<Child> = (0..16)
+        .map(|i| if i % 2 == 0 { &a } else { &b }.spawn_tick())
+        .collect();
+    crate::support::wait_until_ticks_left(&mut ticks, 3, Duration::from_secs(120));
+    // One plan per Account name, whichever machine runs it: three Runs in all.
+    let live = live_runs(&a);
+    assert_eq!(live.len(), 3, "{live:?}");
+    let mut on: Vec<&str> = live
+        .iter()
+        .map(|r| r["account"].as_str().unwrap())
+        .collect();
+    on.sort();
+    assert_eq!(on, ["three", "two", "work"]);
+    // Each machine runs its own Jobs, and says which machine runs each Run.
+    for r in &live {
+        let machine = r["machine"].as_str().unwrap();
+        let env = if machine == "alpha" { &a } else { &b };
+        let job = r["job_id"].as_str().unwrap();
+        assert_eq!(env.show(job)["runs"][0]["machine"], machine, "{r}");
+        if machine != "alpha" {
+            assert!(r["pid"].is_null() && r["supervisor_alive"].is_null(), "{r}");
+            assert!(r["lease_until"].is_string(), "{r}");
+        }
+    }
+    let status = a.status();
+    crate::support::assert_schema("status", &status);
+    let names: Vec<&str> = status["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    a.release();
+    b.release();
+    let actions = crate::support::actions(ticks);
+    assert_eq!(
+        actions.iter().filter(|a| *a == "ran").count(),
+        3,
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_job_added_on_one_machine_waits_for_it_on_another() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    let job = a.add("Here only");
+    // beta sees the whole queue, and does not take alpha's Job (its repository is alpha's).
+    let tick = b.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    let queue = &b.status()["queue"];
+    assert_eq!(queue[0]["job_id"], job.as_str());
+    assert_eq!(
+        queue[0]["reason"],
+        "runs on machine alpha, which has never ticked"
+    );
+    a.script(&done_script("success.jsonl", 0));
+    let ran = a.tick();
+    assert_eq!(ran["action"], "ran", "{ran}");
+    assert_eq!(b.status()["queue"].as_array().unwrap().len(), 0);
+    assert_eq!(b.show(&job)["runs"][0]["machine"], "alpha");
+}
+
+#[test]
+fn a_killed_machine_frees_its_account_when_its_lease_expires() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    let lost_job = a.add("Killed with its machine");
+    let mut tick = a.spawn_tick();
+    a.wait_running();
+    let agent = a.agent_pid();
+    // The machine dies: owl and its agent, kill -9, nothing recorded.
+    tick.kill().unwrap();
+    tick.wait().unwrap();
+    rustix_kill(agent);
+    b.script(&done_script("success.jsonl", 0));
+    let job = b.add("Next on the plan");
+    let first = b.tick();
+    assert_eq!(
+        first["action"], "busy",
+        "the Account is held while the lease lasts: {first}"
+    );
+    // Within the lease and a little more, a tick of beta records the Run lost and runs.
+    wait_until("beta never took the Account back", || {
+        b.tick()["action"] == "ran"
+    });
+    let lost = &a.show(&lost_job)["runs"][0];
+    assert_eq!(lost["outcome"], "lost", "{lost}");
+    let why = lost["stop_reason"].as_str().unwrap();
+    assert!(
+        why.contains("lease expired") && why.contains("machine alpha") && why.contains("beta"),
+        "{why}"
+    );
+    assert_eq!(b.show(&job)["runs"][0]["outcome"], "succeeded");
+    assert_eq!(
+        a.show(&lost_job)["state"],
+        "queued",
+        "queued again, as a lost Run's Job"
+    );
+}
+
+#[test]
+fn a_supervisor_whose_run_another_machine_recorded_lost_stops_it_and_the_first_outcome_stays() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    let job = a.add("Fenced");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    let agent = a.agent_pid();
+    // Its renewals stop reaching the server (as across a cut network): the lease runs out.
+    db.admin()
+        .batch_execute("UPDATE runs SET lease_until = now() - interval '1 second'")
+        .unwrap();
+    let taken = b.tick();
+    assert_eq!(taken["action"], "idle", "{taken}");
+    // alpha's supervisor finds its token stale at its next renewal and stops its agent.
+    let out = finish(tick);
+    assert_eq!(out["action"], "ran", "{out}");
+    wait_until("the fenced Run's agent outlived its stop", || !alive(agent));
+    let run = &a.show(&job)["runs"][0];
+    assert_eq!(run["outcome"], "lost", "the first outcome stays: {run}");
+    let events = run["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{run}");
+    let said = events[0]["text"].as_str().unwrap();
+    assert!(
+        said.contains("lease lost") && said.contains("interrupted"),
+        "{said}"
+    );
+    assert_eq!(events[0]["machine"], "alpha");
+    crate::support::assert_schema("show", &a.show(&job));
+    let text = crate::support::show_text(&a, &job);
+    assert!(text.contains("afterwards ("), "{text}");
+}
+
+#[test]
+fn a_cancel_on_one_machine_stops_a_run_on_another() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    let job = a.add("Cancelled from beta");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    b.owl().args(["cancel", &job]).assert().success();
+    let out = finish(tick);
+    assert_eq!(out["job_state"], "cancelled", "{out}");
+    assert_eq!(b.show(&job)["runs"][0]["stop"], "cancelled");
+}
+
+#[test]
+fn two_hosts_ticking_under_one_name_are_refused() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    a.tick();
+    // Another host took the name a moment ago: what a copied config would do.
+    db.admin()
+        .batch_execute("UPDATE machines SET host = 'another host'")
+        .unwrap();
+    let out = a.owl().args(["tick"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = crate::support::stderr_of(&out);
+    assert!(
+        said.contains("another host ticked as machine 'alpha'"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_store_url_with_a_password_is_refused_on_its_line_without_printing_it() {
+    let env = TestEnv::new();
+    env.write_config(&format!(
+        "{}store: postgres://owl:hunter2@db.example/owl\n",
+        env.accounts_block(&["work"])
+    ));
+    let out = env.owl().args(["config", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = crate::support::stderr_of(&out);
+    assert!(
+        said.contains("carries a password") && said.contains("line "),
+        "{said}"
+    );
+    assert!(!said.contains("hunter2"), "{said}");
+}
+
+#[test]
+fn an_unreachable_store_fails_fast_naming_host_and_role() {
+    let env = TestEnv::new();
+    let port = crate::support::closed_port();
+    env.write_config(&format!(
+        "{}store: postgres://owl@127.0.0.1:{port}/owl\n",
+        env.accounts_block(&["work"])
+    ));
+    for args in [vec!["tick"], vec!["status", "--json"]] {
+        let out = env
+            .owl()
+            .args(&args)
+            .env("PGPASSWORD", "a-secret-password")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let said = crate::support::stderr_of(&out);
+        assert!(
+            said.contains(&format!("postgres://owl@127.0.0.1:{port}/owl")),
+            "{said}"
+        );
+        assert!(!said.contains("a-secret-password"), "{said}");
+    }
+    assert!(!env.state.join("worktrees").exists(), "nothing started");
+}
+
+fn rustix_kill(pid: i32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+}
