@@ -38,6 +38,7 @@ pub(crate) fn recover_lost_runs(
     now: DateTime<Utc>,
 ) -> Result<Vec<LostRun>> {
     let mut lost = Vec::new();
+    kill_what_is_left_of_runs_lost_elsewhere(store, config)?;
     for run in store.running_identities()? {
         if !is_mine(&run, config) {
             // Another machine's: its processes are not here to ask. Its lease tells
@@ -71,6 +72,29 @@ pub(crate) fn recover_lost_runs(
         });
     }
     Ok(lost)
+}
+
+/// Kills what is left on this machine of its Runs another machine recorded lost when
+/// their leases expired (this machine was cut off, or its tick died), unless their
+/// supervisor lives and is stopping them itself.
+fn kill_what_is_left_of_runs_lost_elsewhere(store: &mut Store, config: &Config) -> Result<()> {
+    for run in store.lost_elsewhere(&config.machine)? {
+        let executor = crate::supervise::executor_of_run(run.executor, config);
+        if executor.supervisor_alive(&supervisor_of(&run)) {
+            continue;
+        }
+        let killed = executor.kill_lost(&lost_processes(&run));
+        if killed > 0 {
+            errln!(
+                "owl: run {} of job {} was recorded lost by another machine; killed {killed} \
+                 process(es) it left here",
+                run.run_id,
+                run.job_id
+            );
+        }
+        store.set_survivors_killed(run.run_id, killed)?;
+    }
+    Ok(())
 }
 
 /// Records a Run whose tick died as `lost`, with what its transcript's result says, after

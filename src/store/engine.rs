@@ -252,10 +252,32 @@ pub(crate) enum Db {
 pub(crate) struct Pg {
     client: postgres::Client,
     statements: std::collections::HashMap<String, postgres::Statement>,
+    /// Where it connects again when the server dropped the connection.
+    url: super::postgres::PgUrl,
+    /// Inside a transaction a lost connection is the transaction's failure: it is made
+    /// again only between transactions.
+    in_transaction: bool,
 }
 
 impl Pg {
+    /// Connects again when the connection was dropped (a server restart, a terminated
+    /// backend), outside a transaction: the statement about to run is the first of the
+    /// new connection. The prepared statements went with the old one.
+    fn ready(&mut self) -> Result<()> {
+        if !self.client.is_closed() || self.in_transaction {
+            return Ok(());
+        }
+        tracing::warn!(
+            "the connection to the store {} was lost; connecting again",
+            self.url
+        );
+        self.client = super::postgres::connect(&self.url)?;
+        self.statements.clear();
+        Ok(())
+    }
+
     fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+        self.ready()?;
         if let Some(stmt) = self.statements.get(sql) {
             return Ok(stmt.clone());
         }
@@ -297,7 +319,14 @@ impl Pg {
     }
 
     fn batch(&mut self, sql: &str) -> Result<()> {
-        self.client.batch_execute(sql).map_err(pg_error)
+        self.ready()?;
+        let done = self.client.batch_execute(sql).map_err(pg_error);
+        match sql {
+            "BEGIN" => self.in_transaction = done.is_ok(),
+            "COMMIT" | "ROLLBACK" => self.in_transaction = false,
+            _ => {}
+        }
+        done
     }
 }
 
@@ -361,10 +390,12 @@ impl Db {
         Db::Sqlite(conn)
     }
 
-    pub(super) fn postgres(client: postgres::Client) -> Db {
+    pub(super) fn postgres(client: postgres::Client, url: super::postgres::PgUrl) -> Db {
         Db::Postgres(Box::new(std::cell::RefCell::new(Pg {
             client,
             statements: Default::default(),
+            url,
+            in_transaction: false,
         })))
     }
 
@@ -510,7 +541,7 @@ impl Db {
     fn in_transaction(&self) -> bool {
         match self {
             Db::Sqlite(conn) => !conn.is_autocommit(),
-            Db::Postgres(pg) => !pg.borrow().client.is_closed(),
+            Db::Postgres(pg) => pg.borrow().in_transaction,
         }
     }
 }

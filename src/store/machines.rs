@@ -155,6 +155,31 @@ impl Store {
         })
     }
 
+    /// This machine's Runs another machine recorded lost (their leases expired) whose
+    /// leftovers this machine has not looked for yet: only here can its processes be
+    /// found and killed.
+    pub(crate) fn lost_elsewhere(&self, here: &str) -> Result<Vec<super::RunIdentity>> {
+        if !self.db.is_postgres() {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .lost_runs_of(here)?
+            .into_iter()
+            .filter(|r| r.machine.as_deref() == Some(here))
+            .collect())
+    }
+
+    /// Records how many of a Run's processes were found alive and killed.
+    pub(crate) fn set_survivors_killed(&mut self, run_id: i64, killed: usize) -> Result<()> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE runs SET survivors_killed = ?2 WHERE id = ?1",
+                params![run_id, killed],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Keeps what happened to a Run after its outcome was recorded (a fenced supervisor's
     /// own finding), for `show`.
     pub(crate) fn add_run_event(

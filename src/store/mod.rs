@@ -94,7 +94,7 @@ impl Store {
         postgres::migrate(&mut client, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;
         Ok(Store {
-            db: Db::postgres(client),
+            db: Db::postgres(client, url.clone()),
             location: Location::Postgres(Box::new(url.clone())),
         })
     }

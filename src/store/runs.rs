@@ -269,6 +269,18 @@ impl Store {
 
     /// The identities of every Run still marked running.
     pub(crate) fn running_identities(&self) -> Result<Vec<RunIdentity>> {
+        self.identities_where("outcome IS NULL", params![])
+    }
+
+    /// The identities of `machine`'s Runs recorded lost whose leftovers no one looked for.
+    pub(crate) fn lost_runs_of(&self, machine: &str) -> Result<Vec<RunIdentity>> {
+        self.identities_where(
+            "machine = ?1 AND outcome = 'lost' AND survivors_killed IS NULL",
+            params![machine],
+        )
+    }
+
+    fn identities_where(&self, clause: &str, params: &[&dyn ToParam]) -> Result<Vec<RunIdentity>> {
         let lease = match self.db.is_postgres() {
             true => "to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
             false => "lease_until",
@@ -276,10 +288,10 @@ impl Store {
         self.db.query_map(
             &format!(
                 "SELECT id, job_id, owl_pid, owl_start_time, boot_id, pid, child_start_time, \
-                 executor, account, machine, fence, {lease} FROM runs WHERE outcome IS NULL \
+                 executor, account, machine, fence, {lease} FROM runs WHERE {clause} \
                  ORDER BY id"
             ),
-            params![],
+            params,
             |r| {
                 Ok(RunIdentity {
                     run_id: r.get(0)?,

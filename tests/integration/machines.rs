@@ -102,15 +102,19 @@ fn a_killed_machine_frees_its_account_when_its_lease_expires() {
     let db = Arc::new(Database::new());
     let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
     let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
-    a.script(&held_run_script(&a.release_file(), ""));
+    // The agent leaves a tool process in a session of its own, as the Bash tool does.
+    a.script(&format!(
+        "read-prompt\nreplay success.jsonl 1 1\nspawn-session 6174\nwait-for {}\n",
+        a.release_file().display()
+    ));
+    let tools = || crate::support::processes_with("sleep 6174").len();
     let lost_job = a.add("Killed with its machine");
     let mut tick = a.spawn_tick();
     a.wait_running();
-    let agent = a.agent_pid();
-    // The machine dies: owl and its agent, kill -9, nothing recorded.
+    wait_until("the agent's tool never started", || tools() == 1);
+    // The machine's owl dies (kill -9), nothing recorded; its tool lives on, cut off.
     tick.kill().unwrap();
     tick.wait().unwrap();
-    rustix_kill(agent);
     b.script(&done_script("success.jsonl", 0));
     let job = b.add("Next on the plan");
     let first = b.tick();
@@ -135,6 +139,44 @@ fn a_killed_machine_frees_its_account_when_its_lease_expires() {
         "queued",
         "queued again, as a lost Run's Job"
     );
+    // alpha's next tick kills what is left of its Run there: only alpha can.
+    assert_eq!(tools(), 1, "beta cannot reach alpha's processes");
+    a.script(&done_script("success.jsonl", 0));
+    let out = a.owl().args(["tick", "--json"]).output().unwrap();
+    let said = crate::support::stderr_of(&out);
+    assert!(said.contains("recorded lost by another machine"), "{said}");
+    wait_until("alpha's next tick left its lost Run's tool alive", || {
+        tools() == 0
+    });
+}
+
+#[test]
+fn a_dropped_connection_is_made_again_and_the_run_goes_on() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    a.script(&held_run_script(
+        &a.release_file(),
+        "write .owl/handoff.md status: done\\n\ncommit handoff\n",
+    ));
+    let job = a.add("Through a dropped connection");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    let dropped: i64 = db
+        .admin()
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'owl' AND datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(dropped >= 1, "the tick's connection was not there to drop");
+    a.release();
+    let out = finish(tick);
+    assert_eq!(out["outcome"], "succeeded", "{out}");
+    let run = &a.show(&job)["runs"][0];
+    assert_eq!(run["outcome"], "succeeded", "{run}");
+    assert_eq!(run["events"].as_array().unwrap().len(), 0);
 }
 
 #[test]
@@ -246,10 +288,4 @@ fn an_unreachable_store_fails_fast_naming_host_and_role() {
         assert!(!said.contains("a-secret-password"), "{said}");
     }
     assert!(!env.state.join("worktrees").exists(), "nothing started");
-}
-
-fn rustix_kill(pid: i32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status();
 }
