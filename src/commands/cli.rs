@@ -61,6 +61,9 @@ pub(crate) enum Command {
     /// Work with the config.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Work with the store owl keeps its state in.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Check the agent CLI and its version, each Account's login, git, the database.
     Doctor(DoctorArgs),
     /// Ask each Account's agent for its utilization and login now (no prompt, no tokens),
@@ -81,6 +84,14 @@ pub(crate) enum Command {
 pub(crate) enum ConfigCommand {
     /// Validate the config and print it resolved.
     Check,
+}
+
+/// `owl store ...`
+#[derive(Debug, Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Copy this machine's SQLite state (Jobs, Runs, Snapshots, notes) into an empty
+    /// PostgreSQL store, in one transaction, naming this machine on its rows.
+    Copy(super::store_copy::StoreCopyArgs),
 }
 
 /// A hint for a command line clap refused that a person writes by mistake: a prompt of

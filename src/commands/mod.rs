@@ -19,13 +19,14 @@ mod report;
 mod shell;
 mod show;
 mod status;
+mod store_copy;
 mod tick;
 
 use anyhow::Result;
 
 use capabilities::check_capabilities;
 pub(crate) use cli::{hint_for, Cli};
-use cli::{Command, ConfigCommand};
+use cli::{Command, ConfigCommand, StoreCommand};
 pub(crate) use ctx::ensure_private_dir;
 use ctx::{create_private_file, opt_time, print_json, Ctx};
 use job_json::JobJson;
@@ -53,6 +54,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Requeue(args) => cancel::requeue(&ctx, &args),
         Command::Clean(args) => clean::run(&ctx, &args),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
+        Command::Store(StoreCommand::Copy(args)) => store_copy::copy(&ctx, &args),
         Command::Doctor(args) if args.conformance => conformance::run(
             &ctx,
             args.account.as_deref(),

@@ -1,5 +1,6 @@
 //! owl's state: SQLite at `stateDir/owl.db` (the default) or PostgreSQL at the `store:` URL, opened safely and migrated, every write in one transaction.
 
+mod copy;
 mod engine;
 mod jobs;
 mod machines;
@@ -26,6 +27,7 @@ use rusqlite::Connection;
 
 use engine::{params, Db};
 
+pub(crate) use copy::NotEmpty;
 pub(crate) use jobs::ListedJob;
 pub(crate) use machines::NameTaken;
 pub(crate) use runs::RunIdentity;

@@ -289,3 +289,47 @@ fn an_unreachable_store_fails_fast_naming_host_and_role() {
     }
     assert!(!env.state.join("worktrees").exists(), "nothing started");
 }
+
+#[test]
+fn a_sqlite_state_is_copied_whole_into_an_empty_store_and_only_an_empty_one() {
+    let mut env = TestEnv::new();
+    env.store = None;
+    env.machine = Some("laptop".into());
+    env.write_config(&env.accounts_block(&["work"]));
+    env.script(&done_script("success.jsonl", 0));
+    let done = env.add("Done before the move");
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let queued = env.add_with(&["--after", &done], "Queued after it");
+    let before = env.show(&done);
+    let db = Arc::new(Database::new());
+    let out = store_copy(&env, &db.url());
+    assert!(out.status.success(), "{}", crate::support::stderr_of(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("2 jobs") && said.contains("1 runs"), "{said}");
+    // The same machine, now on the store: everything it had, its rows named for it.
+    env.store = Some(db.clone());
+    env.write_config(&env.accounts_block(&["work"]));
+    let after = env.show(&done);
+    assert_eq!(after["runs"][0]["outcome"], before["runs"][0]["outcome"]);
+    assert_eq!(after["runs"][0]["id"], before["runs"][0]["id"]);
+    assert_eq!(after["runs"][0]["machine"], "laptop");
+    assert_eq!(env.show(&queued)["state"], "queued");
+    // New rows number on from the copied ones.
+    env.tick();
+    assert_eq!(env.show(&queued)["runs"][0]["id"], 2);
+    // A store with owl's rows is refused, and nothing in it changes.
+    let again = store_copy(&env, &db.url());
+    assert_eq!(again.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&again).contains("is not empty"));
+    let refused = store_copy(&env, "postgres://owl:hunter2@127.0.0.1/owl");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!crate::support::stderr_of(&refused).contains("hunter2"));
+}
+
+fn store_copy(env: &TestEnv, url: &str) -> std::process::Output {
+    env.owl()
+        .args(["store", "copy", "--to", url])
+        .env("PGPASSWORD", crate::support::pg_server::PASSWORD)
+        .output()
+        .unwrap()
+}

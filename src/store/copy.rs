@@ -1,0 +1,139 @@
+//! `owl store copy`: a SQLite state copied whole into an empty PostgreSQL store, in one transaction, its rows named for this machine.
+
+use anyhow::{Context, Result};
+
+use super::engine::{Param, ToParam};
+use super::Store;
+
+/// owl's tables in the order their references need: each row's Job and Run first.
+const TABLES: [&str; 10] = [
+    "jobs",
+    "job_deps",
+    "runs",
+    "snapshots",
+    "latest_snapshots",
+    "account_notes",
+    "agent_verdicts",
+    "run_windows",
+    "run_events",
+    "machines",
+];
+
+/// The columns whose numbers PostgreSQL hands out: moved past the copied ones.
+const IDENTITIES: [(&str, &str); 4] = [
+    ("jobs", "seq"),
+    ("runs", "id"),
+    ("snapshots", "id"),
+    ("run_events", "id"),
+];
+
+/// A target that already holds rows of owl's.
+#[derive(Debug, thiserror::Error)]
+#[error("{store} is not empty: its {table} table has rows; owl copies only into an empty store")]
+pub(crate) struct NotEmpty {
+    pub(crate) store: String,
+    pub(crate) table: &'static str,
+}
+
+/// One value of a row, owned while it is copied.
+enum Value {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl ToParam for Value {
+    fn to_param(&self) -> Param<'_> {
+        match self {
+            Value::Null => Param::Null,
+            Value::Int(i) => Param::Int(*i),
+            Value::Real(r) => Param::Real(*r),
+            Value::Text(t) => Param::Text(t),
+        }
+    }
+}
+
+impl Store {
+    /// Copies every row of this SQLite store into `to`, an empty PostgreSQL store, in one
+    /// transaction: all of it or nothing. Rows from before machines are named `machine`'s.
+    /// How many rows each table had.
+    pub(crate) fn copy_into(
+        &self,
+        to: &mut Store,
+        machine: &str,
+    ) -> Result<Vec<(&'static str, usize)>> {
+        let from = self
+            .db
+            .sqlite_conn()
+            .context("the store to copy from is not a SQLite file")?;
+        anyhow::ensure!(to.is_shared(), "the store to copy into is not PostgreSQL");
+        for table in TABLES {
+            if to.db.exists(
+                &format!("SELECT 1 FROM {table} LIMIT 1"),
+                super::engine::params![],
+            )? {
+                return Err(NotEmpty {
+                    store: to.location().to_string(),
+                    table,
+                }
+                .into());
+            }
+        }
+        to.write(|tx| {
+            let mut counts = Vec::new();
+            for table in TABLES {
+                let order = if table == "job_deps" { "rowid" } else { "1" };
+                let mut stmt = from.prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))?;
+                let columns: Vec<String> = stmt
+                    .column_names()
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect();
+                let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+                let insert = format!(
+                    "INSERT INTO {table} ({}) VALUES ({})",
+                    columns.join(", "),
+                    marks.join(", ")
+                );
+                let mut rows = stmt.query([])?;
+                let mut n = 0;
+                while let Some(row) = rows.next()? {
+                    let values = (0..columns.len())
+                        .map(|i| owned(row.get_ref(i)?))
+                        .collect::<Result<Vec<Value>>>()?;
+                    let params: Vec<&dyn ToParam> =
+                        values.iter().map(|v| v as &dyn ToParam).collect();
+                    tx.execute(&insert, &params)
+                        .with_context(|| format!("copying a row of {table}"))?;
+                    n += 1;
+                }
+                counts.push((table, n));
+            }
+            for table in ["runs", "jobs"] {
+                tx.execute(
+                    &format!("UPDATE {table} SET machine = ?1 WHERE machine IS NULL"),
+                    super::engine::params![machine],
+                )?;
+            }
+            for (table, column) in IDENTITIES {
+                tx.execute_batch(&format!(
+                    "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
+                     COALESCE((SELECT MAX({column}) FROM {table}), 0) + 1, false)"
+                ))?;
+            }
+            Ok(counts)
+        })
+    }
+}
+
+fn owned(value: rusqlite::types::ValueRef<'_>) -> Result<Value> {
+    use rusqlite::types::ValueRef;
+    Ok(match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Int(i),
+        ValueRef::Real(r) => Value::Real(r),
+        ValueRef::Text(t) => Value::Text(String::from_utf8(t.to_vec())?),
+        ValueRef::Blob(_) => anyhow::bail!("a blob, which owl never writes"),
+    })
+}
