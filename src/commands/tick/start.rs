@@ -118,17 +118,40 @@ fn last_recorded_commit(store: &Store, job_id: &str) -> Result<Option<String>> {
 /// A cancel (or another hand) moved the Job since the pick: no agent starts.
 pub(super) fn not_started(store: &Store, job: &Job, account: String) -> Result<TickJson> {
     let state = store.job_state(&job.id)?;
-    let state = state.map_or("gone".into(), |s| s.to_string());
+    // Still queued: another machine's Run took the Account since the pick (one live Run
+    // per Account is the store's own constraint).
+    let taken = match state {
+        Some(JobState::Queued | JobState::Waiting) => store
+            .running_runs()?
+            .into_iter()
+            .find(|r| r.account == account),
+        _ => None,
+    };
+    let reason = match &taken {
+        Some(run) => format!(
+            "account {account} was taken by run {} of job {}{} since the pick; nothing was \
+             started",
+            run.id,
+            run.job_id,
+            run.machine
+                .as_deref()
+                .map(|m| format!(" on machine {m}"))
+                .unwrap_or_default()
+        ),
+        None => format!(
+            "job {} is {} since it was picked; nothing was started",
+            job.id,
+            state.map_or("gone".into(), |s| s.to_string())
+        ),
+    };
+    let busy = taken.is_some();
     Ok(TickJson {
         job_id: Some(job.id.clone()),
         account: Some(account),
-        job_state: state.parse().ok(),
+        job_state: state,
         ..TickJson::said(
-            TickAction::Idle,
-            format!(
-                "job {} is {state} since it was picked; nothing was started",
-                job.id
-            ),
+            if busy { TickAction::Busy } else { TickAction::Idle },
+            reason,
             false,
         )
     })
