@@ -150,7 +150,11 @@ pub(super) fn not_started(store: &Store, job: &Job, account: String) -> Result<T
         account: Some(account),
         job_state: state,
         ..TickJson::said(
-            if busy { TickAction::Busy } else { TickAction::Idle },
+            if busy {
+                TickAction::Busy
+            } else {
+                TickAction::Idle
+            },
             reason,
             false,
         )
