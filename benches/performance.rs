@@ -56,6 +56,12 @@ fn main() {
     println!("  jobs --all --json, 10k Jobs: {t:?} = {r:.1}x (goal <= 40x)");
     let (t, r) = paired(15, || time(big.owl(&["show", "--json", &heavy_job])));
     println!("  show JOB --json, 1,000 Runs: {t:?} = {r:.1}x (goal <= 20x)");
+    let sqlite = [
+        median(15, || time(big.owl(&["tick"]))),
+        median(15, || time(big.owl(&["status", "--json"]))),
+        median(9, || time(big.owl(&["jobs", "--all", "--json"]))),
+    ];
+    on_postgres(scratch.path(), &empty, &big, sqlite, &ratio);
 
     // A Run whose agent prints only init and result (no ceiling: no probe before it). The
     // Job leaves no Handoff, so it is queued again: each timed tick is one more Run of a
@@ -78,6 +84,25 @@ fn main() {
         "  tick running an agent that prints only init and result: {t:?} = {r:.1}x (goal <= 10x); \
          a Job's first Run, making its worktree: {first:?} = {:.1}x",
         ratio(first)
+    );
+    let run_db = support::pg_server::Database::new();
+    let run_pg = run.on_store(scratch.path(), "run-pg", &run_db.url());
+    run_pg
+        .owl(&[
+            "add",
+            "--repo",
+            run.repo.to_str().unwrap(),
+            "--max-runs",
+            "1000",
+            "Hello",
+        ])
+        .output()
+        .unwrap();
+    time(run_pg.owl(&["tick"]));
+    let (tp, rp) = paired(21, || time(run_pg.owl(&["tick"])));
+    println!(
+        "  on PostgreSQL: tick running that agent: {tp:?} = {rp:.1}x /bin/true, {:.1}x SQLite's",
+        tp.as_secs_f64() / t.as_secs_f64()
     );
 
     // Ingest: 1 GiB of real-shaped stream-json through a tick.
@@ -136,6 +161,68 @@ fn main() {
     );
 }
 
+/// The same figures with the state in PostgreSQL (the test server, `.ci/postgres`): the
+/// year-old state copied there by `owl store copy`, each figure beside `/bin/true` and beside
+/// SQLite's from the same run. An idle tick on an empty store, against SQLite's, says what
+/// a connection's setup costs.
+fn on_postgres(
+    scratch: &Path,
+    empty: &World,
+    big: &World,
+    sqlite: [Duration; 3],
+    ratio: &dyn Fn(Duration) -> f64,
+) {
+    let fresh = support::pg_server::Database::new();
+    let empty_pg = empty.on_store(scratch, "empty-pg", &fresh.url());
+    empty_pg.owl(&["tick"]).output().unwrap();
+    let sqlite_empty = median(15, || time(empty.owl(&["tick"])));
+    let (t, r) = paired(21, || time(empty_pg.owl(&["tick"])));
+    println!(
+        "  on PostgreSQL: idle tick, empty queue: {t:?} = {r:.1}x /bin/true; SQLite's {sqlite_empty:?}: \
+         a connection's setup (TCP, login by SCRAM, the schema check) costs {:?}",
+        t.saturating_sub(sqlite_empty)
+    );
+    let db = support::pg_server::Database::new();
+    let copied = Instant::now();
+    let out = big
+        .owl(&["store", "copy", "--to", &db.url()])
+        .env("PGPASSWORD", support::pg_server::PASSWORD)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "store copy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "  (copied the year-old state into PostgreSQL in {:?})",
+        copied.elapsed()
+    );
+    let pg = big.on_store(scratch, "big-pg", &db.url());
+    pg.owl(&["tick"]).output().unwrap();
+    let rows = [
+        (
+            "idle tick, 1,000 queued Jobs over a ceiling",
+            vec!["tick"],
+            21,
+        ),
+        ("status --json", vec!["status", "--json"], 21),
+        (
+            "jobs --all --json, 10k Jobs",
+            vec!["jobs", "--all", "--json"],
+            9,
+        ),
+    ];
+    for ((what, args, rounds), sqlite) in rows.into_iter().zip(sqlite) {
+        let (t, r) = paired(rounds, || time(pg.owl(&args)));
+        println!(
+            "  on PostgreSQL: {what}: {t:?} = {r:.1}x /bin/true, {:.1}x SQLite's {sqlite:?} ({:.1}x)",
+            t.as_secs_f64() / sqlite.as_secs_f64(),
+            ratio(sqlite)
+        );
+    }
+}
+
 /// A state dir, a config and a repository for one figure.
 struct World {
     root: PathBuf,
@@ -190,6 +277,23 @@ impl World {
         std::fs::write(&self.script, text).unwrap();
     }
 
+    /// This world with its state in the PostgreSQL store `url`: its own config (the same,
+    /// plus `store:`), named `name` under the scratch dir; the repository and logins are
+    /// this world's.
+    fn on_store(&self, scratch: &Path, name: &str, url: &str) -> World {
+        let root = scratch.join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        let config = root.join("config.yaml");
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        std::fs::write(&config, format!("{text}store: {url}\n")).unwrap();
+        World {
+            root: self.root.clone(),
+            repo: self.repo.clone(),
+            config,
+            script: self.script.clone(),
+        }
+    }
+
     fn owl(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(OWL);
         cmd.args(args)
@@ -197,6 +301,7 @@ impl World {
             .env("OWL_NOW", NOW)
             .env("HOME", &self.root)
             .env("TZ", "UTC")
+            .env("PGPASSWORD", support::pg_server::PASSWORD)
             .env("FAKE_AGENT_SCRIPT", &self.script)
             // The fake agent talks to no API; a probe told "unknown" checks that the API
             // takes a connection (issue 23), and finds this loopback one.

@@ -46,10 +46,11 @@ impl Ctx {
     /// Opens the database for a command that writes, creating the state dir (0700).
     pub(super) fn open_store(&self) -> Result<Store> {
         ensure_private_dir(&self.config.state_dir)?;
-        match &self.config.store {
+        let store = match &self.config.store {
             Some(url) => Store::open_postgres(url),
             None => Store::open(&self.db_path()),
-        }
+        };
+        Ok(store?.on_machine(&self.config.machine))
     }
 
     /// Opens the database for a command that only reads; `None` before the first write.
@@ -59,10 +60,11 @@ impl Ctx {
             // Not "nothing yet": every tick would fail here.
             anyhow::bail!("state dir {} is not a directory", dir.display());
         }
-        match &self.config.store {
-            Some(url) => Store::open_postgres(url).map(Some),
-            None => Store::open_existing(&self.db_path()),
-        }
+        let store = match &self.config.store {
+            Some(url) => Some(Store::open_postgres(url)?),
+            None => Store::open_existing(&self.db_path())?,
+        };
+        Ok(store.map(|s| s.on_machine(&self.config.machine)))
     }
 
     /// The Account named `only`, or every Account; a name not configured is bad input.

@@ -2,11 +2,11 @@
 
 use anyhow::{Context, Result};
 
-use super::engine::{Param, ToParam};
+use super::engine::{params, Db, Param, ToParam};
 use super::Store;
 
 /// owl's tables in the order their references need: each row's Job and Run first.
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "jobs",
     "job_deps",
     "runs",
@@ -17,6 +17,7 @@ const TABLES: [&str; 10] = [
     "run_windows",
     "run_events",
     "machines",
+    "machine_notes",
 ];
 
 /// The columns whose numbers PostgreSQL hands out: moved past the copied ones.
@@ -69,10 +70,10 @@ impl Store {
             .context("the store to copy from is not a SQLite file")?;
         anyhow::ensure!(to.is_shared(), "the store to copy into is not PostgreSQL");
         for table in TABLES {
-            if to.db.exists(
-                &format!("SELECT 1 FROM {table} LIMIT 1"),
-                super::engine::params![],
-            )? {
+            if to
+                .db
+                .exists(&format!("SELECT 1 FROM {table} LIMIT 1"), params![])?
+            {
                 return Err(NotEmpty {
                     store: to.location().to_string(),
                     table,
@@ -83,39 +84,9 @@ impl Store {
         to.write(|tx| {
             let mut counts = Vec::new();
             for table in TABLES {
-                let order = if table == "job_deps" { "rowid" } else { "1" };
-                let mut stmt = from.prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))?;
-                let columns: Vec<String> = stmt
-                    .column_names()
-                    .iter()
-                    .map(|c| format!("\"{c}\""))
-                    .collect();
-                let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
-                let insert = format!(
-                    "INSERT INTO {table} ({}) VALUES ({})",
-                    columns.join(", "),
-                    marks.join(", ")
-                );
-                let mut rows = stmt.query([])?;
-                let mut n = 0;
-                while let Some(row) = rows.next()? {
-                    let values = (0..columns.len())
-                        .map(|i| owned(row.get_ref(i)?))
-                        .collect::<Result<Vec<Value>>>()?;
-                    let params: Vec<&dyn ToParam> =
-                        values.iter().map(|v| v as &dyn ToParam).collect();
-                    tx.execute(&insert, &params)
-                        .with_context(|| format!("copying a row of {table}"))?;
-                    n += 1;
-                }
-                counts.push((table, n));
+                counts.push((table, copy_table(from, tx, table)?));
             }
-            for table in ["runs", "jobs"] {
-                tx.execute(
-                    &format!("UPDATE {table} SET machine = ?1 WHERE machine IS NULL"),
-                    super::engine::params![machine],
-                )?;
-            }
+            name_for(tx, machine)?;
             for (table, column) in IDENTITIES {
                 tx.execute_batch(&format!(
                     "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
@@ -125,6 +96,62 @@ impl Store {
             Ok(counts)
         })
     }
+}
+
+/// Copies every row of one table, in its order (a Job's dependencies in the order given);
+/// how many.
+fn copy_table(from: &rusqlite::Connection, tx: &Db, table: &str) -> Result<usize> {
+    let order = if table == "job_deps" { "rowid" } else { "1" };
+    let mut stmt = from.prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))?;
+    let columns: Vec<String> = stmt
+        .column_names()
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect();
+    let marks: Vec<String> = (1..=columns.len()).map(|i| format!("?{i}")).collect();
+    let insert = format!(
+        "INSERT INTO {table} ({}) VALUES ({})",
+        columns.join(", "),
+        marks.join(", ")
+    );
+    let mut rows = stmt.query([])?;
+    let mut n = 0;
+    while let Some(row) = rows.next()? {
+        let values = (0..columns.len())
+            .map(|i| owned(row.get_ref(i)?))
+            .collect::<Result<Vec<Value>>>()?;
+        let params: Vec<&dyn ToParam> = values.iter().map(|v| v as &dyn ToParam).collect();
+        tx.execute(&insert, &params)
+            .with_context(|| format!("copying a row of {table}"))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Names `machine` on the rows a store of one machine left unnamed: its Runs and Jobs,
+/// what it learned of each Account (its login, probe, agent CLI), its binaries' verdicts.
+fn name_for(tx: &Db, machine: &str) -> Result<()> {
+    for table in ["runs", "jobs"] {
+        tx.execute(
+            &format!("UPDATE {table} SET machine = ?1 WHERE machine IS NULL"),
+            params![machine],
+        )?;
+    }
+    tx.execute(
+        "INSERT INTO machine_notes (account, machine, not_logged_in, not_logged_in_at, \
+         agent_problem, last_probe, last_probe_at, agent_checked, agent_checked_at, \
+         agent_checked_version, updated_at) \
+         SELECT account, ?1, not_logged_in, not_logged_in_at, agent_problem, \
+         last_probe, last_probe_at, agent_checked, agent_checked_at, \
+         agent_checked_version, updated_at FROM account_notes \
+         ON CONFLICT DO NOTHING",
+        params![machine],
+    )?;
+    tx.execute(
+        "UPDATE agent_verdicts SET identity = ?1 || chr(9) || identity",
+        params![machine],
+    )?;
+    Ok(())
 }
 
 fn owned(value: rusqlite::types::ValueRef<'_>) -> Result<Value> {

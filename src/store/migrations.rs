@@ -341,6 +341,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX run_events_run ON run_events(run_id, id);
     CREATE UNIQUE INDEX runs_one_live_per_account ON runs(account) WHERE outcome IS NULL;
     "#,
+    // 24: what one machine learns of an Account that holds on that machine alone (its login
+    // there, its probe, the agent CLI installed there), kept apart on a shared store. On a
+    // store one machine has, these stay in `account_notes`.
+    r#"
+    CREATE TABLE machine_notes (
+        account               TEXT NOT NULL,
+        machine               TEXT NOT NULL,
+        not_logged_in         TEXT,
+        not_logged_in_at      TEXT,
+        agent_problem         TEXT,
+        last_probe            TEXT,
+        last_probe_at         TEXT,
+        agent_checked         TEXT,
+        agent_checked_at      TEXT,
+        agent_checked_version TEXT,
+        updated_at            TEXT NOT NULL,
+        PRIMARY KEY (account, machine)
+    );
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -41,6 +41,8 @@ pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Store {
     db: Db,
     location: Location,
+    /// The machine this process runs on, for what a shared store keeps per machine.
+    machine: Option<String>,
 }
 
 /// Where the state is kept.
@@ -87,6 +89,7 @@ impl Store {
         Ok(Store {
             db: Db::sqlite(conn),
             location: Location::File(path.to_path_buf()),
+            machine: None,
         })
     }
 
@@ -98,6 +101,7 @@ impl Store {
         Ok(Store {
             db: Db::postgres(client, url.clone()),
             location: Location::Postgres(Box::new(url.clone())),
+            machine: None,
         })
     }
 
@@ -144,6 +148,19 @@ impl Store {
             conn.pragma_update(None, "synchronous", synchronous)?;
         }
         Ok(())
+    }
+
+    /// Names the machine this process runs on: on a shared store what one machine learns
+    /// of an Account (its login, its probe, its agent CLI) is kept for that machine alone.
+    pub(crate) fn on_machine(mut self, name: &str) -> Store {
+        self.machine = Some(name.to_string());
+        self
+    }
+
+    /// The machine whose own notes are read and written, on a shared store; `None` on a
+    /// store one machine has.
+    fn local_machine(&self) -> Option<&str> {
+        self.machine.as_deref().filter(|_| self.is_shared())
     }
 
     /// Whether machines may share this store (PostgreSQL): Runs hold leases there.

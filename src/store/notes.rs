@@ -13,15 +13,53 @@ impl Store {
     /// word on its login is asked before every Run, and refuses one without) and did not end
     /// for want of a login.
     pub(crate) fn account_login_seen(&self, account: &str) -> Result<bool> {
+        // On a shared store, a login is seen on this machine by this machine's Runs.
         self.db.exists(
             "SELECT 1 FROM runs WHERE account = ?1 \
-             AND (cause IS NULL OR cause != 'not_logged_in') LIMIT 1",
-            params![account],
+             AND (cause IS NULL OR cause != 'not_logged_in') \
+             AND (CAST(?2 AS TEXT) IS NULL OR machine = ?2) LIMIT 1",
+            params![account, self.local_machine()],
         )
     }
 
-    /// The note on one Account (empty when there is none).
+    /// The note on one Account (empty when there is none): on a shared store, what holds
+    /// on this machine alone (its login, probe, agent CLI) is this machine's own.
     pub(crate) fn account_note(&self, account: &str) -> Result<AccountNote> {
+        let mut note = self.shared_note(account)?;
+        if let Some(machine) = self.local_machine() {
+            let own = self.db.query_opt(
+                "SELECT not_logged_in, agent_problem, last_probe, last_probe_at, agent_checked, \
+                 agent_checked_at, not_logged_in_at, agent_checked_version \
+                 FROM machine_notes WHERE account = ?1 AND machine = ?2",
+                params![account, machine],
+                |r| {
+                    Ok(AccountNote {
+                        not_logged_in: r.get(0)?,
+                        agent_problem: r.get(1)?,
+                        last_probe: r.get(2)?,
+                        last_probe_at: time_col(r.get(3)?),
+                        agent_checked: r.get(4)?,
+                        agent_checked_at: time_col(r.get(5)?),
+                        not_logged_in_at: time_col(r.get(6)?),
+                        agent_checked_version: r.get(7)?,
+                        ..Default::default()
+                    })
+                },
+            )?;
+            let own = own.unwrap_or_default();
+            note.not_logged_in = own.not_logged_in;
+            note.agent_problem = own.agent_problem;
+            note.last_probe = own.last_probe;
+            note.last_probe_at = own.last_probe_at;
+            note.agent_checked = own.agent_checked;
+            note.agent_checked_at = own.agent_checked_at;
+            note.not_logged_in_at = own.not_logged_in_at;
+            note.agent_checked_version = own.agent_checked_version;
+        }
+        Ok(note)
+    }
+
+    fn shared_note(&self, account: &str) -> Result<AccountNote> {
         Ok(self
             .db
             .query_opt(
@@ -165,15 +203,45 @@ impl Store {
         value: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<()> {
+        let machine = self
+            .local_machine()
+            .filter(|_| MACHINE_LOCAL.contains(&column))
+            .map(String::from);
         self.write(|tx| {
-            tx.execute(
-                &format!(
-                    "INSERT INTO account_notes (account, {column}, updated_at) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT(account) DO UPDATE SET {column} = ?2, updated_at = ?3"
-                ),
-                params![account, value, rfc3339(now)],
-            )?;
+            match &machine {
+                Some(machine) => tx.execute(
+                    &format!(
+                        "INSERT INTO machine_notes (account, machine, {column}, updated_at) \
+                         VALUES (?1, ?4, ?2, ?3) ON CONFLICT(account, machine) DO UPDATE SET \
+                         {column} = ?2, updated_at = ?3"
+                    ),
+                    params![account, value, rfc3339(now), machine],
+                )?,
+                None => tx.execute(
+                    &format!(
+                        "INSERT INTO account_notes (account, {column}, updated_at) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT(account) DO UPDATE SET {column} = ?2, updated_at = ?3"
+                    ),
+                    params![account, value, rfc3339(now)],
+                )?,
+            };
             Ok(())
         })
     }
 }
+
+/// What one machine learns of an Account that holds on it alone: its login there, its
+/// probe, the agent CLI installed there. The rest (a rejection, a back-off, extra usage) is
+/// the plan's, shared by every machine.
+const MACHINE_LOCAL: [&str; 8] = [
+    "not_logged_in",
+    "not_logged_in_at",
+    "agent_problem",
+    "last_probe",
+    "last_probe_at",
+    "agent_checked",
+    "agent_checked_at",
+    "agent_checked_version",
+];
+
+impl Store {}

@@ -18,9 +18,19 @@ pub(crate) struct Verdict {
 }
 
 impl Store {
+    /// A binary's identity as its verdict is kept: on a shared store, with the machine it
+    /// is installed on (two machines' `/usr/bin/claude` are two binaries).
+    fn verdict_key(&self, identity: &str) -> String {
+        match self.local_machine() {
+            Some(machine) => format!("{machine}\t{identity}"),
+            None => identity.to_string(),
+        }
+    }
+
     /// The verdict on the binary with this identity at `version`, if that pair was ever
     /// checked.
     pub(crate) fn verdict(&self, identity: &str, version: &str) -> Result<Option<Verdict>> {
+        let identity = self.verdict_key(identity);
         self.db.query_opt(
             "SELECT version, passed, failed, checked_at FROM agent_verdicts \
                  WHERE identity = ?1 AND version = ?2",
@@ -39,6 +49,7 @@ impl Store {
     /// Records the verdict on a binary at a version, replacing any earlier one for that
     /// pair; its verdicts at other versions stay.
     pub(crate) fn set_verdict(&mut self, identity: &str, verdict: &Verdict) -> Result<()> {
+        let identity = self.verdict_key(identity);
         let failed = serde_json::to_string(&verdict.failed)?;
         self.write(|tx| {
             tx.execute(

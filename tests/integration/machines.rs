@@ -333,3 +333,27 @@ fn store_copy(env: &TestEnv, url: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+#[test]
+fn a_login_missing_on_one_machine_holds_the_account_there_only() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    // alpha's CLI finds no login there (a 401 from the API).
+    a.script("read-prompt\nreplay api-401-oauth.jsonl\nwait-stdin-eof\nexit 1\n");
+    a.add("On alpha");
+    assert_eq!(a.tick()["outcome"], "failed");
+    let on_alpha = &a.status()["accounts"][0];
+    assert!(on_alpha["not_logged_in"].is_string(), "{on_alpha}");
+    // beta's login is its own: the Account is schedulable there, and runs beta's Job.
+    let on_beta = &b.status()["accounts"][0];
+    assert!(on_beta["not_logged_in"].is_null(), "{on_beta}");
+    b.script(&done_script("success.jsonl", 0));
+    let job = b.add("On beta");
+    assert_eq!(b.tick()["outcome"], "succeeded");
+    assert_eq!(b.show(&job)["runs"][0]["machine"], "beta");
+    assert!(
+        a.status()["accounts"][0]["not_logged_in"].is_string(),
+        "still alpha's"
+    );
+}
