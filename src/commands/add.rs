@@ -61,11 +61,19 @@ pub(crate) struct AddArgs {
     pub(crate) prompt_file: Option<std::path::PathBuf>,
     /// The prompt; `-` reads it from stdin.
     pub(crate) prompt: Option<String>,
+    /// The machine to run it on, sharing this store (default: this one). For another
+    /// machine, --repo is the repository's absolute path there, and its base is resolved
+    /// at its first Run.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) machine: Option<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
     if let Some(file) = &args.from {
         return from::run(ctx, file);
+    }
+    if args.machine.is_some() && args.repo.is_none() {
+        bad_input!("--machine needs --repo: the repository's absolute path on that machine");
     }
     let prompt = read_prompt(&args)?;
     let repo = match &args.repo {
@@ -89,6 +97,7 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         name: args.name.clone(),
         check,
         after: args.after.clone(),
+        machine: args.machine.clone(),
     };
     // Every check that can refuse comes before the state dir is created: exit 2 changes
     // nothing, not even on a fresh install.
@@ -138,6 +147,8 @@ pub(super) struct Asked {
     pub(crate) name: Option<String>,
     pub(crate) check: AskedCheck,
     pub(crate) after: Vec<String>,
+    /// The machine it runs on, when not this one's (`--machine`).
+    pub(crate) machine: Option<String>,
 }
 
 /// The check asked for.
@@ -206,9 +217,19 @@ pub(super) fn build(
 ) -> Result<Result<NewJob, Refused>> {
     let refuse = |key: &'static str, why: String| Ok(Err(Refused { key, why }));
     let base = asked.base.clone().unwrap_or_else(|| "HEAD".into());
-    let (repo, base_commit) = match crate::workspace::check_repo(&asked.repo, &base) {
-        Ok(found) => found,
-        Err(e) => return refuse("repo", format!("{e:#}")),
+    let machine = asked
+        .machine
+        .clone()
+        .unwrap_or_else(|| ctx.config.machine.clone());
+    let (repo, base_commit) = match machine == ctx.config.machine {
+        true => match crate::workspace::check_repo(&asked.repo, &base) {
+            Ok((repo, commit)) => (repo, Some(commit)),
+            Err(e) => return refuse("repo", format!("{e:#}")),
+        },
+        false => match elsewhere(ctx, &machine, &asked.repo) {
+            Ok(repo) => (repo, None),
+            Err(why) => return refuse("machine", why),
+        },
     };
     let defaults = &ctx.config.defaults;
     let account = asked.account.clone().or_else(|| defaults.account.clone());
@@ -259,9 +280,27 @@ pub(super) fn build(
         check,
         base_after: stacked_on(&after, &repo, asked.base.is_some()),
         after: after.into_iter().map(|(id, _)| id).collect(),
-        // Its repository is this machine's path: it runs here.
-        machine: Some(ctx.config.machine.clone()),
+        // Its repository is that machine's path: it runs there.
+        machine: Some(machine),
     }))
+}
+
+/// A Job's repository on another machine: a path there, which this machine cannot check,
+/// on a store that machine shares.
+fn elsewhere(ctx: &Ctx, machine: &str, repo: &Path) -> Result<std::path::PathBuf, String> {
+    if ctx.config.store.is_none() {
+        return Err(format!(
+            "--machine {machine}: a Job for another machine needs a store machines share \
+             (`store:` in {}), which this config has not",
+            ctx.config.source
+        ));
+    }
+    if !repo.is_absolute() {
+        return Err(format!(
+            "--machine {machine}: give --repo as the repository's absolute path on {machine}"
+        ));
+    }
+    Ok(repo.to_path_buf())
 }
 
 /// The budgets and the most Runs: numbers a Job can keep, and a per-Run cap only where the

@@ -219,7 +219,9 @@ pub(crate) struct NewJob {
     pub(crate) prompt: String,
     pub(crate) repo: String,
     pub(crate) base: String,
-    pub(crate) base_commit: String,
+    /// The commit `base` named at `add`; `None` for a Job added on another machine for
+    /// this one, whose base is resolved at its first Run.
+    pub(crate) base_commit: Option<String>,
     pub(crate) account: Option<String>,
     pub(crate) priority: i64,
     pub(crate) max_runs: u32,

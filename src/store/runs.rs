@@ -498,7 +498,7 @@ mod tests {
             prompt: "p".into(),
             repo: "/r".into(),
             base: "HEAD".into(),
-            base_commit: "0".repeat(40),
+            base_commit: Some("0".repeat(40)),
             account: None,
             priority: 0,
             max_runs: 10,

@@ -51,7 +51,7 @@ fn job(id: &str, after: &[&str]) -> NewJob {
         prompt: format!("do {id}"),
         repo: "/r".into(),
         base: "main".into(),
-        base_commit: "0".repeat(40),
+        base_commit: Some("0".repeat(40)),
         account: None,
         priority: 0,
         max_runs: 10,

@@ -357,3 +357,40 @@ fn a_login_missing_on_one_machine_holds_the_account_there_only() {
         "still alpha's"
     );
 }
+
+#[test]
+fn a_job_added_for_another_machine_runs_there_in_its_repository() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    let there = b.repo.display().to_string();
+    // alpha cannot check beta's path: it is taken as given, the base resolved on beta.
+    let out = a
+        .owl()
+        .args(["add", "--machine", "beta", "--repo", &there, "For beta"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::support::stderr_of(&out));
+    let job = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(a.tick()["action"], "idle");
+    b.script(&done_script("success.jsonl", 0));
+    let ran = b.tick();
+    assert_eq!(ran["outcome"], "succeeded", "{ran}");
+    assert_eq!(a.show(&job)["runs"][0]["machine"], "beta");
+    let branches = crate::support::git(&b.repo, &["branch", "--list", &format!("owl/{job}")]);
+    assert!(branches.contains(&format!("owl/{job}")), "{branches}");
+    // Without a shared store, or without the path, it is refused on the spot.
+    let alone = TestEnv::new();
+    let out = alone
+        .owl()
+        .args(["add", "--machine", "beta", "--repo", &there, "Nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = a
+        .owl()
+        .args(["add", "--machine", "beta", "No path"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -144,6 +144,7 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
         name: entry.name.clone(),
         check,
         after: entry.after.clone(),
+        machine: None,
     })
 }
 
