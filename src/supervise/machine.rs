@@ -453,8 +453,15 @@ impl Machine {
             return;
         }
         tracing::info!(agent = %self.agent, "stopping the run: {}", cause.reason());
+        // A lost lease stops the agent at once: another machine may start on the Account
+        // the moment the lease runs out, and an interrupt's answer could take longer.
+        let at_once = matches!(cause, StopCause::LeaseLost(_));
         self.report.stop = Some(cause);
         if self.stage != Stage::Running {
+            return;
+        }
+        if at_once {
+            self.kill_now(now, out);
             return;
         }
         let can_interrupt = match self.limits.interrupt {
@@ -883,6 +890,17 @@ mod tests {
             vec![Action::Signal(Sig::KILL)]
         );
         assert_eq!(run.m.report().stop, Some(StopCause::Signal("SIGHUP")));
+    }
+
+    #[test]
+    fn a_lost_lease_kills_at_once_without_an_interrupt() {
+        let mut run = Run::new(true);
+        let lost = StopCause::LeaseLost("another machine recorded it".into());
+        assert_eq!(
+            run.event(Input::Stop(lost.clone())),
+            vec![Action::Signal(Sig::KILL)]
+        );
+        assert_eq!(run.m.report().stop, Some(lost));
     }
 
     #[test]

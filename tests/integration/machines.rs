@@ -249,7 +249,8 @@ fn two_hosts_ticking_under_one_name_are_refused() {
 
 #[test]
 fn a_store_url_with_a_password_is_refused_on_its_line_without_printing_it() {
-    let env = TestEnv::new();
+    let mut env = TestEnv::new();
+    env.store = None;
     env.write_config(&format!(
         "{}store: postgres://owl:hunter2@db.example/owl\n",
         env.accounts_block(&["work"])
@@ -266,7 +267,8 @@ fn a_store_url_with_a_password_is_refused_on_its_line_without_printing_it() {
 
 #[test]
 fn an_unreachable_store_fails_fast_naming_host_and_role() {
-    let env = TestEnv::new();
+    let mut env = TestEnv::new();
+    env.store = None;
     let port = crate::support::closed_port();
     env.write_config(&format!(
         "{}store: postgres://owl@127.0.0.1:{port}/owl\n",
@@ -380,7 +382,9 @@ fn a_job_added_for_another_machine_runs_there_in_its_repository() {
     let branches = crate::support::git(&b.repo, &["branch", "--list", &format!("owl/{job}")]);
     assert!(branches.contains(&format!("owl/{job}")), "{branches}");
     // Without a shared store, or without the path, it is refused on the spot.
-    let alone = TestEnv::new();
+    let mut alone = TestEnv::new();
+    alone.store = None;
+    alone.write_config(&alone.accounts_block(&["work"]));
     let out = alone
         .owl()
         .args(["add", "--machine", "beta", "--repo", &there, "Nowhere"])
@@ -393,4 +397,39 @@ fn a_job_added_for_another_machine_runs_there_in_its_repository() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_account() {
+    let db = Arc::new(Database::new());
+    let proxy = crate::support::pg_server::Proxy::start();
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    // alpha reaches the store through the proxy.
+    let through = db.url().replace(
+        &format!(":{}/", crate::support::pg_server::port()),
+        &format!(":{}/", proxy.port),
+    );
+    let config = std::fs::read_to_string(&a.config).unwrap();
+    std::fs::write(&a.config, config.replace(&db.url(), &through)).unwrap();
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    a.add("Cut off");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    let agent = a.agent_pid();
+    proxy.cut();
+    b.script(&done_script("success.jsonl", 0));
+    b.add("Waits for the Account");
+    // beta starts on the Account only once alpha's lease expired, and alpha stopped its
+    // agent before that: never two Runs on one plan at once.
+    wait_until("beta never took the Account", || {
+        let ran = b.tick()["action"] == "ran";
+        if ran {
+            assert!(!alive(agent), "beta started while alpha's agent still ran");
+        }
+        ran
+    });
+    let out = tick.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("lease"), "{said}");
 }

@@ -83,3 +83,53 @@ fn connect(db: &str) -> postgres::Client {
     )
     .expect("connecting to the test server")
 }
+
+/// A TCP proxy between one machine and the test server, which a test can cut: every
+/// connection through it is shut at once and new ones are refused, as a machine whose
+/// network went away sees it.
+pub struct Proxy {
+    pub port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    streams: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    pub fn start() -> Proxy {
+        use std::net::{TcpListener, TcpStream};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let streams = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (cut_seen, kept) = (cut.clone(), streams.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cut_seen.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is closed at once
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", self::port())) else {
+                    continue;
+                };
+                let mut kept = kept.lock().unwrap();
+                for (from, to) in [(&client, &server), (&server, &client)] {
+                    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+                kept.push(client);
+                kept.push(server);
+            }
+        });
+        Proxy { port, cut, streams }
+    }
+
+    /// Cuts every connection through the proxy, and every one after.
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for s in self.streams.lock().unwrap().iter() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
