@@ -293,12 +293,8 @@ impl Pg {
     fn query(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<Vec<postgres::Row>> {
         let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-            .iter()
-            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-            .collect();
         self.client
-            .query(&stmt, &refs)
+            .query(&stmt, &pg_params(&values))
             .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))
     }
@@ -306,13 +302,9 @@ impl Pg {
     fn execute(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
         let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-            .iter()
-            .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-            .collect();
         let n = self
             .client
-            .execute(&stmt, &refs)
+            .execute(&stmt, &pg_params(&values))
             .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))?;
         Ok(n as usize)
@@ -328,6 +320,14 @@ impl Pg {
         }
         done
     }
+}
+
+/// Values as the driver takes them.
+fn pg_params<'v>(values: &'v [Param<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
+    values
+        .iter()
+        .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+        .collect()
 }
 
 /// A PostgreSQL error in the server's words, with its SQLSTATE kept for the callers that

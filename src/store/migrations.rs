@@ -343,8 +343,12 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 24: what one machine learns of an Account that holds on that machine alone (its login
     // there, its probe, the agent CLI installed there), kept apart on a shared store. On a
-    // store one machine has, these stay in `account_notes`.
-    r#"
+    // store one machine has, these stay in `account_notes`. The same in both dialects.
+    MACHINE_NOTES,
+];
+
+/// Migration 24, written alike for SQLite and PostgreSQL.
+pub(super) const MACHINE_NOTES: &str = r#"
     CREATE TABLE machine_notes (
         account               TEXT NOT NULL,
         machine               TEXT NOT NULL,
@@ -359,8 +363,7 @@ const MIGRATIONS: &[&str] = &[
         updated_at            TEXT NOT NULL,
         PRIMARY KEY (account, machine)
     );
-    "#,
-];
+    "#;
 
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

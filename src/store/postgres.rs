@@ -45,22 +45,7 @@ const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX runs_one_live_per_account ON runs(account) WHERE outcome IS NULL;
     "#,
     // 24: what one machine learns of an Account (see SQLite's 24).
-    r#"
-    CREATE TABLE machine_notes (
-        account               TEXT NOT NULL,
-        machine               TEXT NOT NULL,
-        not_logged_in         TEXT,
-        not_logged_in_at      TEXT,
-        agent_problem         TEXT,
-        last_probe            TEXT,
-        last_probe_at         TEXT,
-        agent_checked         TEXT,
-        agent_checked_at      TEXT,
-        agent_checked_version TEXT,
-        updated_at            TEXT NOT NULL,
-        PRIMARY KEY (account, machine)
-    );
-    "#,
+    super::migrations::MACHINE_NOTES,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use; an error names
