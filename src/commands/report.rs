@@ -104,6 +104,8 @@ pub(super) struct RunReport {
     /// How the check ended, in words.
     #[serde(skip)]
     pub(crate) check_said: Option<String>,
+    /// The machine that ran it; `null` for a Run from before machines.
+    pub(crate) machine: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -504,6 +506,7 @@ fn run_report(r: &Run) -> RunReport {
         note: r.note.clone(),
         check: r.check.as_ref().map(crate::notify::PayloadCheck::of),
         check_said: r.check.as_ref().map(|c| c.to_string()),
+        machine: r.machine.clone(),
     }
 }
 

@@ -190,6 +190,7 @@ mod tests {
                 note: None,
                 check: None,
                 check_said: None,
+                machine: None,
             }],
         };
         let rows = account_rows(&account, since, until, false);
