@@ -81,7 +81,7 @@ impl Store {
                 .into());
             }
         }
-        to.write(|tx| {
+        let counts = to.write(|tx| {
             let mut counts = Vec::new();
             for table in TABLES {
                 counts.push((table, copy_table(from, tx, table)?));
@@ -94,7 +94,11 @@ impl Store {
                 ))?;
             }
             Ok(counts)
-        })
+        })?;
+        // The planner's statistics of the tables just filled: without them its first plans
+        // over a year of history are guesses.
+        to.db.execute_batch("ANALYZE")?;
+        Ok(counts)
     }
 }
 
