@@ -38,6 +38,13 @@ pub(super) fn run(ctx: &Ctx, args: &LogsArgs) -> Result<u8> {
         return print_check(ctx, &run, raw);
     }
     let run_id = run.id;
+    if let Some(there) = run.machine.as_deref().filter(|m| *m != ctx.config.machine) {
+        // A Run's log is in the state dir of the machine that ran it.
+        crate::bad_input!(
+            "run {run_id} ran on machine {there}: its log is in that machine's state dir \
+             (`owl logs {run_id}` there)"
+        );
+    }
     let path = ctx.config.state().run_log(&run.job_id, run_id);
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;

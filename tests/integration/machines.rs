@@ -95,6 +95,11 @@ fn a_job_added_on_one_machine_waits_for_it_on_another() {
     assert_eq!(ran["action"], "ran", "{ran}");
     assert_eq!(b.status()["queue"].as_array().unwrap().len(), 0);
     assert_eq!(b.show(&job)["runs"][0]["machine"], "alpha");
+    // Its log is alpha's: beta says where, alpha prints it.
+    let out = b.owl().args(["logs", &job]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&out).contains("ran on machine alpha"));
+    a.owl().args(["logs", &job]).assert().success();
 }
 
 #[test]
@@ -290,6 +295,24 @@ fn an_unreachable_store_fails_fast_naming_host_and_role() {
         assert!(!said.contains("a-secret-password"), "{said}");
     }
     assert!(!env.state.join("worktrees").exists(), "nothing started");
+    // A server that refuses the login: the same, with the server's word.
+    let db = Database::new();
+    env.write_config(&format!(
+        "{}store: {}\n",
+        env.accounts_block(&["work"]),
+        db.url()
+    ));
+    let out = env
+        .owl()
+        .args(["status"])
+        .env("PGPASSWORD", "not-the-password")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = crate::support::stderr_of(&out);
+    assert!(said.contains("password authentication failed"), "{said}");
+    assert!(said.contains("postgres://owl@127.0.0.1:"), "{said}");
+    assert!(!said.contains("not-the-password"), "{said}");
 }
 
 #[test]
@@ -432,4 +455,41 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
     let out = tick.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("lease"), "{said}");
+}
+
+#[test]
+fn the_store_stopped_and_started_again_under_a_live_run_loses_nothing() {
+    let server = crate::support::pg_server::OwnServer::start();
+    let mut a = TestEnv::new();
+    a.store = None;
+    a.machine = Some("alpha".into());
+    a.write_config(&format!(
+        "{}{LEASE}store: {}\n",
+        a.accounts_block(&["work"]),
+        server.url()
+    ));
+    a.extra_env.push((
+        "PGPASSWORD".into(),
+        crate::support::pg_server::PASSWORD.into(),
+    ));
+    a.script(&held_run_script(
+        &a.release_file(),
+        "write .owl/handoff.md status: done\\n\ncommit handoff\n",
+    ));
+    let job = a.add("Through a restart");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    // The server goes down under the live Run, and comes back within the lease.
+    server.ctl("stop");
+    server.ctl("start");
+    a.release();
+    let out = finish(tick);
+    assert_eq!(out["outcome"], "succeeded", "{out}");
+    let run = &a.show(&job)["runs"][0];
+    assert_eq!(
+        run["outcome"], "succeeded",
+        "recorded once, when the store was back: {run}"
+    );
+    assert_eq!(a.show(&job)["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(a.show(&job)["state"], "done");
 }

@@ -133,3 +133,105 @@ impl Proxy {
         }
     }
 }
+
+/// A PostgreSQL server of its own (`.ci/postgres` in a directory of its own), for a test
+/// that stops and starts it: the shared one serves other tests meanwhile. Stopped and
+/// removed when dropped.
+pub struct OwnServer {
+    dir: std::path::PathBuf,
+    pub port: u16,
+}
+
+impl OwnServer {
+    pub fn start() -> OwnServer {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        // Outside any private temp dir: the server runs as `postgres` when the tests run as
+        // root, and must reach it.
+        let dir = std::path::PathBuf::from(format!(
+            "/tmp/owl-own-postgres-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
+        let out = std::process::Command::new(script)
+            .env("OWL_TEST_PG_DIR", &dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let server = OwnServer { dir, port };
+        let mut admin = server.admin();
+        admin
+            .batch_execute("CREATE DATABASE owl OWNER owl")
+            .unwrap();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("postgres://owl@127.0.0.1:{}/owl", self.port)
+    }
+
+    fn admin(&self) -> postgres::Client {
+        postgres::Client::connect(
+            &format!(
+                "host=127.0.0.1 port={} user=postgres dbname=postgres",
+                self.port
+            ),
+            postgres::NoTls,
+        )
+        .unwrap()
+    }
+
+    /// `pg_ctl stop` (fast: open connections are cut) or `start`, waiting for it.
+    pub fn ctl(&self, what: &str) {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin/pg_ctl"))
+            .find(|p| p.exists())
+            .unwrap();
+        let data = self.dir.join("data");
+        let log = data.join("server.log");
+        let mut args = vec![
+            bin.display().to_string(),
+            "-D".into(),
+            data.display().to_string(),
+            "-w".into(),
+            "-l".into(),
+            log.display().to_string(),
+            "-m".into(),
+            "fast".into(),
+            what.into(),
+        ];
+        // The server refuses to run as root: as `postgres`, as .ci/postgres made it.
+        if rustix_is_root() {
+            args.splice(0..0, ["runuser", "-u", "postgres", "--"].map(String::from));
+        }
+        let status = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "pg_ctl {what}");
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.ctl("stop");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rustix_is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false)
+}
