@@ -115,7 +115,19 @@ impl Store {
              boot_id, started_at, head_before, budget_usd, executor, machine, lease_until) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, {lease}) RETURNING id"
         );
+        let shared = self.db.is_postgres();
         let started = self.write(|tx| {
+            // The claim: the Job's row locked for this transaction, or passed over when
+            // another machine's claim holds it (it is taken; waiting would only find so).
+            if shared
+                && !tx.exists(
+                    "SELECT 1 FROM jobs WHERE id = ?1 AND state IN ('queued', 'waiting') \
+                     FOR UPDATE SKIP LOCKED",
+                    params![start.job_id],
+                )?
+            {
+                return Ok(None);
+            }
             let moved = tx.execute(
                 "UPDATE jobs SET state = 'running', reason = NULL, reason_data = NULL, not_before = NULL, \
                  updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'waiting')",

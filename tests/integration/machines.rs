@@ -493,3 +493,56 @@ fn the_store_stopped_and_started_again_under_a_live_run_loses_nothing() {
     assert_eq!(a.show(&job)["runs"].as_array().unwrap().len(), 1);
     assert_eq!(a.show(&job)["state"], "done");
 }
+
+#[test]
+fn max_concurrent_runs_counts_each_machines_own_runs() {
+    let db = Arc::new(Database::new());
+    let one_at_a_time = format!("{LEASE}maxConcurrentRuns: 1\n");
+    let a = TestEnv::machine(&db, "alpha", &["work", "two"], &one_at_a_time);
+    let b = TestEnv::machine(&db, "beta", &["work", "two"], &one_at_a_time);
+    a.script(&held_run_script(&a.release_file(), ""));
+    a.add("alpha's one Run");
+    let held = a.spawn_tick();
+    a.wait_running();
+    // alpha is at its cap; beta's cap is its own, and the Account alpha holds is not free.
+    a.add("alpha's second");
+    assert_eq!(a.tick()["action"], "busy");
+    b.script(&done_script("success.jsonl", 0));
+    b.add("beta's");
+    let ran = b.tick();
+    assert_eq!(ran["action"], "ran", "{ran}");
+    let on = a.status()["live_runs"][0]["account"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(
+        ran["account"].as_str().unwrap(),
+        on,
+        "one live Run per Account"
+    );
+    a.release();
+    finish(held);
+}
+
+#[test]
+fn a_figure_one_machine_sees_holds_the_account_on_every_other_at_once() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.write_config(&format!(
+        "{}    limits: {{fiveHourMax: 60}}\n{LEASE}",
+        a.accounts_block(&["work"])
+    ));
+    b.write_config(&format!(
+        "{}    limits: {{fiveHourMax: 60}}\n{LEASE}",
+        b.accounts_block(&["work"])
+    ));
+    a.five_hour(&[95.0], "2026-11-30T05:00:00.000Z");
+    a.owl().args(["probe", "work"]).assert().success();
+    let on_beta = &b.status()["accounts"][0];
+    assert_eq!(on_beta["schedulable"], false, "{on_beta}");
+    assert!(
+        on_beta["reason"].as_str().unwrap().contains("95%"),
+        "{on_beta}"
+    );
+}
