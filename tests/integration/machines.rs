@@ -546,3 +546,35 @@ fn a_figure_one_machine_sees_holds_the_account_on_every_other_at_once() {
         "{on_beta}"
     );
 }
+
+#[test]
+fn a_plan_file_may_queue_jobs_for_another_machine() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    let plan = a.dir.path().join("night.yaml");
+    std::fs::write(
+        &plan,
+        format!(
+            "- name: here\n  prompt: On alpha\n  repo: {}\n- name: there\n  prompt: On beta\n  repo: {}\n  machine: beta\n",
+            a.repo.display(),
+            b.repo.display()
+        ),
+    )
+    .unwrap();
+    let out = a.add_from(&plan);
+    assert!(out.status.success(), "{}", crate::support::stderr_of(&out));
+    assert_eq!(a.show("there")["runs"].as_array().unwrap().len(), 0);
+    b.script(&done_script("success.jsonl", 0));
+    let ran = b.tick();
+    assert_eq!(ran["job_id"], "there", "{ran}");
+    // An entry for another machine needs that machine's absolute path.
+    std::fs::write(
+        &plan,
+        "- prompt: Where?\n  repo: relative\n  machine: beta\n",
+    )
+    .unwrap();
+    let out = a.add_from(&plan);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&out).contains("absolute path"));
+}

@@ -38,6 +38,9 @@ struct Entry {
     /// Jobs of this file (by name) or already queued (by id or name).
     #[serde(default)]
     after: Vec<String>,
+    /// Another machine sharing the store to run it on; its `repo` is then that machine's
+    /// absolute path.
+    machine: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,6 +135,12 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
         (Some(CheckField::Argv(argv)), false) => AskedCheck::Argv(argv.clone()),
         (None, false) => AskedCheck::Default,
     };
+    if entry.machine.is_some() && !entry.repo.as_deref().is_some_and(Path::is_absolute) {
+        return Err((
+            "machine",
+            "an entry for another machine needs repo: the repository's absolute path there".into(),
+        ));
+    }
     Ok(Asked {
         prompt,
         repo: dir.join(entry.repo.as_deref().unwrap_or(Path::new("."))),
@@ -144,7 +153,7 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
         name: entry.name.clone(),
         check,
         after: entry.after.clone(),
-        machine: None,
+        machine: entry.machine.clone(),
     })
 }
 
