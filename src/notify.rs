@@ -135,7 +135,7 @@ fn run(notify: &Notify, payload: &Payload) -> Result<(), String> {
     body.push(b'\n');
     let mut command = Command::new(program);
     command.args(args);
-    for var in crate::driver::inherited_credentials() {
+    for var in crate::driver::inherited_credentials().chain(crate::driver::STORE_CREDENTIALS) {
         command.env_remove(var);
     }
     let said = |stderr: &[u8]| -> Option<String> {

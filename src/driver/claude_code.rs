@@ -869,7 +869,12 @@ mod tests {
             .contains(&("CLAUDE_CODE_OAUTH_TOKEN".into(), "tok".into())));
         assert_eq!(
             inv.env_remove,
-            ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+            [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "PGPASSWORD",
+                "PGPASSFILE"
+            ]
         );
     }
 

@@ -429,6 +429,7 @@ pub(crate) fn account_command(
     let env_remove = inherited
         .iter()
         .filter(|k| !account.env.contains_key(**k))
+        .chain(STORE_CREDENTIALS.iter())
         .map(|k| k.to_string())
         .collect();
     Invocation {
@@ -454,6 +455,10 @@ pub(crate) fn recorded_lines(cli: &str, name: &str) -> Vec<String> {
 
 /// Every credential variable a Driver keeps its CLI from inheriting: what owl's other
 /// children (the notify command) are kept from too.
+/// The store's password, where libpq and owl read it: never passed on to a process owl
+/// starts (an agent, its check, a probe, the notify hook), whatever the Account sets.
+pub(crate) const STORE_CREDENTIALS: [&str; 2] = ["PGPASSWORD", "PGPASSFILE"];
+
 pub(crate) fn inherited_credentials() -> impl Iterator<Item = &'static str> {
     claude_code::INHERITED_CREDENTIALS
         .into_iter()

@@ -151,6 +151,7 @@ pub(crate) fn check_env(account: &crate::config::Account) -> (Vec<(String, Strin
         .into_iter()
         .map(|(k, _)| k)
         .chain(crate::driver::inherited_credentials().map(String::from))
+        .chain(crate::driver::STORE_CREDENTIALS.map(String::from))
         .collect();
     (plain, remove)
 }

@@ -76,6 +76,8 @@ const RECORDED_ENV: &[&str] = &[
     "OWL_RUN_ID",
     "FAKE_ACCOUNT_MARKER",
     "PATH",
+    "PGPASSWORD",
+    "PGPASSFILE",
 ];
 
 struct Shared {

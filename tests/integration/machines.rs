@@ -578,3 +578,25 @@ fn a_plan_file_may_queue_jobs_for_another_machine() {
     assert_eq!(out.status.code(), Some(2));
     assert!(crate::support::stderr_of(&out).contains("absolute path"));
 }
+
+#[test]
+fn the_stores_password_never_reaches_an_agent_or_its_check() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    a.script(&done_script("success.jsonl", 0));
+    let job = a.add_with(&["--check", "sh -c 'env > check-env.txt'"], "Checked");
+    let ran = a
+        .owl()
+        .args(["tick", "--json"])
+        .env("PGPASSFILE", "/nonexistent/pgpass")
+        .assert()
+        .success();
+    let ran: Value = serde_json::from_slice(&ran.get_output().stdout).unwrap();
+    assert_eq!(ran["outcome"], "succeeded", "{ran}");
+    let agent_env: Value = serde_json::from_str(&a.recorded("env.json")).unwrap();
+    assert!(agent_env.get("PGPASSWORD").is_none(), "{agent_env}");
+    assert!(agent_env.get("PGPASSFILE").is_none(), "{agent_env}");
+    let worktree = a.state.join("worktrees").join(&job);
+    let checked = std::fs::read_to_string(worktree.join("check-env.txt")).unwrap();
+    assert!(!checked.contains("PGPASSWORD") && !checked.contains("owl-test-password"));
+}
