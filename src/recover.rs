@@ -93,6 +93,10 @@ fn kill_what_is_left_of_runs_lost_elsewhere(store: &mut Store, config: &Config) 
             );
         }
         store.set_survivors_killed(run.run_id, killed)?;
+        // What its cut-off supervisor kept on disk when it could not reach the store: the
+        // first outcome stays, and this one is kept as the Run's event.
+        let kept = config.state().kept_outcome(&run.job_id, run.run_id);
+        store.settle_kept(&kept, run.run_id, &run.job_id)?;
     }
     Ok(())
 }

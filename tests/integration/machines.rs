@@ -436,7 +436,7 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
     std::fs::write(&a.config, config.replace(&db.url(), &through)).unwrap();
     let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
     a.script(&held_run_script(&a.release_file(), ""));
-    a.add("Cut off");
+    let job = a.add("Cut off");
     let tick = a.spawn_tick();
     a.wait_running();
     let agent = a.agent_pid();
@@ -455,6 +455,26 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
     let out = tick.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("lease"), "{said}");
+    // The network back: alpha's next tick finds its Run recorded lost by beta, once; its
+    // own supervisor could not read the store to settle it when it stopped (see
+    // docs/scaling.md), so nothing of its is added.
+    let config = std::fs::read_to_string(&a.config).unwrap();
+    std::fs::write(&a.config, config.replace(&through, &db.url())).unwrap();
+    a.script(&done_script("success.jsonl", 0));
+    a.owl().args(["tick"]).assert().success();
+    let runs = a.show(&job)["runs"].as_array().unwrap().clone();
+    assert_eq!(runs[0]["outcome"], "lost", "{runs:?}");
+    assert!(
+        runs[0]["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("recorded by machine beta"),
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter().skip(1).all(|r| r["id"] != runs[0]["id"]),
+        "recorded once"
+    );
 }
 
 #[test]
