@@ -360,6 +360,20 @@ pub(crate) fn is_unique_violation(e: &anyhow::Error) -> bool {
     })
 }
 
+/// A query's rows from SQLite, its statement prepared once per connection, read by `read`.
+fn sqlite_rows<T>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    params: &[&dyn ToParam],
+    read: impl FnOnce(&mut rusqlite::Rows<'_>) -> Result<T>,
+) -> Result<T> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(
+        params.iter().map(|p| p.to_param()),
+    ))?;
+    read(&mut rows)
+}
+
 /// `?N` parameters as PostgreSQL writes them (`$N`), leaving quoted text alone.
 fn dollar_parameters(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
@@ -433,15 +447,12 @@ impl Db {
         mut each: impl FnMut(&Row<'_>) -> Result<()>,
     ) -> Result<()> {
         match self {
-            Db::Sqlite(conn) => {
-                let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = stmt.query(rusqlite::params_from_iter(
-                    params.iter().map(|p| p.to_param()),
-                ))?;
+            Db::Sqlite(conn) => sqlite_rows(conn, sql, params, |rows| {
                 while let Some(r) = rows.next()? {
                     each(&Row::Sqlite(r))?;
                 }
-            }
+                Ok(())
+            })?,
             Db::Postgres(pg) => {
                 let rows = pg.borrow_mut().query(sql, params)?;
                 for r in &rows {
@@ -475,16 +486,10 @@ impl Db {
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<Option<T>> {
         match self {
-            Db::Sqlite(conn) => {
-                let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = stmt.query(rusqlite::params_from_iter(
-                    params.iter().map(|p| p.to_param()),
-                ))?;
-                match rows.next()? {
-                    Some(r) => f(&Row::Sqlite(r)).map(Some),
-                    None => Ok(None),
-                }
-            }
+            Db::Sqlite(conn) => sqlite_rows(conn, sql, params, |rows| match rows.next()? {
+                Some(r) => f(&Row::Sqlite(r)).map(Some),
+                None => Ok(None),
+            }),
             Db::Postgres(pg) => {
                 let rows = pg.borrow_mut().query(sql, params)?;
                 rows.first().map(|r| f(&Row::Postgres(r))).transpose()
