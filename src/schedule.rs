@@ -11,8 +11,10 @@ use crate::model::{AccountNote, JobState, PlanJob, Snapshot, WindowKind};
 pub(crate) use crate::text::fmt_percent;
 
 mod forecast;
+mod held;
 mod standing;
 pub(crate) use forecast::*;
+pub(crate) use held::*;
 pub(crate) use standing::*;
 
 /// One Window of one Account as scheduling sees it.
@@ -140,8 +142,7 @@ pub(crate) fn plan(
     // Stable sort keeps insertion order (oldest first) within a priority.
     open.sort_by_key(|j| std::cmp::Reverse(j.priority));
 
-    let local = now.with_timezone(&Local).time();
-    let outside = window.filter(|w| !w.contains(local));
+    let outside = outside(window, now);
     // A Run in progress holds its own Account only (the caller marks it unschedulable):
     // the Jobs behind it may run on the others.
     let running: Vec<&PlanJob> = jobs
@@ -314,55 +315,38 @@ fn why_account(chosen: &AccountView, schedulable: &[&AccountView]) -> String {
     }
 }
 
+/// The schedule window `now` is outside of, if any.
+fn outside(window: Option<TimeWindow>, now: DateTime<Utc>) -> Option<TimeWindow> {
+    let local = now.with_timezone(&Local).time();
+    window.filter(|w| !w.contains(local))
+}
+
 fn idle_reason(
     queue: &[QueueEntry],
     accounts: &[AccountView],
     outside: Option<TimeWindow>,
     running: &[&PlanJob],
 ) -> String {
-    // Nothing but what runs already: the queue is not waiting for anything.
-    if !running.is_empty() && queue.iter().all(|q| q.state == JobState::Running) {
-        let ids: Vec<&str> = running.iter().map(|j| j.id.as_str()).collect();
-        return match ids.as_slice() {
-            [one] => format!("a Run of {one} is in progress"),
-            many => format!("Runs of {} are in progress", many.join(", ")),
-        };
-    }
-    if queue.is_empty() {
-        return "the queue is empty".into();
-    }
-    if let Some(w) = outside {
-        return format!("it is outside the schedule window {w}");
-    }
-    let blocked: Vec<&AccountView> = accounts.iter().filter(|a| !a.schedulable).collect();
-    let waiting = queue
-        .iter()
-        .filter(|q| q.state == JobState::Waiting)
-        .count();
-    let mut parts = Vec::new();
-    for a in &blocked {
-        // Waiting for it: Jobs held back by its reason, and Jobs a crossing of its
-        // Ceiling put to wait until the same reset.
-        let n = queue
-            .iter()
-            .filter(|q| {
-                q.waits_for.contains(&a.name)
-                    || (q.state == JobState::Waiting
-                        && q.not_before.is_some()
-                        && q.not_before == a.until)
-            })
-            .count();
-        if n > 0 {
-            let verb = if n == 1 { "waits" } else { "wait" };
-            parts.push(format!("{} ({n} {} {verb} for it)", a.brief, jobs_word(n)));
-        }
-    }
-    let after: Vec<&QueueEntry> = queue.iter().filter(|q| !q.after.is_empty()).collect();
     let open = queue
         .iter()
         .filter(|q| q.state != JobState::Running)
         .count();
-    if parts.is_empty() && !after.is_empty() && after.len() == open {
+    let running: Vec<&str> = running.iter().map(|j| j.id.as_str()).collect();
+    let held_by = |a: &AccountView| {
+        queue
+            .iter()
+            .filter(|q| q.waits_for.contains(&a.name) || until_its_reset(q.state, q.not_before, a))
+            .count()
+    };
+    if let Some(said) = said_by_counts(open, &running, outside, accounts, held_by) {
+        return said;
+    }
+    let waiting = queue
+        .iter()
+        .filter(|q| q.state == JobState::Waiting)
+        .count();
+    let after: Vec<&QueueEntry> = queue.iter().filter(|q| !q.after.is_empty()).collect();
+    if !after.is_empty() && after.len() == open {
         return match after.as_slice() {
             [one] => format!("{} waits: {}", one.job_id, one.reason),
             many => format!(
@@ -371,7 +355,7 @@ fn idle_reason(
             ),
         };
     }
-    if parts.is_empty() && waiting > 0 {
+    if waiting > 0 {
         let next = queue.iter().filter_map(|q| q.not_before).min();
         return match next {
             Some(t) => format!(
@@ -383,10 +367,48 @@ fn idle_reason(
             None => format!("{waiting} {} waiting", jobs_word(waiting)),
         };
     }
-    if parts.is_empty() {
-        return "no Job is eligible".into();
+    "no Job is eligible".into()
+}
+
+/// A Job a crossing of the Account's ceiling put to wait until the same reset.
+fn until_its_reset(state: JobState, not_before: Option<DateTime<Utc>>, a: &AccountView) -> bool {
+    state == JobState::Waiting && not_before.is_some() && not_before == a.until
+}
+
+/// Why nothing runs, as far as counts say it: `open` Jobs not running, the `running`
+/// ones, and how many each unschedulable Account holds back (`held_by`). `None` when no
+/// Account holds any back: then only the Jobs themselves say why (each waits for another
+/// Job, or for a time).
+fn said_by_counts(
+    open: usize,
+    running: &[&str],
+    outside: Option<TimeWindow>,
+    accounts: &[AccountView],
+    held_by: impl Fn(&AccountView) -> usize,
+) -> Option<String> {
+    if open == 0 {
+        // Nothing but what runs already: the queue is not waiting for anything.
+        return Some(match running {
+            [] => "the queue is empty".into(),
+            [one] => format!("a Run of {one} is in progress"),
+            many => format!("Runs of {} are in progress", many.join(", ")),
+        });
     }
-    parts.join("; ")
+    if let Some(w) = outside {
+        return Some(format!("it is outside the schedule window {w}"));
+    }
+    // Waiting for each: Jobs held back by its reason, and Jobs a crossing of its Ceiling
+    // put to wait until the same reset.
+    let parts: Vec<String> = accounts
+        .iter()
+        .filter(|a| !a.schedulable)
+        .filter_map(|a| {
+            let n = held_by(a);
+            let verb = if n == 1 { "waits" } else { "wait" };
+            (n > 0).then(|| format!("{} ({n} {} {verb} for it)", a.brief, jobs_word(n)))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn jobs_word(n: usize) -> &'static str {
@@ -835,6 +857,97 @@ mod tests {
         let local_midnight = local_noon + chrono::Duration::hours(12);
         let p = plan(&[job("a", 0, None)], &views, Some(night), local_midnight);
         assert!(matches!(p.decision, Decision::Run { .. }));
+    }
+
+    /// What the store counts of these Jobs, as `Store::count_queue` groups them (each Job
+    /// a group of its own: the sums are the same).
+    fn counted(jobs: &[PlanJob]) -> QueueCount {
+        let open = jobs.iter().filter(|j| !j.state.is_finished());
+        let (running, open): (Vec<&PlanJob>, Vec<&PlanJob>) =
+            open.partition(|j| j.state == JobState::Running);
+        QueueCount {
+            groups: open
+                .into_iter()
+                .map(|j| QueueGroup {
+                    account: j.account.clone(),
+                    state: j.state,
+                    not_before: j.not_before,
+                    elsewhere: j.elsewhere.is_some(),
+                    after: j.after.iter().any(|(_, s)| *s != JobState::Done),
+                    count: 1,
+                })
+                .collect(),
+            running: running.into_iter().map(|j| j.id.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn behind_held_accounts_the_counts_say_what_the_whole_plan_says() {
+        let cfg = config::parse(
+            "accounts:\n  work:\n    limits: {fiveHourMax: 60}\n  home:\n    limits: {fiveHourMax: 60}\n",
+            "x",
+        )
+        .unwrap();
+        let snaps = [
+            snap("work", "five_hour", 70.0, "2026-11-30T05:00:00Z"),
+            snap("home", "five_hour", 80.0, "2026-11-30T04:00:00Z"),
+        ];
+        let now = t(NOW);
+        let views = account_views(&cfg, &snaps, &BTreeMap::new(), now);
+        assert!(views.iter().all(|v| !v.schedulable), "{views:#?}");
+        let pj = |id: &str, account: Option<&str>, state: JobState| {
+            let mut j = PlanJob::from(&job(id, 0, account));
+            j.state = state;
+            j
+        };
+        let waiting_until = |id: &str, account: Option<&str>, at: &str| {
+            let mut j = pj(id, account, JobState::Waiting);
+            j.not_before = Some(t(at));
+            j
+        };
+        let mut after = pj("after", None, JobState::Queued);
+        after.after = vec![("a".into(), JobState::Queued)];
+        let mut elsewhere = pj("there", Some("work"), JobState::Queued);
+        elsewhere.elsewhere = Some("runs on machine build".into());
+        let said_by_counts = [
+            vec![],
+            vec![pj("a", None, JobState::Queued)],
+            vec![
+                pj("a", Some("work"), JobState::Queued),
+                pj("b", Some("work"), JobState::Queued),
+                pj("c", None, JobState::Queued),
+                elsewhere.clone(),
+            ],
+            vec![
+                waiting_until("w", Some("work"), "2026-11-30T05:00:00Z"),
+                pj("h", Some("home"), JobState::Queued),
+                after.clone(),
+            ],
+            vec![pj("r", Some("work"), JobState::Running)],
+            vec![
+                pj("r", Some("work"), JobState::Running),
+                pj("a", Some("home"), JobState::Queued),
+            ],
+        ];
+        for jobs in &said_by_counts {
+            let whole = super::plan(jobs, &views, None, now);
+            let counts = held_decision(&counted(jobs), &views, None, now);
+            assert_eq!(counts, Some(whole.decision), "{jobs:#?}");
+        }
+        // Only the Jobs can say these: each waits for another Job, or for a time.
+        let said_by_jobs = [
+            vec![after],
+            vec![waiting_until("w", None, "2026-11-30T06:00:00Z")],
+            vec![elsewhere],
+        ];
+        for jobs in &said_by_jobs {
+            assert_eq!(held_decision(&counted(jobs), &views, None, now), None);
+        }
+        // An Account that can start a Run: the whole plan decides.
+        let free = config::parse("accounts:\n  free: {}\n", "x").unwrap();
+        let views = account_views(&free, &[], &BTreeMap::new(), now);
+        let jobs = [pj("a", None, JobState::Queued)];
+        assert_eq!(held_decision(&counted(&jobs), &views, None, now), None);
     }
 
     #[test]

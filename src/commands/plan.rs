@@ -96,9 +96,18 @@ pub(super) fn plan_around_except(
     occupied: &Occupied,
     taken: &BTreeSet<String>,
 ) -> Result<(Vec<AccountView>, Plan)> {
-    let mut jobs = store.plan_jobs()?;
-    jobs.retain(|j| !taken.contains(&j.id));
-    mark_elsewhere(ctx, store, &mut jobs)?;
+    let views = views_around(ctx, store, now, occupied)?;
+    plan_over(ctx, store, views, now, taken)
+}
+
+/// Each Account's view now, the `occupied` ones taken: no Run starts on them, and what
+/// waits for them says why.
+pub(super) fn views_around(
+    ctx: &Ctx,
+    store: &Store,
+    now: DateTime<Utc>,
+    occupied: &Occupied,
+) -> Result<Vec<AccountView>> {
     let snapshots = store.latest_snapshots()?;
     let mut notes = BTreeMap::new();
     for name in ctx.config.accounts.keys() {
@@ -116,6 +125,20 @@ pub(super) fn plan_around_except(
             view.occupied = Some(taken.to_string());
         }
     }
+    Ok(views)
+}
+
+/// The plan of the unfinished Jobs but `taken`, over the Accounts' `views`.
+pub(super) fn plan_over(
+    ctx: &Ctx,
+    store: &Store,
+    views: Vec<AccountView>,
+    now: DateTime<Utc>,
+    taken: &BTreeSet<String>,
+) -> Result<(Vec<AccountView>, Plan)> {
+    let mut jobs = store.plan_jobs()?;
+    jobs.retain(|j| !taken.contains(&j.id));
+    mark_elsewhere(ctx, store, &mut jobs)?;
     let mut plan = schedule::plan(&jobs, &views, ctx.config.schedule.window, now);
     if let Decision::Run { job_id, .. } = &plan.decision {
         // A Run on a full disk cannot be recorded: it would only be lost and run again.

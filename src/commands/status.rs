@@ -6,7 +6,6 @@ use serde::Serialize;
 
 use super::{opt_time, print_json, Ctx};
 use crate::clock::{human, rfc3339};
-use crate::model::JobState;
 use crate::schedule::{AccountView, Decision, Plan, QueueEntry};
 
 #[derive(Debug, Serialize)]
@@ -176,7 +175,7 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
         })
         .collect();
     let attention = store
-        .jobs_in(&[JobState::Blocked, JobState::Failed])?
+        .attention_jobs()?
         .into_iter()
         .map(|j| QueueJson {
             job_id: j.id,

@@ -374,6 +374,16 @@ fn sqlite_rows<T>(
     read(&mut rows)
 }
 
+/// Tells a statement and the rows it returned (or changed), under
+/// `OWL_LOG=owl::sql=debug`: how a command's queries grow with the state is seen, and the
+/// tests bound them. Costs one check of the filter when it is off.
+fn trace(sql: &str, rows: usize) {
+    if tracing::enabled!(target: "owl::sql", tracing::Level::DEBUG) {
+        let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        tracing::debug!(target: "owl::sql", rows, "{sql}");
+    }
+}
+
 /// `?N` parameters as PostgreSQL writes them (`$N`), leaving quoted text alone.
 fn dollar_parameters(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len());
@@ -428,15 +438,17 @@ impl Db {
 
     /// Runs a statement; how many rows it changed.
     pub(crate) fn execute(&self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
-        match self {
+        let changed = match self {
             Db::Sqlite(conn) => {
                 let mut stmt = conn.prepare_cached(sql)?;
-                Ok(stmt.execute(rusqlite::params_from_iter(
+                stmt.execute(rusqlite::params_from_iter(
                     params.iter().map(|p| p.to_param()),
-                ))?)
+                ))?
             }
-            Db::Postgres(pg) => pg.borrow_mut().execute(sql, params),
-        }
+            Db::Postgres(pg) => pg.borrow_mut().execute(sql, params)?,
+        };
+        trace(sql, changed);
+        Ok(changed)
     }
 
     /// Calls `each` with every row of a query, in order.
@@ -446,9 +458,11 @@ impl Db {
         params: &[&dyn ToParam],
         mut each: impl FnMut(&Row<'_>) -> Result<()>,
     ) -> Result<()> {
+        let mut n = 0;
         match self {
             Db::Sqlite(conn) => sqlite_rows(conn, sql, params, |rows| {
                 while let Some(r) = rows.next()? {
+                    n += 1;
                     each(&Row::Sqlite(r))?;
                 }
                 Ok(())
@@ -456,10 +470,12 @@ impl Db {
             Db::Postgres(pg) => {
                 let rows = pg.borrow_mut().query(sql, params)?;
                 for r in &rows {
+                    n += 1;
                     each(&Row::Postgres(r))?;
                 }
             }
         }
+        trace(sql, n);
         Ok(())
     }
 
@@ -485,7 +501,7 @@ impl Db {
         params: &[&dyn ToParam],
         f: impl FnOnce(&Row<'_>) -> Result<T>,
     ) -> Result<Option<T>> {
-        match self {
+        let found = match self {
             Db::Sqlite(conn) => sqlite_rows(conn, sql, params, |rows| match rows.next()? {
                 Some(r) => f(&Row::Sqlite(r)).map(Some),
                 None => Ok(None),
@@ -494,7 +510,9 @@ impl Db {
                 let rows = pg.borrow_mut().query(sql, params)?;
                 rows.first().map(|r| f(&Row::Postgres(r))).transpose()
             }
-        }
+        }?;
+        trace(sql, usize::from(found.is_some()));
+        Ok(found)
     }
 
     /// The first row of a query read by `f`; an error when there is none.
@@ -516,9 +534,11 @@ impl Db {
     /// Runs statements that take no parameters and return nothing.
     pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
         match self {
-            Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
-            Db::Postgres(pg) => pg.borrow_mut().batch(sql),
+            Db::Sqlite(conn) => conn.execute_batch(sql)?,
+            Db::Postgres(pg) => pg.borrow_mut().batch(sql)?,
         }
+        trace(sql, 0);
+        Ok(())
     }
 
     /// Runs `f` in one transaction, committed when `f` succeeds and rolled back when it

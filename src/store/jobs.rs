@@ -53,6 +53,15 @@ fn check_from(argv: Option<String>, timeout_secs: Option<i64>) -> Option<crate::
     })
 }
 
+/// A Job that waits for a person, as `status` lists it.
+#[derive(Debug)]
+pub(crate) struct AttentionJob {
+    pub(crate) id: String,
+    pub(crate) state: JobState,
+    pub(crate) account: Option<String>,
+    pub(crate) reason: Option<JobReason>,
+}
+
 /// A Job as `owl jobs` lists it: the columns it prints, borrowed from the row, times as
 /// stored.
 #[derive(Debug)]
@@ -144,20 +153,52 @@ impl Store {
     }
 
     /// The Jobs in any of `states`, in the order they were added: through the state index,
-    /// so that a year of finished Jobs costs nothing here.
+    /// so that a year of finished Jobs costs nothing here, and their dependencies in one
+    /// more query however many there are.
     pub(crate) fn jobs_in(&self, states: &[JobState]) -> Result<Vec<Job>> {
+        let states = state_list(states);
         let mut jobs: Vec<Job> = self.db.query_map(
-            &format!(
-                "SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ({}) ORDER BY seq",
-                state_list(states)
-            ),
+            &format!("SELECT {JOB_COLUMNS} FROM jobs WHERE state IN ({states}) ORDER BY seq"),
             params![],
             job_from_row,
         )?;
-        for job in &mut jobs {
-            job.after = self.job_deps(&job.id)?;
-        }
+        let index: std::collections::HashMap<String, usize> = jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id.clone(), i))
+            .collect();
+        self.db.for_each(
+            &format!(
+                "SELECT d.job_id, d.after_id FROM job_deps d JOIN jobs j ON j.id = d.job_id \
+                 WHERE j.state IN ({states}) ORDER BY d.rowid"
+            ),
+            params![],
+            |r| {
+                if let Some(&i) = index.get(r.text(0)?) {
+                    jobs[i].after.push(r.get(1)?);
+                }
+                Ok(())
+            },
+        )?;
         Ok(jobs)
+    }
+
+    /// The Jobs waiting for a person (blocked or failed), oldest first, with the columns
+    /// `status` prints: one query however many there are.
+    pub(crate) fn attention_jobs(&self) -> Result<Vec<AttentionJob>> {
+        self.db.query_map(
+            "SELECT id, state, account, reason, reason_data FROM jobs \
+             WHERE state IN ('blocked', 'failed') ORDER BY seq",
+            params![],
+            |r| {
+                Ok(AttentionJob {
+                    id: r.get(0)?,
+                    state: r.text(1)?.parse().unwrap_or(JobState::Failed),
+                    account: r.get(2)?,
+                    reason: JobReason::from_stored(r.opt_text(4)?, r.opt_text(3)?),
+                })
+            },
+        )
     }
 
     /// The unfinished Jobs as the plan reads them: six columns, through the state index.
@@ -211,6 +252,40 @@ impl Store {
             }
         }
         Ok(jobs)
+    }
+
+    /// The unfinished Jobs counted in groups alike in all the plan asks of them (their
+    /// Account, state, time to wait for, whether they run on a machine other than `here`
+    /// or wait for a Job not done), and the running ones by id: what an idle tick says
+    /// without reading a queued Job's row.
+    pub(crate) fn count_queue(&self, here: &str) -> Result<crate::schedule::QueueCount> {
+        let groups = self.db.query_map(
+            "SELECT account, state, not_before, elsewhere, held_after, COUNT(*) FROM ( \
+               SELECT j.account, j.state, j.not_before, \
+                 CASE WHEN j.machine IS NOT NULL AND j.machine <> ?1 THEN 1 ELSE 0 END \
+                   AS elsewhere, \
+                 CASE WHEN EXISTS (SELECT 1 FROM job_deps d JOIN jobs a ON a.id = d.after_id \
+                   WHERE d.job_id = j.id AND a.state <> 'done') THEN 1 ELSE 0 END AS held_after \
+               FROM jobs j WHERE j.state IN ('queued', 'waiting')) AS o \
+             GROUP BY account, state, not_before, elsewhere, held_after",
+            params![here],
+            |r| {
+                Ok(crate::schedule::QueueGroup {
+                    account: r.get(0)?,
+                    state: r.text(1)?.parse().unwrap_or(JobState::Failed),
+                    not_before: r.opt_text(2)?.and_then(crate::clock::parse),
+                    elsewhere: r.get::<i64>(3)? != 0,
+                    after: r.get::<i64>(4)? != 0,
+                    count: r.get::<i64>(5)?.max(0) as usize,
+                })
+            },
+        )?;
+        let running = self.db.query_map(
+            "SELECT id FROM jobs WHERE state = 'running' ORDER BY seq",
+            params![],
+            |r| r.get(0),
+        )?;
+        Ok(crate::schedule::QueueCount { groups, running })
     }
 
     /// Calls `each` with every Job (finished ones only when `all`) as listings show it, in

@@ -290,9 +290,9 @@ fn ctrl_c_during_the_preflight_probe_ends_the_tick_at_once_whatever_it_inherited
         if inherited_ignore {
             with_sigint_ignored(&mut cmd);
         }
-        let tick = cmd.spawn().unwrap();
+        let mut tick = cmd.spawn().unwrap();
         let waiting = env.dir.path().join("usage.gate.waiting");
-        crate::support::wait_until("the probe never asked", || waiting.exists());
+        crate::support::wait_for_child(&mut tick, "the probe never asked", || waiting.exists());
         unsafe { libc::kill(tick.id() as i32, libc::SIGINT) };
         let out = tick.wait_with_output().unwrap();
         assert_eq!(
@@ -331,7 +331,7 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
     let gate = env.dir.path().join("usage.gate");
     env.extra_env
         .push(("FAKE_AGENT_USAGE_GATE".into(), gate.display().to_string()));
-    let doctor = env
+    let mut doctor = env
         .owl_std()
         .args(["doctor", "--conformance"])
         .stdout(std::process::Stdio::piped())
@@ -339,7 +339,9 @@ fn ctrl_c_during_doctor_conformance_ends_it_and_leaves_no_scratch_directory() {
         .spawn()
         .unwrap();
     let waiting = env.dir.path().join("usage.gate.waiting");
-    crate::support::wait_until("the probe scenario never asked", || waiting.exists());
+    crate::support::wait_for_child(&mut doctor, "the probe scenario never asked", || {
+        waiting.exists()
+    });
     assert!(scratch() > 0, "no scratch directory was made");
     unsafe { libc::kill(doctor.id() as i32, libc::SIGINT) };
     let out = doctor.wait_with_output().unwrap();

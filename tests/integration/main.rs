@@ -16,6 +16,7 @@ mod first_week;
 mod fixture_shapes;
 mod fresh_home;
 mod gemini;
+mod history;
 mod hostile;
 mod json_contract;
 mod machines;

@@ -651,6 +651,37 @@ pub fn wait_until(never: &str, done: impl Fn() -> bool) {
     }
 }
 
+/// Like [`wait_until`], for an event `child` should cause: a child that ends first fails
+/// the test at once with what it printed, instead of a wait that only says it never came.
+pub fn wait_for_child(child: &mut std::process::Child, never: &str, done: impl Fn() -> bool) {
+    use std::io::Read as _;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut said = String::new();
+            for pipe in [
+                child
+                    .stdout
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+                child
+                    .stderr
+                    .take()
+                    .map(|p| Box::new(p) as Box<dyn std::io::Read>),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let mut pipe = pipe;
+                let _ = pipe.read_to_string(&mut said);
+            }
+            panic!("{never}: the process ended first ({status}), saying:\n{said}");
+        }
+        assert!(std::time::Instant::now() < deadline, "{never}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// What a command wrote on stderr, as text.
 pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

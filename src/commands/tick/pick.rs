@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::super::plan::{plan_around, plan_around_except, Occupied};
+use super::super::plan::{plan_around, plan_around_except, plan_over, views_around, Occupied};
 use super::*;
 
 /// What a tick's plan asks of it: run a Job, or first probe Accounts (outside the pick lock:
@@ -11,6 +11,16 @@ use super::*;
 pub(super) enum Picked {
     Decided(Decision),
     Probe(Vec<String>),
+}
+
+/// What a tick's pick learns besides its decision, for how the tick ends.
+#[derive(Default)]
+pub(super) struct Aside {
+    /// A Job is held back by this machine (its CLI not found, no bubblewrap, no login in
+    /// the store), not by a wait: a script must be able to tell.
+    pub(crate) machine_problem: bool,
+    /// Some Job is unfinished.
+    pub(crate) open_jobs: bool,
 }
 
 /// What a plan has already learned this tick: the Accounts probed, and the Jobs another
@@ -100,37 +110,33 @@ pub(super) fn choose_job(
 
 /// Decides what to run: the plan's pick; or first the Accounts to probe whose figures or
 /// login are too old to trust (which may change the pick), each once a tick and only one
-/// whose run lock this tick holds; failing on the way the Jobs whose budget is spent.
+/// whose run lock this tick holds; failing on the way the Jobs whose budget is spent. With
+/// no Account able to start a Run, what waits is counted by the store, not planned.
 pub(super) fn choose(
     ctx: &Ctx,
     store: &mut Store,
     now: DateTime<Utc>,
     (dry_run, json): (bool, bool),
-    machine_problem: &mut bool,
+    aside: &mut Aside,
     occupied: &Occupied,
     learned: &Learned,
 ) -> Result<Picked> {
     let probed = &learned.probed;
+    let views = views_around(ctx, store, now, occupied)?;
+    let held = views.iter().all(|v| !v.schedulable);
+    if !dry_run && held && learned.taken_jobs.is_empty() {
+        if let Some(picked) = choose_held(ctx, store, now, &views, aside, occupied, probed)? {
+            return Ok(picked);
+        }
+    }
     let plan_now =
         |store: &Store| plan_around_except(ctx, store, now, occupied, &learned.taken_jobs);
-    let mut planned = plan_now(store)?;
-    let local = now.with_timezone(&chrono::Local).time();
-    let in_window = ctx.config.schedule.window.is_none_or(|w| w.contains(local));
+    let mut planned = plan_over(ctx, store, views, now, &learned.taken_jobs)?;
+    aside.open_jobs = !planned.1.queue.is_empty();
     // Only when there is work that could use what a probe finds.
-    if !dry_run && in_window && !planned.1.queue.is_empty() {
-        let parked: Vec<String> = usage::parked_accounts(
-            &planned.0,
-            |name| can_probe(ctx, name),
-            ctx.config.probe_max_age,
-            now,
-        )
-        .into_iter()
-        .filter(|a| !probed.contains(a) && !occupied.contains_key(a))
-        // One a round: ticks started together probe different Accounts side by side.
-        .take(1)
-        .collect();
-        if !parked.is_empty() {
-            return Ok(Picked::Probe(parked));
+    if !dry_run && in_window(ctx, now) && aside.open_jobs {
+        if let Some(account) = first_parked(ctx, &planned.0, now, occupied, probed) {
+            return Ok(Picked::Probe(vec![account]));
         }
     }
     loop {
@@ -142,7 +148,7 @@ pub(super) fn choose(
             if let Some(why) = held_by_this_machine(views, plan) {
                 // Not a wait but a problem to fix: said on stderr, and the exit code says it.
                 tracing::warn!("{why}");
-                *machine_problem = true;
+                aside.machine_problem = true;
             }
             return Ok(Picked::Decided(plan.decision.clone()));
         };
@@ -172,17 +178,74 @@ pub(super) fn choose(
         }
         // Something changed: plan again.
         planned = plan_now(store)?;
+        aside.open_jobs = !planned.1.queue.is_empty();
     }
+}
+
+/// The pick when no Account can start a Run, from what the store counts: an Account to
+/// probe first, or idle, saying what waits for each; no queued Job is read. `None` when
+/// the counts cannot say why nothing runs (each Job waits for another, or for a time).
+fn choose_held(
+    ctx: &Ctx,
+    store: &Store,
+    now: DateTime<Utc>,
+    views: &[AccountView],
+    aside: &mut Aside,
+    occupied: &Occupied,
+    probed: &BTreeSet<String>,
+) -> Result<Option<Picked>> {
+    let count = store.count_queue(&ctx.config.machine)?;
+    aside.open_jobs = !count.is_empty();
+    if in_window(ctx, now) && aside.open_jobs {
+        if let Some(account) = first_parked(ctx, views, now, occupied, probed) {
+            return Ok(Some(Picked::Probe(vec![account])));
+        }
+    }
+    let window = ctx.config.schedule.window;
+    let Some(decision) = crate::schedule::held_decision(&count, views, window, now) else {
+        return Ok(None);
+    };
+    let mut unready = unready(views).filter(|(a, _)| count.waiting_for(a, now) > 0);
+    if let Some((a, why)) = unready.next() {
+        tracing::warn!("{}: {why}", a.name);
+        aside.machine_problem = true;
+    }
+    Ok(Some(Picked::Decided(decision)))
+}
+
+/// Whether `now` is inside the schedule window (always, without one).
+fn in_window(ctx: &Ctx, now: DateTime<Utc>) -> bool {
+    let local = now.with_timezone(&chrono::Local).time();
+    ctx.config.schedule.window.is_none_or(|w| w.contains(local))
+}
+
+/// The first Account held back whose figures or login are too old to trust, not yet
+/// probed this tick and not taken: one a round, so that ticks started together probe
+/// different Accounts side by side.
+fn first_parked(
+    ctx: &Ctx,
+    views: &[AccountView],
+    now: DateTime<Utc>,
+    occupied: &Occupied,
+    probed: &BTreeSet<String>,
+) -> Option<String> {
+    let max_age = ctx.config.probe_max_age;
+    usage::parked_accounts(views, |name| can_probe(ctx, name), max_age, now)
+        .into_iter()
+        .find(|a| !probed.contains(a) && !occupied.contains_key(a))
+}
+
+/// The Accounts this machine shows cannot run anything (`Unready`), each with why.
+fn unready(views: &[AccountView]) -> impl Iterator<Item = (&AccountView, &String)> {
+    views.iter().filter_map(|a| match &a.standing {
+        crate::schedule::Standing::Unready { why } => Some((a, why)),
+        _ => None,
+    })
 }
 
 /// What this machine shows that holds a queued Job back (an Account `Unready`), in words.
 pub(super) fn held_by_this_machine(views: &[AccountView], plan: &Plan) -> Option<String> {
-    views
-        .iter()
-        .filter_map(|a| match &a.standing {
-            crate::schedule::Standing::Unready { why } => Some((a, why)),
-            _ => None,
-        })
+    unready(views)
         .find(|(a, _)| plan.queue.iter().any(|q| q.waits_for.contains(&a.name)))
         .map(|(a, why)| format!("{}: {why}", a.name))
 }

@@ -47,23 +47,20 @@ pub(super) fn round(
     if let Some(reason) = seats.full(ctx.config.max_concurrent_runs, ctx.config.accounts.len()) {
         return said(TickAction::Busy, reason);
     }
-    let mut machine_problem = false;
+    let mut aside = pick::Aside::default();
     let occupied = &seats.occupied;
     let picked = match &args.job {
-        Some(id) => pick::Picked::Decided(choose_job(
-            ctx,
-            &mut store,
-            id,
-            args.ignore_ceiling,
-            now,
-            occupied,
-        )?),
+        Some(id) => {
+            let decided = choose_job(ctx, &mut store, id, args.ignore_ceiling, now, occupied)?;
+            aside.open_jobs = !store.count_queue(&ctx.config.machine)?.is_empty();
+            pick::Picked::Decided(decided)
+        }
         None => choose(
             ctx,
             &mut store,
             now,
             (dry_run, json),
-            &mut machine_problem,
+            &mut aside,
             occupied,
             learned,
         )?,
@@ -86,7 +83,7 @@ pub(super) fn round(
     };
     let decided = Decided {
         decision,
-        machine_problem,
+        aside,
         seats,
         pick,
         store,
@@ -98,7 +95,7 @@ pub(super) fn round(
 /// What a round decided, with what it holds.
 struct Decided {
     decision: Decision,
-    machine_problem: bool,
+    aside: pick::Aside,
     seats: seats::Seats,
     pick: crate::lock::Held,
     store: Store,
@@ -118,7 +115,7 @@ fn take(
     let said = |action, reason: String| said(args, action, reason);
     let Decided {
         decision,
-        machine_problem,
+        aside,
         seats,
         pick,
         store,
@@ -129,13 +126,13 @@ fn take(
         anyhow::bail!("owl received {sig} before any Run started; nothing was started");
     }
     let (job_id, account) = match decision {
-        Decision::Idle { reason } if !machine_problem && !store.plan_jobs()?.is_empty() => {
+        Decision::Idle { reason } if !aside.machine_problem && aside.open_jobs => {
             return match seats.all_busy() {
                 Some(busy) => said(TickAction::Busy, busy),
                 None => Ok(Round::Ended(idle(json, args, reason, dry_run)?)),
             };
         }
-        Decision::Idle { reason } if machine_problem => {
+        Decision::Idle { reason } if aside.machine_problem => {
             // A Job held back by this machine (its CLI not found, no bubblewrap, no login
             // in the store), not by a wait: a script must be able to tell.
             said(TickAction::Idle, reason)?;

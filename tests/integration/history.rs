@@ -1,0 +1,119 @@
+//! Months of history: what a tick, `status` and `show` ask of the store and of git stays
+//! bounded by what they print, not by how many Jobs wait or how many Runs a Job had.
+
+use serde_json::Value;
+
+use crate::support::{done_script, git, TestEnv};
+
+/// The statements a command sent the store, each with the rows it returned (or changed),
+/// as `OWL_LOG=owl::sql=debug` tells them.
+fn statements(stderr: &str) -> Vec<(String, usize)> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let (_, said) = line.split_once(" owl::sql: ")?;
+            let (sql, rows) = said.rsplit_once(" rows=")?;
+            Some((sql.to_string(), rows.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Runs `owl ARGS` with the store's statements traced: its JSON and the statements.
+fn traced(env: &TestEnv, args: &[&str]) -> (Value, Vec<(String, usize)>) {
+    let out = env
+        .owl_std()
+        .args(args)
+        .env("OWL_LOG", "warn,owl::sql=debug")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{args:?}: {stderr}"
+    );
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let statements = statements(&stderr);
+    assert!(!statements.is_empty(), "no statement traced: {stderr}");
+    (json, statements)
+}
+
+/// Queues `n` Jobs from plan files (a file holds 1,000 at most), each with `extra` lines;
+/// the first named `first`.
+fn queue(env: &TestEnv, n: usize, extra: &str) {
+    let plan = env.dir.path().join("queue.yaml");
+    let mut text = String::from("- name: first\n  repo: repo\n  prompt: The first\n");
+    for i in 1..=n {
+        if i == n || i % 500 == 0 {
+            std::fs::write(&plan, std::mem::take(&mut text)).unwrap();
+            let out = env.add_from(&plan);
+            assert!(out.status.success(), "{out:?}");
+        }
+        if i < n {
+            text.push_str(&format!("- repo: repo\n  prompt: Job {i}\n{extra}"));
+        }
+    }
+}
+
+#[test]
+fn an_idle_tick_behind_a_held_account_reads_no_queued_job() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    env.five_hour(&[65.0], "2026-11-30T05:00:00.000Z");
+    queue(&env, 1000, "");
+    // The first tick probes the Account and finds it over its ceiling.
+    assert_eq!(env.tick()["action"], "idle");
+    let (tick, statements) = traced(&env, &["tick", "--json"]);
+    assert_eq!(tick["action"], "idle", "{tick}");
+    let reason = tick["reason"].as_str().unwrap();
+    assert!(reason.ends_with("(1000 Jobs wait for it)"), "{reason}");
+    // What waits is counted by the store: no statement brings the queue's rows to owl.
+    let rows: usize = statements.iter().map(|(_, n)| n).sum();
+    assert!(rows < 40, "{rows} rows read: {statements:#?}");
+}
+
+#[test]
+fn status_asks_a_fixed_number_of_questions_however_many_jobs_wait_for_you() {
+    let asked = |n: usize| {
+        let env = TestEnv::new();
+        queue(&env, n + 1, "  after: [first]\n");
+        // Every Job but the first failed: they wait for a person.
+        let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+        db.execute(
+            "UPDATE jobs SET state = 'failed', reason = 'its check failed', reason_data = NULL WHERE name IS NULL",
+            [],
+        )
+        .unwrap();
+        let (status, statements) = traced(&env, &["status", "--json"]);
+        assert_eq!(status["attention"].as_array().unwrap().len(), n, "{status}");
+        assert_eq!(status["attention"][0]["reason"], "its check failed");
+        statements
+    };
+    let (one, thousand) = (asked(1), asked(1000));
+    let sql = |s: &[(String, usize)]| s.iter().map(|(q, _)| q.clone()).collect::<Vec<_>>();
+    assert!(
+        sql(&one) == sql(&thousand),
+        "{} statements for one Job, {} for a thousand",
+        one.len(),
+        thousand.len()
+    );
+}
+
+#[test]
+fn show_counts_each_runs_commits_after_its_branch_is_rewritten_or_its_repository_deleted() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Fix the flaky test");
+    assert_eq!(env.tick()["job_state"], "done");
+    assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
+    // The branch moved back to where it started: the Run still made its one commit.
+    let branch = env.show(&id)["branch"].as_str().unwrap().to_string();
+    git(
+        &env.repo,
+        &["update-ref", &format!("refs/heads/{branch}"), "main"],
+    );
+    assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
+    std::fs::remove_dir_all(&env.repo).unwrap();
+    assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
+    let text = crate::support::show_text(&env, &id);
+    assert!(text.contains("  commits: 1\n"), "{text}");
+}
