@@ -204,6 +204,7 @@ mod tests {
             skipped_lines: None,
             head_before: None,
             head_after: None,
+            commits: None,
             safety_commit: Some("abc".into()),
             cause: None,
             note: None,

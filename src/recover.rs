@@ -129,9 +129,9 @@ fn record_lost(
     if let Some(w) = &workspace {
         w.warn_of_stale_locks();
     }
+    let began_at = store.run(run.run_id)?.and_then(|r| r.head_before);
     let home = match (&workspace, &job) {
         (Some(w), Some(job)) => {
-            let began_at = store.run(run.run_id)?.and_then(|r| r.head_before);
             let mark = config.state().publish_mark(&job.id, run.run_id);
             // Killed while it brought the branch home: what libgit2 left locked is owl's.
             let cleared = crate::workspace::clear_killed_publish(job, &mark);
@@ -159,6 +159,7 @@ fn record_lost(
     let said = result.as_ref().map_or(String::new(), |r| {
         format!("; its transcript has the agent's result ({})", r.subtype)
     });
+    let (head_after, commits) = ended_at(workspace.as_ref(), began_at.as_deref());
     let finish = RunFinish {
         outcome: Some(RunOutcome::Lost),
         stop_reason: Some(format!(
@@ -166,7 +167,8 @@ fn record_lost(
              by a later tick{said}"
         )),
         survivors_killed: Some(killed as i64),
-        head_after: workspace.as_ref().and_then(|w| w.head()),
+        head_after: head_after.clone(),
+        commits,
         safety_commit: home.safety_commit,
         note: home.not_published,
         cause: Some(crate::model::Cause::Job),
@@ -187,6 +189,19 @@ fn record_lost(
     };
     store.finish_run(run.run_id, &finish, state, Some(&reason), None, now)?;
     Ok(())
+}
+
+/// Where a lost Run's working copy ended, and the commits it added since `began_at`.
+fn ended_at(
+    workspace: Option<&crate::workspace::Workspace>,
+    began_at: Option<&str>,
+) -> (Option<String>, Option<i64>) {
+    let Some(w) = workspace else {
+        return (None, None);
+    };
+    let head = w.head();
+    let commits = w.commits_added(began_at, head.as_deref());
+    (head, commits)
 }
 
 /// The agent's result line in a lost Run's transcript, read by its Account's Driver: the

@@ -23,6 +23,8 @@ pub(crate) struct GitAfter {
     pub(crate) published: Option<String>,
     /// The Job's branch head after all that.
     pub(crate) head_after: Option<String>,
+    /// The commits the Run added to the branch, counted then.
+    pub(crate) commits: Option<i64>,
     /// What the seal undid, in words.
     pub(crate) neutralised: Option<String>,
     /// Why the working copy's head is not what the repository holds under the Job's branch,
@@ -230,6 +232,7 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
         survivors_killed: Some(report.survivors_killed as i64),
         skipped_lines: Some(report.skipped_lines as i64),
         head_after: git.head_after.clone(),
+        commits: git.commits,
         safety_commit: git.safety_commit.clone(),
         cause: Some(classified.cause),
         note: report

@@ -282,9 +282,11 @@ impl Workspace {
         Ok(!self.repo.statuses(Some(&mut opts))?.is_empty())
     }
 
-    /// How many commits `to` has that `from` does not.
-    pub(crate) fn commits_between(&self, from: &str, to: &str) -> Result<usize> {
-        count_commits(&self.repo, from, to)
+    /// The commits a Run added, from the head it began at to the one it ended at, as
+    /// recorded with the Run; `None` when either is unknown or git cannot tell.
+    pub(crate) fn commits_added(&self, before: Option<&str>, after: Option<&str>) -> Option<i64> {
+        let n = count_commits(&self.repo, before?, after?).ok()?;
+        i64::try_from(n).ok()
     }
 
     /// Removes the locks a killed Run's git left in this working copy's own git dir (its

@@ -131,32 +131,25 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
     };
     let job = ctx.job(&store, id)?;
     let runs = store.runs_of(&job.id)?;
-    // The repository is opened once for all the Runs, however many there are.
-    let heads: Vec<_> = runs
-        .iter()
-        .map(|r| (r.head_before.as_deref(), r.head_after.as_deref()))
-        .collect();
-    let commits = crate::workspace::commits_of_runs(&job.repo, &heads);
     let shares = store.job_shares(&job.id)?;
+    let mut events = store.job_run_events(&job.id)?;
     let shown = Shown {
         handoff: crate::workspace::read_handoff(&job).unwrap_or(None),
         summary: crate::workspace::branch_summary(&job).unwrap_or(None),
         run_rows: runs
             .iter()
-            .zip(commits)
-            .map(|(r, commits)| {
+            .map(|r| {
                 let mine: Vec<_> = shares.iter().filter(|s| s.run_id == r.id).collect();
-                let mut row = run_json(ctx, r, commits);
+                let mut row = run_json(ctx, r);
                 row.owl_share = mine.iter().map(|s| ShareJson::of_run(s)).collect();
                 row.owl_share_said = crate::model::describe_shares(mine);
-                row.events = store
-                    .run_events(r.id)?
-                    .into_iter()
-                    .map(|(at, machine, text)| EventJson { at, machine, text })
+                row.events = events
+                    .extract_if(.., |(run_id, _)| *run_id == r.id)
+                    .map(|(_, (at, machine, text))| EventJson { at, machine, text })
                     .collect();
-                Ok(row)
+                row
             })
-            .collect::<Result<_>>()?,
+            .collect(),
         shares,
         now: standing_now(ctx, &store, &job)?,
         own_clone: ctx
@@ -456,7 +449,7 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     outln!("  log: {}", r.log);
 }
 
-fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
+fn run_json(ctx: &Ctx, r: &Run) -> RunJson {
     RunJson {
         machine: r
             .machine
@@ -492,7 +485,7 @@ fn run_json(ctx: &Ctx, r: &Run, commits: Option<usize>) -> RunJson {
             .and_then(|a| crate::driver::for_kind(a.driver).blind_spots()),
         survivors_killed: r.survivors_killed,
         skipped_lines: r.skipped_lines,
-        commits,
+        commits: r.commits.map(|n| n.max(0) as usize),
         safety_commit: r.safety_commit.clone(),
         check: r.check.as_ref().map(|c| RunCheckJson {
             command: c.command.clone(),

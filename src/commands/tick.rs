@@ -374,7 +374,7 @@ fn run_prompt(
     });
     let previous = store
         .last_finished_run(&job.id, run_id)?
-        .map(|r| crate::prompt::describe_run(&r, commits_of(workspace, &r)));
+        .map(|r| crate::prompt::describe_run(&r, r.commits.map(|n| n.max(0) as usize)));
     let prompt = crate::prompt::build(
         &job.prompt,
         handoff.as_deref(),
@@ -477,14 +477,6 @@ const SUPERVISION_BUSY_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How long a Job whose worktree could not be prepared is set aside before it is tried again.
 const PREPARE_RETRY: Duration = Duration::from_secs(10 * 60);
-
-/// The commits a finished Run added to the Job's branch.
-fn commits_of(workspace: &Workspace, run: &crate::model::Run) -> Option<usize> {
-    let (Some(before), Some(after)) = (&run.head_before, &run.head_after) else {
-        return None;
-    };
-    workspace.commits_between(before, after).ok()
-}
 
 fn print_plan(views: &[AccountView], plan: &Plan, now: DateTime<Utc>) {
     outln!("{}", super::plan::describe_decision(&plan.decision, views));

@@ -268,6 +268,10 @@ pub(crate) struct Run {
     /// The Job's branch head before and after the Run.
     pub(crate) head_before: Option<String>,
     pub(crate) head_after: Option<String>,
+    /// The commits the Run added to the Job's branch, counted when it ended: what `show`
+    /// says of it after the branch is rewritten or the repository deleted. `None`: not
+    /// known (no head recorded, or a repository gone before it was counted).
+    pub(crate) commits: Option<i64>,
     /// owl's commit of what the Run left uncommitted.
     pub(crate) safety_commit: Option<String>,
     /// Who the Run is charged to; `None` for Runs recorded before owl knew.
@@ -340,6 +344,9 @@ pub(crate) struct RunFinish {
     pub(crate) skipped_lines: Option<i64>,
     /// The Job's branch head when the Run ended (after owl's safety-net commit).
     pub(crate) head_after: Option<String>,
+    /// The commits the Run added to the Job's branch.
+    #[serde(default)]
+    pub(crate) commits: Option<i64>,
     /// owl's commit of what the Run left uncommitted.
     pub(crate) safety_commit: Option<String>,
     /// Who the Run is charged to.

@@ -545,14 +545,31 @@ impl Db {
     /// fails. SQLite's takes the write lock up front, so a concurrent writer waits on the
     /// busy timeout instead of failing mid-transaction; PostgreSQL's locks rows as it
     /// writes them.
+    /// Inside a transaction already (`Store::write_all`), `f` is part of it, committed or
+    /// rolled back with it.
     pub(crate) fn transaction<T>(&mut self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        if self.in_transaction() {
+            return f(self);
+        }
+        self.begin()?;
+        let done = f(self);
+        self.end(done)
+    }
+
+    /// Starts a write transaction.
+    pub(super) fn begin(&self) -> Result<()> {
         let begin = match self {
             Db::Sqlite(_) => "BEGIN IMMEDIATE",
             Db::Postgres(_) => "BEGIN",
         };
         self.execute_batch(begin)
-            .context("starting a write transaction")?;
-        let done = f(self).and_then(|out| {
+            .context("starting a write transaction")
+    }
+
+    /// Ends the transaction [`Db::begin`] started: committed when `done` is a success,
+    /// rolled back when it (or the commit) failed.
+    pub(super) fn end<T>(&self, done: Result<T>) -> Result<T> {
+        let done = done.and_then(|out| {
             self.execute_batch("COMMIT")
                 .context("committing a write transaction")?;
             Ok(out)
@@ -563,7 +580,8 @@ impl Db {
         done
     }
 
-    fn in_transaction(&self) -> bool {
+    /// Whether a transaction is open on the connection.
+    pub(super) fn in_transaction(&self) -> bool {
         match self {
             Db::Sqlite(conn) => !conn.is_autocommit(),
             Db::Postgres(pg) => pg.borrow().in_transaction,

@@ -10,6 +10,9 @@ use super::Store;
 use crate::clock::rfc3339;
 use crate::model::{JobReason, JobState};
 
+/// What happened to a Run after its outcome: when, on which machine, in words.
+pub(crate) type RunEvent = (String, Option<String>, String);
+
 /// One machine as the store knows it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Machine {
@@ -48,7 +51,8 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let recent = rfc3339(now - chrono::Duration::from_std(lease).unwrap_or_default());
-        self.write(|tx| {
+        // Not flushed: a power cut that loses it loses a heartbeat the next tick writes.
+        self.write_unflushed(|tx| {
             let other = tx.query_opt(
                 "SELECT last_tick FROM machines WHERE name = ?1 AND host != ?2 \
                  AND last_tick >= ?3",
@@ -198,12 +202,14 @@ impl Store {
         })
     }
 
-    /// What happened to a Run after its outcome, oldest first: (when, machine, what).
-    pub(crate) fn run_events(&self, run_id: i64) -> Result<Vec<(String, Option<String>, String)>> {
+    /// The events of every Run of a Job, each with its Run's id, in order: one query
+    /// however many Runs it had.
+    pub(crate) fn job_run_events(&self, job_id: &str) -> Result<Vec<(i64, RunEvent)>> {
         self.db.query_map(
-            "SELECT at, machine, text FROM run_events WHERE run_id = ?1 ORDER BY id",
-            params![run_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            "SELECT e.run_id, e.at, e.machine, e.text FROM run_events e \
+             JOIN runs r ON r.id = e.run_id WHERE r.job_id = ?1 ORDER BY e.id",
+            params![job_id],
+            |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))),
         )
     }
 }

@@ -345,6 +345,11 @@ const MIGRATIONS: &[&str] = &[
     // there, its probe, the agent CLI installed there), kept apart on a shared store. On a
     // store one machine has, these stay in `account_notes`. The same in both dialects.
     MACHINE_NOTES,
+    // 25: each Run's commits, counted when it ends (and once, from git, for the Runs
+    // recorded before: see `Store::count_earlier_commits`); the state index covers
+    // `machine` too, so that an idle tick counts what waits from the index alone. The
+    // same in both dialects.
+    RUN_COMMITS,
 ];
 
 /// Migration 24, written alike for SQLite and PostgreSQL.
@@ -365,20 +370,31 @@ pub(super) const MACHINE_NOTES: &str = r#"
     );
     "#;
 
+/// Migration 25, written alike for SQLite and PostgreSQL.
+pub(super) const RUN_COMMITS: &str = r#"
+    ALTER TABLE runs ADD COLUMN commits BIGINT;
+    DROP INDEX jobs_state;
+    CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason, machine);
+    "#;
+
+/// The first schema version at which a Run's commits are recorded.
+pub(super) const COMMITS_RECORDED: i64 = 25;
+
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// Brings the database up to [`SCHEMA_VERSION`], refusing one written by a newer owl.
-pub(super) fn migrate(conn: &mut Connection) -> Result<()> {
+/// Brings the database up to [`SCHEMA_VERSION`], refusing one written by a newer owl; the
+/// version it was at, `None` for a new one.
+pub(super) fn migrate(conn: &mut Connection) -> Result<Option<i64>> {
     migrate_to(conn, SCHEMA_VERSION)
 }
 
-/// Brings the database up to `target`, in one transaction.
-fn migrate_to(conn: &mut Connection, target: i64) -> Result<()> {
+/// Brings the database up to `target`, in one transaction; the version it was at.
+pub(super) fn migrate_to(conn: &mut Connection, target: i64) -> Result<Option<i64>> {
     // Every command opens the store: one that is current is read, not write-locked.
     let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if current == target {
-        return Ok(());
+        return Ok(Some(current));
     }
     let tx = rusqlite::Transaction::new(conn, rusqlite::TransactionBehavior::Immediate)?;
     let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
@@ -398,7 +414,7 @@ fn migrate_to(conn: &mut Connection, target: i64) -> Result<()> {
         tx.pragma_update(None, "user_version", i as i64 + 1)?;
     }
     tx.commit()?;
-    Ok(())
+    Ok((current > 0).then_some(current))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! owl's state: SQLite at `stateDir/owl.db` (the default) or PostgreSQL at the `store:` URL, opened safely and migrated, every write in one transaction.
 
+mod backfill;
 mod copy;
 mod engine;
 mod jobs;
@@ -83,26 +84,47 @@ impl Store {
             .with_context(|| format!("setting WAL on {}", path.display()))?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // The WAL outlives the process: a process that wrote does not fold it into the
+        // database as it closes (a flush of both files, and the WAL made and removed
+        // again by the next), and SQLite folds it in as it grows past 1,000 pages. The
+        // state is owl.db with owl.db-wal beside it (docs/performance.md).
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )?;
         let mut conn = conn;
-        migrations::migrate(&mut conn)
+        let was = migrations::migrate(&mut conn)
             .with_context(|| format!("migrating database {}", path.display()))?;
-        Ok(Store {
+        let mut store = Store {
             db: Db::sqlite(conn),
             location: Location::File(path.to_path_buf()),
             machine: None,
-        })
+        };
+        store.after_migrating(was)?;
+        Ok(store)
     }
 
     /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
     pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
         let mut client = postgres::connect(url)?;
-        postgres::migrate(&mut client, migrations::SCHEMA_VERSION)
+        let was = postgres::migrate(&mut client, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;
-        Ok(Store {
+        let mut store = Store {
             db: Db::postgres(client, url.clone()),
             location: Location::Postgres(Box::new(url.clone())),
             machine: None,
-        })
+        };
+        store.after_migrating(was)?;
+        Ok(store)
+    }
+
+    /// What a migration adds that only git knows, done once by the process that migrated
+    /// from the version `was` at: the commits of the Runs recorded before owl kept them.
+    fn after_migrating(&mut self, was: Option<i64>) -> Result<()> {
+        match was {
+            Some(v) if v < migrations::COMMITS_RECORDED => self.count_earlier_commits(),
+            _ => Ok(()),
+        }
     }
 
     /// Opens an existing database for reading without creating it; `None` when there is none yet.
@@ -179,12 +201,56 @@ impl Store {
         self.db.transaction(f)
     }
 
+    /// Runs every write `f` makes through the store as one transaction: one commit, one
+    /// flush of the disk, all of them or none. Inside another, it is part of that one.
+    pub(crate) fn write_all<T>(&mut self, f: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        if self.db.in_transaction() {
+            return f(self);
+        }
+        self.db.begin()?;
+        let done = f(self);
+        self.db.end(done)
+    }
+
+    /// Like [`Store::write`], for a write whose loss at a power cut costs nothing the next
+    /// tick does not learn again (a tick's heartbeat, the agent CLI's check): its commit
+    /// does not wait for the disk. It still survives owl being killed (SQLite's WAL, in the
+    /// kernel's cache), and the next flushed commit flushes it too.
+    pub(crate) fn write_unflushed<T>(&mut self, f: impl FnOnce(&Db) -> Result<T>) -> Result<T> {
+        if self.db.in_transaction() {
+            return self.write(f);
+        }
+        let Some(conn) = self.db.sqlite_conn() else {
+            return self.write(|tx| {
+                tx.execute_batch("SET LOCAL synchronous_commit = off")?;
+                f(tx)
+            });
+        };
+        let was: i64 = conn.pragma_query_value(None, "synchronous", |r| r.get(0))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let done = self.write(f);
+        if let Some(conn) = self.db.sqlite_conn() {
+            conn.pragma_update(None, "synchronous", was)?;
+        }
+        done
+    }
+
     /// Like [`Store::write`], for a write that must land even on a full disk: when SQLite
     /// cannot grow the database, the state dir's reserve is given back and it is tried once
     /// more.
     pub(crate) fn write_must_land<T>(&mut self, f: impl Fn(&Db) -> Result<T>) -> Result<T> {
-        match self.write(&f) {
-            Err(e) if crate::disk::is_disk_full(&e) => {
+        self.write_all_must_land(|store| store.write(&f))
+    }
+
+    /// [`Store::write_all`] for writes that must land even on a full disk (see
+    /// [`Store::write_must_land`]); inside another transaction, the outermost one retries.
+    pub(crate) fn write_all_must_land<T>(
+        &mut self,
+        f: impl Fn(&mut Store) -> Result<T>,
+    ) -> Result<T> {
+        let nested = self.db.in_transaction();
+        match self.write_all(&f) {
+            Err(e) if !nested && crate::disk::is_disk_full(&e) => {
                 let Location::File(path) = &self.location else {
                     return Err(e);
                 };
@@ -192,7 +258,7 @@ impl Store {
                 if !crate::disk::release_reserve(state_dir) {
                     return Err(e);
                 }
-                self.write(f)
+                self.write_all(f)
             }
             other => other,
         }

@@ -180,9 +180,14 @@ impl Store {
         version: &str,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        self.upsert_note(account, "agent_checked", Some(identity), now)?;
-        self.upsert_note(account, "agent_checked_version", Some(version), now)?;
-        self.upsert_note(account, "agent_checked_at", Some(&rfc3339(now)), now)
+        let at = rfc3339(now);
+        let notes = [
+            ("agent_checked", Some(identity)),
+            ("agent_checked_version", Some(version)),
+            ("agent_checked_at", Some(at.as_str())),
+        ];
+        // Not flushed: a check lost at a power cut is only made again.
+        self.upsert_notes(account, &notes, now, false)
     }
 
     /// Records what a preflight probe learned.
@@ -192,8 +197,13 @@ impl Store {
         what: &str,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        self.upsert_note(account, "last_probe", Some(what), now)?;
-        self.upsert_note(account, "last_probe_at", Some(&rfc3339(now)), now)
+        let at = rfc3339(now);
+        let notes = [
+            ("last_probe", Some(what)),
+            ("last_probe_at", Some(at.as_str())),
+        ];
+        // Not flushed: the probe's figures are (as Snapshots); this only dates it.
+        self.upsert_notes(account, &notes, now, false)
     }
 
     fn upsert_note(
@@ -203,30 +213,60 @@ impl Store {
         value: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        let machine = self
-            .local_machine()
-            .filter(|_| MACHINE_LOCAL.contains(&column))
-            .map(String::from);
-        self.write(|tx| {
-            match &machine {
-                Some(machine) => tx.execute(
-                    &format!(
-                        "INSERT INTO machine_notes (account, machine, {column}, updated_at) \
-                         VALUES (?1, ?4, ?2, ?3) ON CONFLICT(account, machine) DO UPDATE SET \
-                         {column} = ?2, updated_at = ?3"
-                    ),
-                    params![account, value, rfc3339(now), machine],
-                )?,
-                None => tx.execute(
-                    &format!(
-                        "INSERT INTO account_notes (account, {column}, updated_at) VALUES (?1, ?2, ?3) \
-                         ON CONFLICT(account) DO UPDATE SET {column} = ?2, updated_at = ?3"
-                    ),
-                    params![account, value, rfc3339(now)],
-                )?,
-            };
-            Ok(())
-        })
+        self.upsert_notes(account, &[(column, value)], now, true)
+    }
+
+    /// Sets the Account's `notes` (columns, each with its value) in one write, flushed to
+    /// disk or not. The columns are all machine-local or none (see [`MACHINE_LOCAL`]).
+    fn upsert_notes(
+        &mut self,
+        account: &str,
+        notes: &[(&'static str, Option<&str>)],
+        now: DateTime<Utc>,
+        flushed: bool,
+    ) -> Result<()> {
+        let local = notes.iter().all(|(c, _)| MACHINE_LOCAL.contains(c));
+        debug_assert!(local || notes.iter().all(|(c, _)| !MACHINE_LOCAL.contains(c)));
+        let machine = self.local_machine().filter(|_| local).map(String::from);
+        // Bound as ?1 the Account, ?2 the time, then the machine's name on a shared store.
+        let (table, named, key) = match machine {
+            Some(_) => (
+                "machine_notes",
+                "account, updated_at, machine",
+                "account, machine",
+            ),
+            None => ("account_notes", "account, updated_at", "account"),
+        };
+        let at = rfc3339(now);
+        let mut values: Vec<&dyn super::engine::ToParam> = vec![&account, &at];
+        values.extend(machine.iter().map(|m| m as &dyn super::engine::ToParam));
+        values.extend(notes.iter().map(|(_, v)| v as &dyn super::engine::ToParam));
+        let first = values.len() - notes.len() + 1;
+        let columns: Vec<&str> = notes.iter().map(|(c, _)| *c).collect();
+        let places: Vec<String> = (first..first + notes.len())
+            .map(|i| format!("?{i}"))
+            .collect();
+        let sets: Vec<String> = columns
+            .iter()
+            .zip(&places)
+            .map(|(c, p)| format!("{c} = {p}"))
+            .collect();
+        let sql = format!(
+            "INSERT INTO {table} ({named}, {}) VALUES ({}, {}) \
+             ON CONFLICT({key}) DO UPDATE SET {}, updated_at = ?2",
+            columns.join(", "),
+            (1..first)
+                .map(|i| format!("?{i}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            places.join(", "),
+            sets.join(", "),
+        );
+        let write = |tx: &super::engine::Db| tx.execute(&sql, &values).map(|_| ());
+        match flushed {
+            true => self.write(write),
+            false => self.write_unflushed(write),
+        }
     }
 }
 

@@ -46,6 +46,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 24: what one machine learns of an Account (see SQLite's 24).
     super::migrations::MACHINE_NOTES,
+    // 25: each Run's commits, and the state index with `machine` (see SQLite's 25).
+    super::migrations::RUN_COMMITS,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use; an error names
@@ -140,7 +142,7 @@ fn pgpass_match(line: &str, wanted: [&str; 4]) -> Option<String> {
 /// when it is empty, refused when a newer owl wrote it. An advisory lock held for the
 /// transaction alone (released when it ends, even when the client dies) keeps two machines
 /// from making it at once.
-pub(super) fn migrate(client: &mut postgres::Client, version: i64) -> Result<()> {
+pub(super) fn migrate(client: &mut postgres::Client, version: i64) -> Result<Option<i64>> {
     let mut tx = client.transaction()?;
     tx.batch_execute(
         "SELECT pg_advisory_xact_lock(7270617);
@@ -183,7 +185,7 @@ pub(super) fn migrate(client: &mut postgres::Client, version: i64) -> Result<()>
         tx.execute("UPDATE owl_schema SET version = $1", &[&to])?;
     }
     tx.commit()?;
-    Ok(())
+    Ok(found)
 }
 
 #[cfg(test)]

@@ -58,7 +58,8 @@ pub(crate) struct RunIdentity {
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
     cost_usd, num_turns, input_tokens, output_tokens, permission_denials, api_retries, \
     last_event, agent_version, pid, started_at, ended_at, survivors_killed, skipped_lines, \
-    head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data, machine";
+    head_before, head_after, safety_commit, cause, note, budget_usd, stop, check_data, machine, \
+    commits";
 
 fn run_from_row(r: &Row) -> Result<Run> {
     let outcome: Option<String> = r.get(3)?;
@@ -94,6 +95,7 @@ fn run_from_row(r: &Row) -> Result<Run> {
             .get::<Option<String>>(27)?
             .and_then(|c| serde_json::from_str(&c).ok()),
         machine: r.get(28)?,
+        commits: r.get(29)?,
     })
 }
 
@@ -164,14 +166,16 @@ impl Store {
         }
     }
 
-    /// Records the agent's process identity once it is spawned.
+    /// Records the agent's process identity once it is spawned: not flushed, since what
+    /// it guards against (owl killed, its Run's processes left) it survives, and a power
+    /// cut leaves no process to find.
     pub(crate) fn set_run_process(
         &mut self,
         run_id: i64,
         pid: i64,
         start_time: Option<i64>,
     ) -> Result<()> {
-        self.write(|tx| {
+        self.write_unflushed(|tx| {
             tx.execute(
                 "UPDATE runs SET pid = ?2, pgid = ?2, child_start_time = ?3 WHERE id = ?1",
                 params![run_id, pid, start_time],
@@ -180,7 +184,8 @@ impl Store {
         })
     }
 
-    /// Records live progress of a Run in flight, for `owl status`.
+    /// Records live progress of a Run in flight, for `owl status` (not flushed: the Run's
+    /// end records it again).
     pub(crate) fn set_run_progress(
         &mut self,
         run_id: i64,
@@ -188,7 +193,7 @@ impl Store {
         api_retries: i64,
         session_id: Option<&str>,
     ) -> Result<()> {
-        self.write(|tx| {
+        self.write_unflushed(|tx| {
             tx.execute(
                 "UPDATE runs SET last_event = ?2, api_retries = ?3, \
                  session_id = COALESCE(?4, session_id) WHERE id = ?1",
@@ -219,7 +224,7 @@ impl Store {
                  input_tokens = ?8, output_tokens = ?9, permission_denials = ?10, \
                  api_retries = ?11, last_event = COALESCE(?12, last_event), ended_at = ?13, \
                  survivors_killed = ?14, skipped_lines = ?15, head_after = ?16, safety_commit = ?17, \
-                 cause = ?18, note = ?19, stop = ?20, check_data = ?21 \
+                 cause = ?18, note = ?19, stop = ?20, check_data = ?21, commits = ?22 \
                  WHERE id = ?1 AND outcome IS NULL",
                 params![
                     run_id,
@@ -247,6 +252,7 @@ impl Store {
                         .as_ref()
                         .map(serde_json::to_string)
                         .transpose()?,
+                    finish.commits,
                 ],
             )?;
             if recorded == 0 {

@@ -75,9 +75,13 @@ impl Store {
         Ok(true)
     }
 
-    /// One try at the whole settlement. Each write is idempotent, so a try after a
-    /// failed one redoes what the failed one did land.
+    /// One try at the whole settlement, in one transaction (one flush of the disk). Each
+    /// write is idempotent, so a try after a failed one redoes whatever did land.
     fn land(&mut self, s: &Settlement) -> Result<()> {
+        self.write_all_must_land(|store| store.land_parts(s))
+    }
+
+    fn land_parts(&mut self, s: &Settlement) -> Result<()> {
         let recorded = self.finish_run(
             s.run_id,
             &s.finish,

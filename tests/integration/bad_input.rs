@@ -151,6 +151,11 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
+        // SQLite's shared-memory index of the WAL: what readers mark as they read, rebuilt
+        // from the WAL when missing; nothing recorded.
+        if path.file_name().is_some_and(|n| n == "owl.db-shm") {
+            continue;
+        }
         if path.is_dir() {
             out.insert(path.clone(), Vec::new());
             out.extend(snapshot(&path));

@@ -9,7 +9,10 @@ use crate::support::{done_script, held_run_script, TestEnv};
 fn a_misspelled_key_exits_2_naming_file_line_and_key_and_changes_nothing() {
     let env = TestEnv::new();
     let id = env.add("Hello");
-    let db_before = std::fs::read(env.state.join("owl.db")).unwrap();
+    // The state is the database and its WAL.
+    let state =
+        || ["owl.db", "owl.db-wal"].map(|f| std::fs::read(env.state.join(f)).unwrap_or_default());
+    let db_before = state();
     env.write_config("accounts:\n  work:\n    limits:\n      fiveHourMAx: 60\n");
     let config = env.config.display().to_string();
     for args in [
@@ -27,7 +30,7 @@ fn a_misspelled_key_exits_2_naming_file_line_and_key_and_changes_nothing() {
             )))
             .stderr(predicate::str::contains("did you mean 'fiveHourMax'?"));
     }
-    assert_eq!(std::fs::read(env.state.join("owl.db")).unwrap(), db_before);
+    assert!(state() == db_before, "the state changed");
     env.write_config("accounts:\n  work: {}\n");
     assert_eq!(env.show(&id)["state"], "queued");
 }
@@ -279,21 +282,14 @@ fn doctor_checks_the_agent_and_the_database() {
 fn a_database_from_a_newer_owl_is_refused() {
     let env = TestEnv::new();
     env.add("Hello");
-    let conn = rusqlite_free_set_version(&env.state.join("owl.db"), 99);
-    assert!(conn);
+    let db = rusqlite::Connection::open(env.state.join("owl.db")).unwrap();
+    db.pragma_update(None, "user_version", 99).unwrap();
+    drop(db);
     env.owl()
         .arg("status")
         .assert()
         .code(1)
         .stderr(predicate::str::contains("newer owl"));
-}
-
-/// Sets user_version with the sqlite3 CLI when present, else by patching the header:
-/// user_version is the big-endian u32 at byte offset 60 of the database file.
-fn rusqlite_free_set_version(db: &std::path::Path, v: u32) -> bool {
-    let mut bytes = std::fs::read(db).unwrap();
-    bytes[60..64].copy_from_slice(&v.to_be_bytes());
-    std::fs::write(db, bytes).is_ok()
 }
 
 #[test]

@@ -117,3 +117,70 @@ fn show_counts_each_runs_commits_after_its_branch_is_rewritten_or_its_repository
     let text = crate::support::show_text(&env, &id);
     assert!(text.contains("  commits: 1\n"), "{text}");
 }
+
+/// The fsyncs `owl ARGS` makes of files under the state dir, as strace sees them: each
+/// with the file it synced.
+fn state_syncs(env: &TestEnv, args: &[&str]) -> Vec<String> {
+    let owl = env.owl_std();
+    let trace = env.dir.path().join("syncs.trace");
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args([
+        "-f",
+        "-y",
+        "-qq",
+        "-e",
+        "trace=fsync,fdatasync,sync_file_range,syncfs,sync",
+    ])
+    .arg("-o")
+    .arg(&trace)
+    .arg(owl.get_program())
+    .args(args);
+    for (k, v) in owl.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().expect("strace runs (apt-get install strace)");
+    assert!(out.status.success(), "{out:?}");
+    let state = env.state.display().to_string();
+    std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&format!("<{state}/")) || l.contains(&format!("<{state}>")))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn a_runs_tick_syncs_the_state_as_often_as_docs_performance_says() {
+    let env = TestEnv::new();
+    env.script(&done_script("success.jsonl", 0));
+    let id = env.add("Fix the flaky test");
+    let syncs = state_syncs(&env, &["tick", "--json"]);
+    assert_eq!(env.status()["recent_runs"][0]["outcome"], "succeeded");
+    let state = env.state.display().to_string();
+    let mut synced: Vec<String> = syncs
+        .iter()
+        .map(|l| {
+            let (_, file) = l.split_once(&format!("<{state}")).unwrap();
+            file.split_once('>').unwrap().0.replace(&id, "JOB")
+        })
+        .collect();
+    synced.sort();
+    // The Run recorded before its agent starts (the WAL, and the state dir on the first
+    // flush of the process), its transcript, its outcome kept beside it, its end recorded.
+    assert_eq!(
+        synced,
+        [
+            "",
+            "/logs/JOB/1.jsonl",
+            "/logs/JOB/1.outcome.json.partial",
+            "/owl.db-wal",
+            "/owl.db-wal"
+        ],
+        "{syncs:#?}"
+    );
+    // An idle tick flushes nothing: its heartbeat is not worth a flush.
+    assert_eq!(state_syncs(&env, &["tick", "--json"]), Vec::<String>::new());
+}

@@ -25,7 +25,9 @@ pub(super) fn record(
     // or reads there, what it planted is undone, or the clone is left alone whole.
     let sealed = workspace.reseal(job);
     let tampered = sealed.as_ref().err().map(|e| format!("{e:#}"));
-    let began_at = store.run(run_id)?.and_then(|r| r.head_before);
+    let (began_at, budget_usd) = store
+        .run(run_id)?
+        .map_or((None, None), |r| (r.head_before, r.budget_usd));
     let home = match &sealed {
         // Committed before the Handoff is read, so a Handoff the agent wrote but did not
         // commit still counts.
@@ -43,11 +45,6 @@ pub(super) fn record(
             crate::workspace::BroughtHome::default()
         }
     };
-    let head_after = workspace.head();
-    // What was undone when the clone was opened for this Run counts too (a tick that died
-    // before sealing what the Run before planted).
-    let neutralised = (sealed.is_ok() && !workspace.sealed().is_empty())
-        .then(|| neutralised_note(workspace.sealed()));
     let mut facts = crate::settlement::Facts {
         run_id,
         job,
@@ -55,16 +52,15 @@ pub(super) fn record(
         account: &ctx.config.accounts[account],
         counted_runs: store.counted_runs(&job.id)?,
         spent_usd: store.job_cost(&job.id).unwrap_or(0.0),
-        budget_usd: store.run(run_id)?.and_then(|run| run.budget_usd),
+        budget_usd,
         handoff: workspace.handoff(),
-        git: crate::settlement::GitAfter {
+        git: git_after(
+            workspace,
+            sealed.is_ok(),
             tampered,
-            safety_commit: home.safety_commit,
-            published: home.not_published,
-            head_after,
-            neutralised,
-            not_home: None,
-        },
+            home,
+            began_at.as_deref(),
+        ),
         rejection_held: store.account_note(account)?.rate_limited_until.is_some(),
         check: None,
     };
@@ -90,6 +86,31 @@ pub(super) fn record(
     )?;
     let state = store.job_state(&job.id)?.unwrap_or(state);
     Ok((classified, state))
+}
+
+/// What git shows once the Run's work is home: its head, the commits it added since
+/// `began_at`, and what sealing its clone undid.
+fn git_after(
+    workspace: &Workspace,
+    sealed: bool,
+    tampered: Option<String>,
+    home: crate::workspace::BroughtHome,
+    began_at: Option<&str>,
+) -> crate::settlement::GitAfter {
+    let head_after = workspace.head();
+    // What was undone when the clone was opened for this Run counts too (a tick that died
+    // before sealing what the Run before planted).
+    let neutralised =
+        (sealed && !workspace.sealed().is_empty()).then(|| neutralised_note(workspace.sealed()));
+    crate::settlement::GitAfter {
+        tampered,
+        safety_commit: home.safety_commit,
+        published: home.not_published,
+        commits: workspace.commits_added(began_at, head_after.as_deref()),
+        head_after,
+        neutralised,
+        not_home: None,
+    }
 }
 
 /// What decides a done: the work must be on the Job's branch in the repository (what the
