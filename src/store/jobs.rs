@@ -254,40 +254,6 @@ impl Store {
         Ok(jobs)
     }
 
-    /// The unfinished Jobs counted in groups alike in all the plan asks of them (their
-    /// Account, state, time to wait for, whether they run on a machine other than `here`
-    /// or wait for a Job not done), and the running ones by id: what an idle tick says
-    /// without reading a queued Job's row.
-    pub(crate) fn count_queue(&self, here: &str) -> Result<crate::schedule::QueueCount> {
-        let groups = self.db.query_map(
-            "SELECT account, state, not_before, elsewhere, held_after, COUNT(*) FROM ( \
-               SELECT j.account, j.state, j.not_before, \
-                 CASE WHEN j.machine IS NOT NULL AND j.machine <> ?1 THEN 1 ELSE 0 END \
-                   AS elsewhere, \
-                 CASE WHEN EXISTS (SELECT 1 FROM job_deps d JOIN jobs a ON a.id = d.after_id \
-                   WHERE d.job_id = j.id AND a.state <> 'done') THEN 1 ELSE 0 END AS held_after \
-               FROM jobs j WHERE j.state IN ('queued', 'waiting')) AS o \
-             GROUP BY account, state, not_before, elsewhere, held_after",
-            params![here],
-            |r| {
-                Ok(crate::schedule::QueueGroup {
-                    account: r.get(0)?,
-                    state: r.text(1)?.parse().unwrap_or(JobState::Failed),
-                    not_before: r.opt_text(2)?.and_then(crate::clock::parse),
-                    elsewhere: r.get::<i64>(3)? != 0,
-                    after: r.get::<i64>(4)? != 0,
-                    count: r.get::<i64>(5)?.max(0) as usize,
-                })
-            },
-        )?;
-        let running = self.db.query_map(
-            "SELECT id FROM jobs WHERE state = 'running' ORDER BY seq",
-            params![],
-            |r| r.get(0),
-        )?;
-        Ok(crate::schedule::QueueCount { groups, running })
-    }
-
     /// Calls `each` with every Job (finished ones only when `all`) as listings show it, in
     /// order, one row at a time and borrowing the row's text: ten thousand Jobs are listed
     /// without holding them, and without copying or parsing what is printed as stored.

@@ -346,10 +346,58 @@ const MIGRATIONS: &[&str] = &[
     // store one machine has, these stay in `account_notes`. The same in both dialects.
     MACHINE_NOTES,
     // 25: each Run's commits, counted when it ends (and once, from git, for the Runs
-    // recorded before: see `Store::count_earlier_commits`); the state index covers
-    // `machine` too, so that an idle tick counts what waits from the index alone. The
-    // same in both dialects.
-    RUN_COMMITS,
+    // recorded before: see `Store::count_earlier_commits`). The open Jobs tallied by
+    // Account, state, time and machine, kept by the database itself as Jobs are added,
+    // move and are removed, so that an idle tick says what waits behind a held Account
+    // without reading the queue; and the open Jobs that wait for Jobs, indexed apart.
+    r#"
+    ALTER TABLE runs ADD COLUMN commits INTEGER;
+    DROP INDEX jobs_state;
+    CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason, machine);
+    CREATE INDEX jobs_with_deps ON jobs(state) WHERE after_ids IS NOT NULL;
+    CREATE TABLE queue_tally (
+        account    TEXT NOT NULL,
+        state      TEXT NOT NULL,
+        not_before TEXT NOT NULL,
+        machine    TEXT NOT NULL,
+        jobs       INTEGER NOT NULL,
+        PRIMARY KEY (account, state, not_before, machine)
+    );
+    INSERT INTO queue_tally
+        SELECT COALESCE(account, ''), state, COALESCE(not_before, ''), COALESCE(machine, ''),
+            COUNT(*)
+        FROM jobs WHERE state IN ('queued', 'waiting')
+        GROUP BY COALESCE(account, ''), state, COALESCE(not_before, ''), COALESCE(machine, '');
+    CREATE TRIGGER jobs_tally_added AFTER INSERT ON jobs
+    WHEN NEW.state IN ('queued', 'waiting') BEGIN
+        INSERT INTO queue_tally (account, state, not_before, machine, jobs)
+            VALUES (COALESCE(NEW.account, ''), NEW.state, COALESCE(NEW.not_before, ''),
+                COALESCE(NEW.machine, ''), 1)
+            ON CONFLICT (account, state, not_before, machine) DO UPDATE SET jobs = jobs + 1;
+    END;
+    CREATE TRIGGER jobs_tally_removed AFTER DELETE ON jobs
+    WHEN OLD.state IN ('queued', 'waiting') BEGIN
+        UPDATE queue_tally SET jobs = jobs - 1
+            WHERE account = COALESCE(OLD.account, '') AND state = OLD.state
+                AND not_before = COALESCE(OLD.not_before, '')
+                AND machine = COALESCE(OLD.machine, '');
+        DELETE FROM queue_tally WHERE jobs <= 0;
+    END;
+    CREATE TRIGGER jobs_tally_moved AFTER UPDATE OF state, account, not_before, machine ON jobs
+    WHEN OLD.state IN ('queued', 'waiting') OR NEW.state IN ('queued', 'waiting') BEGIN
+        UPDATE queue_tally SET jobs = jobs - 1
+            WHERE OLD.state IN ('queued', 'waiting')
+                AND account = COALESCE(OLD.account, '') AND state = OLD.state
+                AND not_before = COALESCE(OLD.not_before, '')
+                AND machine = COALESCE(OLD.machine, '');
+        INSERT INTO queue_tally (account, state, not_before, machine, jobs)
+            SELECT COALESCE(NEW.account, ''), NEW.state, COALESCE(NEW.not_before, ''),
+                COALESCE(NEW.machine, ''), 1
+            WHERE NEW.state IN ('queued', 'waiting')
+            ON CONFLICT (account, state, not_before, machine) DO UPDATE SET jobs = jobs + 1;
+        DELETE FROM queue_tally WHERE jobs <= 0;
+    END;
+    "#,
 ];
 
 /// Migration 24, written alike for SQLite and PostgreSQL.
@@ -368,13 +416,6 @@ pub(super) const MACHINE_NOTES: &str = r#"
         updated_at            TEXT NOT NULL,
         PRIMARY KEY (account, machine)
     );
-    "#;
-
-/// Migration 25, written alike for SQLite and PostgreSQL.
-pub(super) const RUN_COMMITS: &str = r#"
-    ALTER TABLE runs ADD COLUMN commits BIGINT;
-    DROP INDEX jobs_state;
-    CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason, machine);
     "#;
 
 /// The first schema version at which a Run's commits are recorded.

@@ -8,6 +8,7 @@ mod machines;
 mod migrations;
 mod notes;
 pub(crate) mod postgres;
+mod queue;
 mod runs;
 mod settle;
 mod shares;

@@ -46,8 +46,16 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 24: what one machine learns of an Account (see SQLite's 24).
     super::migrations::MACHINE_NOTES,
-    // 25: each Run's commits, and the state index with `machine` (see SQLite's 25).
-    super::migrations::RUN_COMMITS,
+    // 25: each Run's commits, the state index with `machine`, and the open Jobs that wait
+    // for Jobs indexed apart (see SQLite's 25). No tally of the open Jobs here: a row that
+    // every Job's move updates would queue the machines' writes behind each other, and two
+    // moves in opposite directions could deadlock; PostgreSQL counts them from the index.
+    r#"
+    ALTER TABLE runs ADD COLUMN commits BIGINT;
+    DROP INDEX jobs_state;
+    CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason, machine);
+    CREATE INDEX jobs_with_deps ON jobs(state) WHERE after_ids IS NOT NULL;
+    "#,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use; an error names

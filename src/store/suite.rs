@@ -1,5 +1,7 @@
 //! One suite of store tests, run against both engines: SQLite in a temp dir and PostgreSQL on the test server.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Duration, Utc};
 
 use super::{RunStart, Store};
@@ -38,6 +40,7 @@ suite!(
     account_notes_are_set_and_cleared,
     verdicts_hold_per_binary_and_version,
     owls_share_is_kept_when_a_run_settles,
+    the_open_jobs_are_counted_as_the_plan_reads_them,
 );
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -429,4 +432,76 @@ fn owls_share_is_kept_when_a_run_settles(store: &mut Store) {
         store.run_baseline(run, "five_hour", reset).unwrap(),
         (30.0, true)
     );
+}
+
+/// A group of open Jobs: Account, state, time to wait for, elsewhere, waits for a Job.
+type GroupKey = (Option<String>, &'static str, Option<DateTime<Utc>>, bool, bool);
+
+/// What the store counts, and what reading every open Job says it should count.
+fn counted_and_read(store: &Store) -> (BTreeMap<GroupKey, usize>, BTreeMap<GroupKey, usize>) {
+    let mut counted = BTreeMap::new();
+    let count = store.count_queue("here").unwrap();
+    for g in count.groups {
+        let key = (g.account, g.state.as_str(), g.not_before, g.elsewhere, g.after);
+        *counted.entry(key).or_default() += g.count;
+    }
+    let mut read = BTreeMap::new();
+    let mut running = Vec::new();
+    for j in store.plan_jobs().unwrap() {
+        if j.state == JobState::Running {
+            running.push(j.id);
+            continue;
+        }
+        let elsewhere = j.machine.as_deref().is_some_and(|m| m != "here");
+        let after = j.after.iter().any(|(_, s)| *s != JobState::Done);
+        *read
+            .entry((j.account, j.state.as_str(), j.not_before, elsewhere, after))
+            .or_default() += 1;
+    }
+    assert_eq!(count.running, running);
+    (counted, read)
+}
+
+fn the_open_jobs_are_counted_as_the_plan_reads_them(store: &mut Store) {
+    let now = at("2026-11-30T03:00:00Z");
+    let mut bound = job("c", &[]);
+    bound.account = Some("work".into());
+    let mut there = job("d", &[]);
+    there.machine = Some("there".into());
+    let jobs = [job("a", &[]), job("b", &[]), bound, there, job("e", &["a"])];
+    store.insert_jobs(&jobs, now).unwrap();
+    let same = |store: &Store| {
+        let (counted, read) = counted_and_read(store);
+        assert_eq!(counted, read);
+    };
+    same(store);
+    let until = now + Duration::minutes(10);
+    let queued = [JobState::Queued];
+    store
+        .move_job_until("b", &queued, JobState::Waiting, None, Some(until), now)
+        .unwrap();
+    store.start_run(&start("c", now)).unwrap().unwrap();
+    same(store);
+    // Its dependency done, "e" is released; a cancelled Job leaves the queue.
+    store
+        .move_job("a", &queued, JobState::Done, None, now)
+        .unwrap();
+    store
+        .move_job("d", &queued, JobState::Cancelled, None, now)
+        .unwrap();
+    same(store);
+    // A Job requeued by hand before its dependency is done is queued and still waits.
+    store.insert_job(&job("h", &[]), now).unwrap();
+    store.insert_job(&job("g", &["h"]), now).unwrap();
+    let waiting = [JobState::Waiting];
+    store
+        .move_job("g", &waiting, JobState::Cancelled, None, now)
+        .unwrap();
+    store
+        .move_job("g", &[JobState::Cancelled], JobState::Queued, None, now)
+        .unwrap();
+    same(store);
+    let (counted, _) = counted_and_read(store);
+    let g = (None, "queued", None, false, true);
+    assert_eq!(counted.get(&g), Some(&1), "{counted:?}");
 }
