@@ -332,7 +332,9 @@ fn job_report(
 ) -> Result<JobReport> {
     let all_runs = store.runs_of(&job.id)?;
     let cost = crate::model::total_cost(&all_runs);
-    let summary = crate::workspace::branch_summary(job).ok().flatten();
+    let summary = crate::workspace::branch_summary(job, &all_runs)
+        .ok()
+        .flatten();
     let shares = store.job_shares(&job.id)?;
     Ok(JobReport {
         owl_share: super::job_json::ShareJson::summed(&shares),

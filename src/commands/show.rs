@@ -135,7 +135,7 @@ pub(super) fn run(ctx: &Ctx, args: &ShowArgs) -> Result<u8> {
     let mut events = store.job_run_events(&job.id)?;
     let shown = Shown {
         handoff: crate::workspace::read_handoff(&job).unwrap_or(None),
-        summary: crate::workspace::branch_summary(&job).unwrap_or(None),
+        summary: crate::workspace::branch_summary(&job, &runs).unwrap_or(None),
         run_rows: runs
             .iter()
             .map(|r| {

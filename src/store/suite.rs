@@ -435,14 +435,26 @@ fn owls_share_is_kept_when_a_run_settles(store: &mut Store) {
 }
 
 /// A group of open Jobs: Account, state, time to wait for, elsewhere, waits for a Job.
-type GroupKey = (Option<String>, &'static str, Option<DateTime<Utc>>, bool, bool);
+type GroupKey = (
+    Option<String>,
+    &'static str,
+    Option<DateTime<Utc>>,
+    bool,
+    bool,
+);
 
 /// What the store counts, and what reading every open Job says it should count.
 fn counted_and_read(store: &Store) -> (BTreeMap<GroupKey, usize>, BTreeMap<GroupKey, usize>) {
     let mut counted = BTreeMap::new();
     let count = store.count_queue("here").unwrap();
     for g in count.groups {
-        let key = (g.account, g.state.as_str(), g.not_before, g.elsewhere, g.after);
+        let key = (
+            g.account,
+            g.state.as_str(),
+            g.not_before,
+            g.elsewhere,
+            g.after,
+        );
         *counted.entry(key).or_default() += g.count;
     }
     let mut read = BTreeMap::new();

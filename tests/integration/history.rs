@@ -104,14 +104,21 @@ fn show_counts_each_runs_commits_after_its_branch_is_rewritten_or_its_repository
     env.script(&done_script("success.jsonl", 0));
     let id = env.add("Fix the flaky test");
     assert_eq!(env.tick()["job_state"], "done");
-    assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
-    // The branch moved back to where it started: the Run still made its one commit.
-    let branch = env.show(&id)["branch"].as_str().unwrap().to_string();
+    let shown = env.show(&id);
+    assert_eq!(shown["runs"][0]["commits"], 1);
+    // The branch where the Run left it: its commits are the Run's, as recorded.
+    let branch_said = |shown: &Value| (shown["commits"].clone(), shown["files_changed"].clone());
+    assert_eq!(branch_said(&shown), (1.into(), 1.into()));
+    // The branch moved back to where it started: the Run still made its one commit, and
+    // the branch, walked, has none beyond its base.
+    let branch = shown["branch"].as_str().unwrap().to_string();
     git(
         &env.repo,
         &["update-ref", &format!("refs/heads/{branch}"), "main"],
     );
-    assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
+    let shown = env.show(&id);
+    assert_eq!(shown["runs"][0]["commits"], 1);
+    assert_eq!(branch_said(&shown), (0.into(), 0.into()));
     std::fs::remove_dir_all(&env.repo).unwrap();
     assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
     let text = crate::support::show_text(&env, &id);
