@@ -230,27 +230,26 @@ fn run_job(
     let driver: Arc<dyn Driver> = Arc::from(driver::for_kind(account_cfg.driver));
     let command = ctx.config.drivers.get(account_cfg.driver).command.clone();
     let executor = ctx.executor_of(account_cfg);
-    let version = checked_version(
-        ctx,
-        store,
-        executor.as_ref(),
-        &account,
-        driver.as_ref(),
-        &command,
-        &job_id,
-        now,
-    )?;
-
-    if let Some(refused) = login_refused(
-        store,
-        executor.as_ref(),
-        driver.as_ref(),
-        &command,
-        &account,
-        &job_id,
-        account_cfg,
-        now,
-    )? {
+    // The CLI's login is asked beside its version: two starts of the CLI (a second of node
+    // each, for Claude Code) at once instead of one after the other.
+    let (version, login) = std::thread::scope(|scope| {
+        let login = scope.spawn(|| {
+            crate::supervise::check_login(executor.as_ref(), driver.as_ref(), &command, account_cfg)
+        });
+        let version = checked_version(
+            ctx,
+            store,
+            executor.as_ref(),
+            &account,
+            driver.as_ref(),
+            &command,
+            &job_id,
+            now,
+        );
+        (version, login.join().ok().flatten())
+    });
+    let version = version?;
+    if let Some(refused) = login_refused(store, login, &account, &job_id, account_cfg, now)? {
         return Ok(refused);
     }
 

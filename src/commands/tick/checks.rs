@@ -122,21 +122,18 @@ pub(super) fn checked_version(
     }
 }
 
-/// The CLI's own word on its login (local, no token): no Run on an Account it says has
-/// none, or only an API key where the ceilings need a plan. The idle tick's answer if so.
-#[allow(clippy::too_many_arguments)]
+/// The CLI's own word on its `login` (local, no token; `None`: it cannot tell): no Run on
+/// an Account it says has none, or only an API key where the ceilings need a plan. The idle
+/// tick's answer if so.
 pub(super) fn login_refused(
     store: &mut Store,
-    executor: &dyn Executor,
-    driver: &dyn Driver,
-    command: &std::path::Path,
+    login: Option<driver::Login>,
     account: &str,
     job_id: &str,
     account_cfg: &crate::config::Account,
     now: DateTime<Utc>,
 ) -> Result<Option<TickJson>> {
-    let refused = supervise::check_login(executor, driver, command, account_cfg)
-        .and_then(|login| login.refusal(account_cfg.has_ceiling()));
+    let refused = login.and_then(|login| login.refusal(account_cfg.has_ceiling()));
     let Some(why) = refused else {
         return Ok(None);
     };
