@@ -284,7 +284,9 @@ fn children_lists(root: i32) -> Option<Vec<i32>> {
     read_any.then_some(out)
 }
 
-fn scan_descendants(root: i32) -> Vec<i32> {
+/// Descendants of `root` from a scan of every process's parent: slower than the kernel's
+/// children lists, but never missing one (those lists can, while they change under a read).
+pub(crate) fn scan_descendants(root: i32) -> Vec<i32> {
     let table: Vec<(i32, ProcStat)> = all_pids()
         .into_iter()
         .filter_map(|pid| stat(pid).map(|s| (pid, s)))

@@ -270,13 +270,7 @@ impl Executor for SandboxExecutor {
         // bubblewrap does not pass signals on: a stop the agent should see (SIGINT, SIGTERM)
         // goes to owl's init inside, which hands it to the agent's group. SIGKILL ends
         // bubblewrap, and with it the namespace.
-        let init = (signal != Sig::KILL)
-            .then(|| {
-                sys::descendants_of(pgid)
-                    .into_iter()
-                    .find(|pid| is_init(*pid))
-            })
-            .flatten();
+        let init = (signal != Sig::KILL).then(|| init_under(pgid)).flatten();
         match init {
             Some(pid) => {
                 if let Err(e) = sys::signal_pid(pid, signal) {
@@ -335,6 +329,14 @@ fn under_tmp(path: &Path) -> Option<PathBuf> {
     let rest = path.strip_prefix("/tmp").ok()?;
     let first = rest.components().next()?;
     Some(Path::new("/tmp").join(first))
+}
+
+/// owl's init under bubblewrap's `pgid`: found through the kernel's children lists, or,
+/// when they miss it (a list read while processes come and go can), through a scan of every
+/// process. A stop signal sent to bubblewrap instead would never reach the agent.
+fn init_under(pgid: i32) -> Option<i32> {
+    let found = |pids: Vec<i32>| pids.into_iter().find(|pid| is_init(*pid));
+    found(sys::descendants_of(pgid)).or_else(|| found(sys::scan_descendants(pgid)))
 }
 
 /// Whether `pid` is owl's init in a sandbox: its argv[1] is [`INIT_COMMAND`] (bubblewrap's
