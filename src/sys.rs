@@ -92,6 +92,20 @@ pub(crate) fn signal_group(pgid: i32, signal: Signal) -> io::Result<()> {
     }
 }
 
+/// Whether any process is in the group `pgid`, a zombie not yet reaped included (a signal
+/// of 0: nothing is sent).
+pub(crate) fn group_exists(pgid: i32) -> bool {
+    pid(pgid).is_ok_and(|p| rustix::process::test_kill_process_group(p).is_ok())
+}
+
+/// The live processes of the group `pgid`, from a scan of every process.
+pub(crate) fn group_members(pgid: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter(|p| stat(*p).is_some_and(|s| s.pgrp == pgid && s.is_alive()))
+        .collect()
+}
+
 /// Sends a signal to one process. One already gone is not an error.
 pub(crate) fn signal_pid(target: i32, signal: Signal) -> io::Result<()> {
     match rustix::process::kill_process(pid(target)?, signal) {

@@ -241,7 +241,7 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
     outln!(
         "  branch:   {}{}",
         j.branch,
-        describe_summary(summary.as_ref())
+        describe_summary(summary.as_ref(), &job.repo, runs.len())
     );
     if own_clone {
         outln!(
@@ -340,7 +340,10 @@ fn print_handoff_and_runs(ctx: &Ctx, handoff: Option<&str>, run_rows: &[RunJson]
     }
 }
 
-fn describe_summary(s: Option<&BranchSummary>) -> String {
+/// What the branch holds beyond its base; without a summary, why: the repository is gone
+/// (the Runs' commits below are as recorded when they ended), the branch is (Runs made it),
+/// or no Run made it yet.
+fn describe_summary(s: Option<&BranchSummary>, repo: &str, runs: usize) -> String {
     match s {
         Some(s) if s.commits > 0 => format!(
             " — {} commit{} beyond the base, {} file{} changed, +{} -{}",
@@ -352,6 +355,11 @@ fn describe_summary(s: Option<&BranchSummary>) -> String {
             s.deletions
         ),
         Some(_) => " — no commits beyond the base yet".into(),
+        None if !std::path::Path::new(repo).is_dir() => {
+            " — its repository is not there; each Run's commits are as recorded when it ended"
+                .into()
+        }
+        None if runs > 0 => " — not in the repository".into(),
         None => " — not created yet".into(),
     }
 }

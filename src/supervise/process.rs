@@ -273,7 +273,13 @@ impl Executor for LocalExecutor {
     fn kill_leftovers(&self, agent: &HandleId) -> usize {
         // Whatever the agent left behind, in its group or reparented to us (we are a
         // subreaper), is below us now: count it, kill it, reap it.
-        let killed = kill_descendants();
+        let mut killed = kill_descendants();
+        // The kernel's children lists can miss a process while owl's threads come and go
+        // (proc(5): they hold only for stopped children). One still in the agent's group
+        // is found by a scan, then, and counted with the rest.
+        if sys::group_exists(agent.pid) {
+            killed += kill_until_none(|| sys::group_members(agent.pid));
+        }
         signal_group(agent.pid, Sig::KILL);
         killed
     }

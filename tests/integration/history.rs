@@ -123,6 +123,11 @@ fn show_counts_each_runs_commits_after_its_branch_is_rewritten_or_its_repository
     assert_eq!(env.show(&id)["runs"][0]["commits"], 1);
     let text = crate::support::show_text(&env, &id);
     assert!(text.contains("  commits: 1\n"), "{text}");
+    // Not "not created yet": the Run made it, in a repository that is gone.
+    assert!(
+        text.contains("its repository is not there; each Run's commits are as recorded"),
+        "{text}"
+    );
 }
 
 /// The fsyncs `owl ARGS` makes of files under the state dir, as strace sees them: each
