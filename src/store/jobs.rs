@@ -162,11 +162,7 @@ impl Store {
             params![],
             job_from_row,
         )?;
-        let index: std::collections::HashMap<String, usize> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id.clone(), i))
-            .collect();
+        let index = positions(jobs.iter().map(|j| j.id.as_str()));
         self.db.for_each(
             &format!(
                 "SELECT d.job_id, d.after_id FROM job_deps d JOIN jobs j ON j.id = d.job_id \
@@ -241,11 +237,7 @@ impl Store {
                 ))
             },
         )?;
-        let index: std::collections::HashMap<String, usize> = jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id.clone(), i))
-            .collect();
+        let index = positions(jobs.iter().map(|j| j.id.as_str()));
         for (job_id, after, state) in deps {
             if let Some(&i) = index.get(&job_id) {
                 jobs[i].after.push((after, state));
@@ -438,6 +430,11 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
 
 /// States as an SQL list: the words are owl's own, never input, so they are written into
 /// the statement (one statement per set of states, prepared once).
+/// Where each Job is in a list, by its id: for the rows of another table to find their Job.
+fn positions<'a>(ids: impl Iterator<Item = &'a str>) -> std::collections::HashMap<String, usize> {
+    ids.enumerate().map(|(i, id)| (id.to_string(), i)).collect()
+}
+
 fn state_list(states: &[JobState]) -> String {
     let words: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
     match words.is_empty() {

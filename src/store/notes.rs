@@ -1,6 +1,6 @@
 //! Per-Account notes that outlive a Run: "not logged in", an agent CLI owl cannot use, an outage's back-off.
 
-use super::engine::params;
+use super::engine::{params, Db};
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
@@ -217,7 +217,7 @@ impl Store {
     }
 
     /// Sets the Account's `notes` (columns, each with its value) in one write, flushed to
-    /// disk or not. The columns are all machine-local or none (see [`MACHINE_LOCAL`]).
+    /// disk or not; a machine-local one on this machine's row of a shared store.
     fn upsert_notes(
         &mut self,
         account: &str,
@@ -225,49 +225,51 @@ impl Store {
         now: DateTime<Utc>,
         flushed: bool,
     ) -> Result<()> {
-        let local = notes.iter().all(|(c, _)| MACHINE_LOCAL.contains(c));
-        debug_assert!(local || notes.iter().all(|(c, _)| !MACHINE_LOCAL.contains(c)));
-        let machine = self.local_machine().filter(|_| local).map(String::from);
-        // Bound as ?1 the Account, ?2 the time, then the machine's name on a shared store.
-        let (table, named, key) = match machine {
-            Some(_) => (
-                "machine_notes",
-                "account, updated_at, machine",
-                "account, machine",
-            ),
-            None => ("account_notes", "account, updated_at", "account"),
-        };
+        let machine = self.local_machine().map(String::from);
         let at = rfc3339(now);
-        let mut values: Vec<&dyn super::engine::ToParam> = vec![&account, &at];
-        values.extend(machine.iter().map(|m| m as &dyn super::engine::ToParam));
-        values.extend(notes.iter().map(|(_, v)| v as &dyn super::engine::ToParam));
-        let first = values.len() - notes.len() + 1;
-        let columns: Vec<&str> = notes.iter().map(|(c, _)| *c).collect();
-        let places: Vec<String> = (first..first + notes.len())
-            .map(|i| format!("?{i}"))
-            .collect();
-        let sets: Vec<String> = columns
-            .iter()
-            .zip(&places)
-            .map(|(c, p)| format!("{c} = {p}"))
-            .collect();
-        let sql = format!(
-            "INSERT INTO {table} ({named}, {}) VALUES ({}, {}) \
-             ON CONFLICT({key}) DO UPDATE SET {}, updated_at = ?2",
-            columns.join(", "),
-            (1..first)
-                .map(|i| format!("?{i}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            places.join(", "),
-            sets.join(", "),
-        );
-        let write = |tx: &super::engine::Db| tx.execute(&sql, &values).map(|_| ());
+        let write = |tx: &Db| {
+            for &(column, value) in notes {
+                let machine = machine
+                    .as_deref()
+                    .filter(|_| MACHINE_LOCAL.contains(&column));
+                upsert_one(tx, machine, account, column, value, &at)?;
+            }
+            Ok(())
+        };
         match flushed {
             true => self.write(write),
             false => self.write_unflushed(write),
         }
     }
+}
+
+/// Sets one column of the Account's note: on `machine`'s own row, or the shared one.
+fn upsert_one(
+    tx: &Db,
+    machine: Option<&str>,
+    account: &str,
+    column: &str,
+    value: Option<&str>,
+    at: &str,
+) -> Result<()> {
+    match machine {
+        Some(machine) => tx.execute(
+            &format!(
+                "INSERT INTO machine_notes (account, machine, {column}, updated_at) \
+                 VALUES (?1, ?4, ?2, ?3) ON CONFLICT(account, machine) DO UPDATE SET \
+                 {column} = ?2, updated_at = ?3"
+            ),
+            params![account, value, at, machine],
+        )?,
+        None => tx.execute(
+            &format!(
+                "INSERT INTO account_notes (account, {column}, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT(account) DO UPDATE SET {column} = ?2, updated_at = ?3"
+            ),
+            params![account, value, at],
+        )?,
+    };
+    Ok(())
 }
 
 /// What one machine learns of an Account that holds on it alone: its login there, its
