@@ -5,6 +5,7 @@
 #[macro_use]
 mod output;
 
+mod agent_settings;
 mod budget;
 mod clock;
 mod commands;

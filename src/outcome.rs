@@ -103,6 +103,8 @@ pub(crate) fn classify(f: &RunFacts) -> Classified {
             StopCause::DiskFull(_) => (RunOutcome::Failed, Cause::DiskFull),
             StopCause::LogWrite(_) => (RunOutcome::Failed, Cause::Stopped),
             StopCause::RateLimited(_) => (RunOutcome::RateLimited, Cause::RateLimited),
+            // What the Job's branch planted: the Job's doing.
+            StopCause::Unconfigured(_) => (RunOutcome::Interrupted, Cause::Job),
             StopCause::Ceiling { .. }
             | StopCause::ExtraUsage(_)
             | StopCause::Cancelled
@@ -244,6 +246,7 @@ pub(crate) fn next_job_state(a: &AfterRun) -> JobTransition {
             let reason = JobReason::Ceiling(crossing.clone());
             return to(JobState::Waiting, Some(reason), crossing.resets_at);
         }
+        Some(StopCause::Unconfigured(what)) => return blocked_by_unconfigured(what),
         Some(StopCause::ExtraUsage(credits)) => {
             let reason = JobReason::ExtraUsage(credits.clone());
             return to(
@@ -292,6 +295,20 @@ pub(crate) fn next_job_state(a: &AfterRun) -> JobTransition {
             let reason = JobReason::Handoff(problem.clone());
             wait_or_fail(to(JobState::Queued, Some(reason), None))
         }
+    }
+}
+
+/// A Job whose Run's CLI used what owl did not configure: blocked for a person, never run
+/// again on its own, since the next Run would start on the same files.
+fn blocked_by_unconfigured(what: &str) -> JobTransition {
+    let summary = format!(
+        "its Run was stopped: the agent CLI used what owl did not configure: {what}; look at \
+         the Job's branch (`owl show`), then `owl requeue` or cancel it"
+    );
+    JobTransition {
+        state: JobState::Blocked,
+        reason: Some(JobReason::Blocked { summary }),
+        not_before: None,
     }
 }
 

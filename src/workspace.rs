@@ -441,6 +441,9 @@ pub(crate) struct BranchSummary {
     pub(crate) files_changed: usize,
     pub(crate) insertions: usize,
     pub(crate) deletions: usize,
+    /// The agent CLIs' settings files the branch added, changed or removed: never read by
+    /// a Run's CLI, named so that whoever merges the branch knows.
+    pub(crate) settings_changed: Vec<String>,
 }
 
 /// Counts the commits on the Job's branch that its base does not have, and their diffstat.
@@ -477,11 +480,22 @@ pub(crate) fn branch_summary(job: &Job, runs: &[Run]) -> Result<Option<BranchSum
         Some(&mut options),
     )?;
     let stats = diff.stats()?;
+    let mut settings_changed: Vec<String> = diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .filter_map(|p| p.to_str())
+        .filter(|p| crate::agent_settings::is_settings_file(p))
+        .map(String::from)
+        .collect();
+    settings_changed.sort();
+    settings_changed.dedup();
     Ok(Some(BranchSummary {
         commits,
         files_changed: stats.files_changed(),
         insertions: stats.insertions(),
         deletions: stats.deletions(),
+        settings_changed,
     }))
 }
 

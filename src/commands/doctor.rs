@@ -280,10 +280,21 @@ fn agent_cli(
 /// Which Executor runs the Account's Runs, and whether it can.
 fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findings) {
     match account.executor {
-        crate::config::ExecutorKind::Local => found.note(format!(
-            "account {name}: executor local: the agent runs with your rights (see \
-             README, Sandbox)"
-        )),
+        crate::config::ExecutorKind::Local => {
+            found.note(format!(
+                "account {name}: executor local: the agent runs with your rights (see \
+                 README, Sandbox)"
+            ));
+            let runs_code = runs_the_projects_code(&ctx.config.defaults.allowed_tools);
+            if !runs_code.is_empty() {
+                found.note(format!(
+                    "account {name}: executor local: {} run the project's code, which the \
+                     agent writes, as you: the list of allowed tools is not a boundary here; \
+                     executor: sandbox is",
+                    runs_code.join(", ")
+                ));
+            }
+        }
         crate::config::ExecutorKind::Sandbox => {
             match crate::supervise::sandbox::check(&ctx.config.sandbox.command) {
                 Ok(()) => found.check(
@@ -298,6 +309,18 @@ fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findin
             }
         }
     }
+}
+
+/// The allowed tools that run code the agent can write: every shell command but git's
+/// own `add` and `commit` (which run only the repository's hooks, outside the worktree
+/// the agent edits). `Bash(cargo test:*)` runs build scripts and tests.
+fn runs_the_projects_code(allowed: &[String]) -> Vec<String> {
+    const GIT_ONLY: &[&str] = &["Bash(git add:*)", "Bash(git commit:*)"];
+    allowed
+        .iter()
+        .filter(|t| t.starts_with("Bash") && !GIT_ONLY.contains(&t.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// The state dir, its free space and the database.

@@ -148,6 +148,7 @@ fn readable(driver: &dyn Driver, line: &[u8], ran: Option<&str>) -> Option<Strin
             session_id,
             model,
             version,
+            ..
         }) => Some(format!(
             "[init] session {} model {} ({}{})",
             session_id.unwrap_or_default(),

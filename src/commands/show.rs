@@ -25,6 +25,9 @@ struct ShowJson<'a> {
     files_changed: Option<usize>,
     insertions: Option<usize>,
     deletions: Option<usize>,
+    /// The agent CLIs' settings files the branch changed since its base: no Run's CLI read
+    /// them (README: Sandbox).
+    settings_changed: Vec<String>,
     /// What all the Job's Runs cost together, and its caps.
     cost_usd: f64,
     max_budget_usd: Option<f64>,
@@ -197,6 +200,7 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
         files_changed: has.then_some(s.files_changed),
         insertions: has.then_some(s.insertions),
         deletions: has.then_some(s.deletions),
+        settings_changed: s.settings_changed,
         cost_usd: crate::model::total_cost(&shown.runs),
         max_budget_usd: job.max_budget_usd,
         max_job_budget_usd: job.max_job_budget_usd,
@@ -243,6 +247,9 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.branch,
         describe_summary(summary.as_ref(), &job.repo, runs.len())
     );
+    for path in summary.iter().flat_map(|s| &s.settings_changed) {
+        outln!("            {}", crate::agent_settings::not_applied(path));
+    }
     if own_clone {
         outln!(
             "  worktree: {} (the Job's own clone: a sandboxed Run works there, and its branch \

@@ -45,6 +45,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
             windows,
             limit,
             auth_status,
+            planted,
         ],
     )
 }
@@ -233,7 +234,12 @@ fn turn(command: &Path, record: Option<&Path>) -> Vec<Check> {
 }
 
 fn init_first(run: &Supervised) -> Check {
-    let init = run.lines.iter().find(|l| l["type"] != "control_response");
+    // 2.1.332 given `--settings` (owl's own layer) says `system/ui_invalidate` first: its
+    // interface's bookkeeping, no turn yet.
+    let init = run
+        .lines
+        .iter()
+        .find(|l| l["type"] != "control_response" && !is(l, "system", Some("ui_invalidate")));
     match init {
         Some(l) if is(l, "system", Some("init")) && l["session_id"].is_string() => Check::new(
             "the stream starts with system/init and a session id",
@@ -494,4 +500,133 @@ fn no_login(command: &Path, record: Option<&Path>) -> Vec<Check> {
             )
         },
     )
+}
+
+/// Settings files an agent can write, each planted where the CLI looks (the project's
+/// `.claude/settings.json` and `settings.local.json`, `.mcp.json`, the credential store's
+/// `settings.json`: hooks, a key helper, another endpoint, an MCP server), are not obeyed
+/// by a Run started with owl's command line; the repository's `CLAUDE.md` still reaches the
+/// model. A version that starts reading one of them again fails here.
+fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const OBEYS: &str = "settings files the agent can write are not obeyed";
+    const MEMORY: &str = "the repository's CLAUDE.md reaches the model";
+    let s = match scene("planted", vec![Reply::text("Done.")], true) {
+        Ok(s) => s,
+        Err(why) => return vec![Check::failed(OBEYS, why)],
+    };
+    let dir = &s.scratch.0;
+    if let Err(e) = plant_settings(dir) {
+        return vec![Check::failed(OBEYS, format!("planting the settings: {e}"))];
+    }
+    let run = match s.run(
+        command,
+        (tools(&[]), "Say hello."),
+        None,
+        StopWhen::Never,
+        record,
+    ) {
+        Ok(run) => run,
+        Err(why) => return vec![Check::failed(OBEYS, why)],
+    };
+    let marks: Vec<String> = std::fs::read_dir(dir.join("marks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let init = run.lines.iter().find(|l| is(l, "system", Some("init")));
+    let hooks = run
+        .lines
+        .iter()
+        .filter(|l| is(l, "system", Some("hook_started")))
+        .count();
+    let key = init.and_then(|l| l["apiKeySource"].as_str()).unwrap_or("?");
+    let servers = init.map_or(0, |l| l["mcp_servers"].as_array().map_or(0, Vec::len));
+    let calls = s.mock.calls();
+    let first = s.mock.requests.lock().map_or(String::new(), |r| {
+        r.first().map(Value::to_string).unwrap_or_default()
+    });
+    vec![
+        Check::new(
+            OBEYS,
+            marks.is_empty() && hooks == 0 && key == "none" && servers == 0 && calls == 1,
+            format!(
+                "ran: {}; hook lines {hooks}; apiKeySource {key}; MCP servers {servers}; \
+                 {calls} request(s) to the Account's endpoint",
+                if marks.is_empty() {
+                    "nothing planted".to_string()
+                } else {
+                    marks.join(", ")
+                }
+            ),
+        ),
+        Check::new(
+            MEMORY,
+            first.contains(PLANTED_MEMORY),
+            format!(
+                "the first request {} it",
+                if first.contains(PLANTED_MEMORY) {
+                    "carries"
+                } else {
+                    "lacks"
+                }
+            ),
+        ),
+    ]
+}
+
+/// What the scenario's `CLAUDE.md` says, found again in the model's request.
+const PLANTED_MEMORY: &str = "owl-conformance-claude-md: the repository's own instructions";
+
+/// Writes, in a scenario's scratch dir (the CLI's project and its credential store under
+/// it), every settings file the planted scenario must find ignored. Each planted command
+/// leaves a file under `marks/` named for what ran.
+fn plant_settings(dir: &Path) -> std::io::Result<()> {
+    let marks = dir.join("marks");
+    std::fs::create_dir_all(&marks)?;
+    let mark = |name: &str| format!("touch '{}'", marks.join(name).display());
+    let hooks = |from: &str| {
+        let mut hooks = serde_json::Map::new();
+        for event in ["SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"] {
+            let command = mark(&format!("{from}-{event}"));
+            hooks.insert(
+                event.into(),
+                json!([{"hooks": [{"type": "command", "command": command}]}]),
+            );
+        }
+        Value::Object(hooks)
+    };
+    let closed = "http://127.0.0.1:9";
+    let files = [
+        (
+            ".claude/settings.json",
+            json!({
+                "hooks": hooks("project"),
+                "apiKeyHelper": format!("{} && echo sk-ant-api03-PLANTED", mark("key-helper")),
+                "env": {"ANTHROPIC_BASE_URL": closed},
+            }),
+        ),
+        (
+            ".claude/settings.local.json",
+            json!({"hooks": hooks("local")}),
+        ),
+        (
+            ".mcp.json",
+            json!({"mcpServers": {"planted": {
+                "type": "stdio", "command": "sh", "args": ["-c", mark("mcp-server")]
+            }}}),
+        ),
+        (
+            "claude-config/settings.json",
+            json!({"hooks": hooks("store")}),
+        ),
+    ];
+    for (path, body) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, body.to_string())?;
+    }
+    std::fs::write(dir.join("CLAUDE.md"), format!("{PLANTED_MEMORY}\n"))
 }

@@ -124,18 +124,22 @@ impl Driver for ClaudeCode {
             args.push("--model".into());
             args.push(model.into());
         }
+        args.extend(settings_args());
         args.push("--append-system-prompt".into());
-        args.push(req.standing_instructions.into());
+        args.push(with_project_instructions(
+            req.standing_instructions,
+            req.cwd,
+        ));
         account_invocation(req.command, req.account, args)
     }
 
     fn probe_invocation(&self, command: &std::path::Path, account: &Account) -> Option<Invocation> {
         // No prompt is ever written, so the CLI makes no API call and spends nothing.
-        Some(account_invocation(
-            command,
-            account,
-            stream_json_args("dontAsk"),
-        ))
+        // It reads no settings the agent can write either: a planted SessionStart hook
+        // would otherwise run at every probe.
+        let mut args = stream_json_args("dontAsk");
+        args.extend(settings_args());
+        Some(account_invocation(command, account, args))
     }
 
     fn prompt_input(&self, prompt: &str) -> Vec<u8> {
@@ -260,7 +264,15 @@ impl Driver for ClaudeCode {
         Some(account_invocation(
             command,
             account,
-            vec!["auth".into(), "status".into(), "--json".into()],
+            // The login a Run will use: its settings are not read (a planted
+            // `apiKeyHelper` in the credential store would otherwise read as the login).
+            // The option goes before the subcommand, which refuses it.
+            vec![
+                "--setting-sources=".into(),
+                "auth".into(),
+                "status".into(),
+                "--json".into(),
+            ],
         ))
     }
 
@@ -273,6 +285,63 @@ impl Driver for ClaudeCode {
         })
     }
 }
+
+/// The settings a Run's CLI reads: none of the files the agent can write. No setting
+/// source is read (the project's `.claude/settings.json` and `settings.local.json`, the
+/// credential store's `settings.json`: the agent commits the first two and writes the
+/// third), no MCP server but the none owl names (`.mcp.json`, the servers kept in the
+/// credential store's `.claude.json`), and hooks are off whatever else supplies them. Only
+/// the machine's managed policy, which the user's root owns, still applies. Both values
+/// are given inline, so no file exists for the agent to replace; `--mcp-config` takes
+/// values until the next option, so an option always follows it.
+pub(crate) fn settings_args() -> Vec<String> {
+    [
+        "--setting-sources=",
+        "--settings",
+        OWL_SETTINGS,
+        "--strict-mcp-config",
+        "--mcp-config",
+        NO_MCP_SERVERS,
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The project's instruction files, which the CLI reads only with the project's setting
+/// source (2.1.332: `--setting-sources` governs `CLAUDE.md` too), relative to the worktree.
+const PROJECT_INSTRUCTIONS: &[&str] = &["CLAUDE.md", ".claude/CLAUDE.md"];
+
+/// The most of one instruction file a Run is given: the CLI itself warns past 40k
+/// characters.
+const INSTRUCTIONS_CAP: u64 = 64 * 1024;
+
+/// owl's standing instructions, then the repository's own instruction files as the CLI
+/// would have read them: they stay the repository's to give, though its settings do not.
+/// A file the agent replaced with a symlink, a FIFO or something too large is left out.
+fn with_project_instructions(standing: &str, worktree: &std::path::Path) -> String {
+    let mut text = standing.to_string();
+    for name in PROJECT_INSTRUCTIONS {
+        let Ok(body) = crate::untrusted::read_to_string(&worktree.join(name), INSTRUCTIONS_CAP)
+        else {
+            continue;
+        };
+        if body.trim().is_empty() {
+            continue;
+        }
+        text.push_str(&format!(
+            "\n\nThe repository's instructions ({name}), which owl gives you in place of the \
+             CLI:\n\n{}",
+            body.trim_end()
+        ));
+    }
+    text
+}
+
+/// The one settings layer a Run reads besides the machine's policy: no hook runs.
+pub(crate) const OWL_SETTINGS: &str = r#"{"disableAllHooks":true}"#;
+
+/// The MCP servers a Run may start: none.
+pub(crate) const NO_MCP_SERVERS: &str = r#"{"mcpServers":{}}"#;
 
 fn stream_json_args(permission_mode: &str) -> Vec<String> {
     [
@@ -370,6 +439,62 @@ mod tests {
         text.lines()
             .map(|l| ClaudeCode.parse_line(l.as_bytes()).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn what_a_planted_settings_file_made_the_cli_use_is_read_from_its_lines() {
+        // Recorded from 2.1.332 with a committed .claude/settings.json (a SessionStart hook,
+        // an apiKeyHelper) and .mcp.json, and owl's command line before it named its own
+        // settings (tests/fixtures/claude-code-2.1.332/SETTINGS.md).
+        let events = events_332("planted-obeyed");
+        let said: Vec<String> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Unconfigured(what) => Some(what.clone()),
+                AgentEvent::Init { unconfigured, .. } => Some(unconfigured.join("; ")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "a hook ran on SessionStart (SessionStart:startup)",
+                "a key from apiKeyHelper in place of the Account's login; an MCP server \
+                 'planted' (from project)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plain_runs_init_line_names_nothing_unconfigured() {
+        for name in [
+            "unified-windows-allowed",
+            "get-usage-shapes",
+            "overage-in-use",
+        ] {
+            let init = events_332(name)
+                .into_iter()
+                .find(|e| matches!(e, AgentEvent::Init { .. }))
+                .unwrap();
+            assert!(
+                matches!(&init, AgentEvent::Init { unconfigured, .. } if unconfigured.is_empty()),
+                "{name}: {init:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_repositorys_instruction_files_reach_the_run_after_owls_own() {
+        let worktree = tempfile::tempdir().unwrap();
+        std::fs::write(worktree.path().join("CLAUDE.md"), "Use tabs.\n").unwrap();
+        let text = with_project_instructions("owl's words", worktree.path());
+        assert!(text.starts_with("owl's words\n\nThe repository's instructions (CLAUDE.md)"));
+        assert!(text.ends_with("Use tabs."), "{text}");
+        // One the agent made a symlink (to a secret, say) is not read.
+        std::fs::create_dir(worktree.path().join(".claude")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", worktree.path().join(".claude/CLAUDE.md"))
+            .unwrap();
+        assert!(!with_project_instructions("x", worktree.path()).contains("root:"));
     }
 
     #[test]
@@ -857,6 +982,12 @@ mod tests {
                 "Bash(git add:*)",
                 "--model",
                 "claude-sonnet-4-5",
+                "--setting-sources=",
+                "--settings",
+                r#"{"disableAllHooks":true}"#,
+                "--strict-mcp-config",
+                "--mcp-config",
+                r#"{"mcpServers":{}}"#,
                 "--append-system-prompt",
                 "be good"
             ]

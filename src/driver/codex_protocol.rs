@@ -38,6 +38,7 @@ pub(crate) fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
             session_id: v["thread_id"].as_str().map(String::from),
             model: None,
             version: None,
+            unconfigured: Vec::new(),
         },
         "item.completed" if item["type"] == "agent_message" => AgentEvent::Assistant {
             summary: crate::text::truncate(item["text"].as_str().unwrap_or(""), 120),

@@ -10,7 +10,12 @@ pub(crate) enum AgentEvent {
         session_id: Option<String>,
         model: Option<String>,
         version: Option<String>,
+        /// What the CLI says it took from somewhere owl did not configure: a key other
+        /// than the Account's login, an MCP server, a plugin; empty: nothing.
+        unconfigured: Vec<String>,
     },
+    /// The CLI ran something owl did not configure (a hook), in words.
+    Unconfigured(String),
     /// The model said something or asked for a tool. `synthetic`: the CLI wrote it itself
     /// because the model could not be reached; `error` is the CLI's word for why
     /// (`authentication_failed`, `server_error`, `rate_limit`, `unknown`).
@@ -83,6 +88,7 @@ impl AgentEvent {
                 info.window.as_deref().unwrap_or("unknown window")
             ),
             AgentEvent::Usage { source, .. } => format!("utilization ({source})"),
+            AgentEvent::Unconfigured(what) => format!("unconfigured: {what}"),
             AgentEvent::ControlResponse { request_id, .. } => {
                 format!("control response {request_id}")
             }

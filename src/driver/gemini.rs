@@ -168,6 +168,7 @@ impl Driver for GeminiCli {
                 session_id: text("session_id"),
                 model: text("model"),
                 version: None,
+                unconfigured: Vec::new(),
             },
             "message" if v["role"] == "assistant" => AgentEvent::Assistant {
                 summary: crate::text::truncate(v["content"].as_str().unwrap_or(""), 120),

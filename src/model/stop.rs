@@ -23,6 +23,9 @@ pub(crate) enum StopCause {
     /// Its supervisor lost the Run's lease on a shared store (another machine recorded it
     /// lost, or the store could not be reached to renew it before it expired).
     LeaseLost(String),
+    /// The agent CLI used what owl did not configure (a key helper, an MCP server, a hook:
+    /// a settings file the agent could write); the Job is blocked for a person.
+    Unconfigured(String),
 }
 
 /// The kind of a [`StopCause`], as stored with the Run.
@@ -39,10 +42,11 @@ pub(crate) enum StopKind {
     DiskFull,
     LogWrite,
     LeaseLost,
+    Unconfigured,
 }
 
 impl StopKind {
-    pub(crate) const ALL: [StopKind; 10] = [
+    pub(crate) const ALL: [StopKind; 11] = [
         StopKind::Ceiling,
         StopKind::RateLimited,
         StopKind::ExtraUsage,
@@ -53,6 +57,7 @@ impl StopKind {
         StopKind::DiskFull,
         StopKind::LogWrite,
         StopKind::LeaseLost,
+        StopKind::Unconfigured,
     ];
 
     /// The name stored.
@@ -68,6 +73,7 @@ impl StopKind {
             StopKind::DiskFull => "disk_full",
             StopKind::LogWrite => "log_write",
             StopKind::LeaseLost => "lease_lost",
+            StopKind::Unconfigured => "unconfigured",
         }
     }
 }
@@ -93,6 +99,7 @@ impl StopCause {
             StopCause::DiskFull(_) => StopKind::DiskFull,
             StopCause::LogWrite(_) => StopKind::LogWrite,
             StopCause::LeaseLost(_) => StopKind::LeaseLost,
+            StopCause::Unconfigured(_) => StopKind::Unconfigured,
         }
     }
 
@@ -109,6 +116,9 @@ impl StopCause {
             StopCause::DiskFull(e) => format!("disk full: writing the log: {e}"),
             StopCause::LogWrite(e) => format!("writing the log: {e}"),
             StopCause::LeaseLost(why) => format!("lease lost: {why}"),
+            StopCause::Unconfigured(what) => {
+                format!("unconfigured: the agent CLI used what owl did not configure: {what}")
+            }
         }
     }
 }

@@ -291,6 +291,9 @@ impl Machine {
         self.last_output = now;
         self.report.lines += 1;
         self.note(ev);
+        if let Some(what) = unconfigured(ev) {
+            self.begin_stop(StopCause::Unconfigured(what), now, out);
+        }
         let api_response = matches!(ev, AgentEvent::Assistant { .. } | AgentEvent::RateLimit(_));
         if api_response && self.polls == 0 && self.next_poll.is_none() {
             self.next_poll = self.limits.usage_poll_interval.map(|_| now);
@@ -300,7 +303,20 @@ impl Machine {
             self.settled(now, out);
         }
     }
+}
 
+/// What the line says the CLI used that owl did not configure, in words; `None`: nothing.
+fn unconfigured(ev: &AgentEvent) -> Option<String> {
+    match ev {
+        AgentEvent::Init { unconfigured, .. } if !unconfigured.is_empty() => {
+            Some(unconfigured.join(", "))
+        }
+        AgentEvent::Unconfigured(what) => Some(what.clone()),
+        _ => None,
+    }
+}
+
+impl Machine {
     /// Figures learned beside stdout: a full Window's reset kept; the next ask waits a full
     /// interval, since figures arrive without being asked.
     fn on_figures(&mut self, windows: &[crate::driver::WindowUsage], now: Instant) {
@@ -455,7 +471,9 @@ impl Machine {
         tracing::info!(agent = %self.agent, "stopping the run: {}", cause.reason());
         // A lost lease stops the agent at once: another machine may start on the Account
         // the moment the lease runs out, and an interrupt's answer could take longer.
-        let at_once = matches!(cause, StopCause::LeaseLost(_));
+        // So does a CLI that uses what owl did not configure: what it took from a planted
+        // file (a hook, a server, a key) must not go on running.
+        let at_once = matches!(cause, StopCause::LeaseLost(_) | StopCause::Unconfigured(_));
         self.report.stop = Some(cause);
         if self.stage != Stage::Running {
             return;

@@ -115,7 +115,15 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--peak-rss-into") {
         peak_rss_of(Path::new(&args[2]), &args[3..]);
     }
-    let auth_status = args.get(1..3) == Some(&["auth".to_string(), "status".to_string()][..]);
+    // Options before the subcommand (owl's `--setting-sources=`) are the CLI's, as the
+    // real one takes them.
+    let subcommand = args
+        .iter()
+        .skip(1)
+        .position(|a| !a.starts_with("--setting-sources"))
+        .map_or(args.len(), |i| i + 1);
+    let auth_status = args.get(subcommand..subcommand + 2)
+        == Some(&["auth".to_string(), "status".to_string()][..]);
     if auth_status || args.iter().any(|a| a == "--version") {
         // Where a helper call started: owl starts none in the caller's directory.
         if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {

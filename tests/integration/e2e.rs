@@ -27,13 +27,13 @@ pub fn real_claude() -> PathBuf {
     }
 }
 
-struct E2e {
-    env: TestEnv,
-    mock: MockApi,
+pub struct E2e {
+    pub env: TestEnv,
+    pub mock: MockApi,
 }
 
 /// A test env whose Account `work` is the real CLI on a fake plan login pointed at the mock.
-fn e2e(limits: &str) -> E2e {
+pub fn e2e(limits: &str) -> E2e {
     e2e_with_login(limits, true)
 }
 
@@ -54,7 +54,7 @@ drivers:
   claude-code:
     command: {claude}
 defaults:
-  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sleep:*)", "Bash(tail:*)"]
+  allowedTools: [Read, Write, Edit, "Bash(git add:*)", "Bash(git commit:*)", "Bash(sleep:*)", "Bash(tail:*)", "Bash(sh build.sh)"]
 accounts:
   work:
     credentialStore: {creds}

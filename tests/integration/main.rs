@@ -24,6 +24,7 @@ mod morning;
 mod night;
 mod notify;
 mod output;
+mod planted;
 mod report;
 mod sandbox;
 mod several;

@@ -95,6 +95,38 @@ pub(super) fn parse_line(line: &[u8]) -> Result<AgentEvent, LineError> {
     }
 }
 
+/// What the init line says the CLI took from somewhere owl did not configure. owl gives a
+/// Run no key helper, no MCP server and no plugin beyond the CLI's built-in ones
+/// (`--setting-sources=`, `--strict-mcp-config`): any of them came from a file the agent
+/// could write. `apiKeySource` is `none` on a plan login and names the variable on a key
+/// the Account's `env` sets; only a helper comes from a settings file.
+fn unconfigured_at_init(v: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(source @ "apiKeyHelper") = str_at(v, "apiKeySource") {
+        found.push(format!(
+            "a key from {source} in place of the Account's login"
+        ));
+    }
+    for server in v["mcp_servers"].as_array().into_iter().flatten() {
+        found.push(format!(
+            "an MCP server '{}' (from {})",
+            str_at(server, "name").unwrap_or("unnamed"),
+            str_at(server, "source").unwrap_or("an unnamed source"),
+        ));
+    }
+    for plugin in v["plugins"].as_array().into_iter().flatten() {
+        let source = str_at(plugin, "source").unwrap_or("");
+        if !source.ends_with("@builtin") {
+            found.push(format!(
+                "a plugin '{}' (from {})",
+                str_at(plugin, "name").unwrap_or("unnamed"),
+                str_at(plugin, "path").unwrap_or("an unnamed place"),
+            ));
+        }
+    }
+    found
+}
+
 /// Any line, through a `serde_json::Value`.
 pub(super) fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
     let v: Value = serde_json::from_str(text).map_err(|e| LineError::NotJson(e.to_string()))?;
@@ -107,7 +139,13 @@ pub(super) fn parse_general(text: &str) -> Result<AgentEvent, LineError> {
             session_id: string_at(&v, "session_id"),
             model: string_at(&v, "model"),
             version: string_at(&v, "claude_code_version"),
+            unconfigured: unconfigured_at_init(&v),
         },
+        ("system", Some("hook_started")) => AgentEvent::Unconfigured(format!(
+            "a hook ran on {} ({})",
+            str_at(&v, "hook_event").unwrap_or("an unnamed event"),
+            str_at(&v, "hook_name").unwrap_or("unnamed"),
+        )),
         ("system", Some("api_retry")) => AgentEvent::ApiRetry {
             attempt: v.get("attempt").and_then(Value::as_i64).unwrap_or(0),
             max_retries: v.get("max_retries").and_then(Value::as_i64).unwrap_or(0),
