@@ -363,3 +363,32 @@ fn doctor_says_the_tool_list_is_no_boundary_for_the_local_executor() {
     );
     assert!(!said.contains("Bash(git commit:*) run"), "{said}");
 }
+
+#[test]
+fn doctor_says_which_drivers_runs_still_read_settings_the_agent_can_write() {
+    let env = crate::support::TestEnv::new();
+    let fake = env!("CARGO_BIN_EXE_owl-fake-agent");
+    let creds = |name: &str| env.dir.path().join(name).display().to_string();
+    env.write_config(&format!(
+        "  gemini:\n    command: {fake}\n  codex:\n    command: {fake}\naccounts:\n  work:\n    \
+         credentialStore: {}\n  flash:\n    driver: gemini\n    credentialStore: {}\n  gpt:\n    \
+         driver: codex\n    credentialStore: {}\n",
+        creds("creds"),
+        creds("flash"),
+        creds("gpt"),
+    ));
+    let out = env.owl().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    for account in ["flash", "gpt"] {
+        assert!(
+            said.contains(&format!(
+                "account {account}: its Runs still read settings the agent can write"
+            )),
+            "{account}: {said}"
+        );
+    }
+    assert!(
+        !said.contains("account work: its Runs still read settings"),
+        "{said}"
+    );
+}
