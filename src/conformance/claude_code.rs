@@ -582,8 +582,16 @@ const PLANTED_MEMORY: &str = "owl-conformance-claude-md: the repository's own in
 /// it), every settings file the planted scenario must find ignored. Each planted command
 /// leaves a file under `marks/` named for what ran.
 fn plant_settings(dir: &Path) -> std::io::Result<()> {
+    // Never `create_dir_all`: a stop signal removes the scratch dir while this runs, and
+    // a recursive create would make it again after the cleanup, left behind.
+    let subdir = |name: &str| match std::fs::create_dir(dir.join(name)) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        made => made,
+    };
+    for name in ["marks", ".claude", "claude-config"] {
+        subdir(name)?;
+    }
     let marks = dir.join("marks");
-    std::fs::create_dir_all(&marks)?;
     let mark = |name: &str| format!("touch '{}'", marks.join(name).display());
     let hooks = |from: &str| {
         let mut hooks = serde_json::Map::new();
@@ -622,11 +630,7 @@ fn plant_settings(dir: &Path) -> std::io::Result<()> {
         ),
     ];
     for (path, body) in files {
-        let path = dir.join(path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, body.to_string())?;
+        std::fs::write(dir.join(path), body.to_string())?;
     }
     std::fs::write(dir.join("CLAUDE.md"), format!("{PLANTED_MEMORY}\n"))
 }
