@@ -316,15 +316,8 @@ fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findin
 /// settings file (README: What a Run plants); Gemini's and Codex's Runs are not yet kept
 /// from theirs, and doctor says so rather than let the README's promise be read as theirs.
 fn settings_finding(name: &str, account: &Account, found: &mut Findings) {
-    let files = match account.driver {
-        crate::config::DriverKind::ClaudeCode => return,
-        crate::config::DriverKind::Gemini => {
-            "the worktree's .gemini/settings.json and .env, and the credential store's \
-             .gemini/settings.json"
-        }
-        crate::config::DriverKind::Codex => {
-            "the credential store's config.toml and hooks.json, and a trusted project's .codex/"
-        }
+    let Some(files) = driver::for_kind(account.driver).settings_still_read() else {
+        return;
     };
     found.note(format!(
         "account {name}: its Runs still read settings the agent can write ({files}: hooks, MCP \

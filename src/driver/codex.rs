@@ -143,6 +143,10 @@ impl Driver for Codex {
         Ok(version.to_string())
     }
 
+    fn settings_still_read(&self) -> Option<&'static str> {
+        Some("the credential store's config.toml and hooks.json, and a trusted project's .codex/")
+    }
+
     fn invocation(&self, req: &RunRequest) -> Invocation {
         // The strictest sandbox that still lets a commit land: the worktree and the git
         // directories writable, nothing else (PROTOCOL.md §4); `exec` never asks for

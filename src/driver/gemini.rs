@@ -66,6 +66,13 @@ impl Driver for GeminiCli {
         Ok(line.to_string())
     }
 
+    fn settings_still_read(&self) -> Option<&'static str> {
+        Some(
+            "the worktree's .gemini/settings.json and .env, and the credential store's \
+             .gemini/settings.json",
+        )
+    }
+
     fn invocation(&self, req: &RunRequest) -> Invocation {
         let policy = req.files_dir.join(POLICY_FILE);
         // No system prompt of its own to append to: owl's standing instructions lead. The

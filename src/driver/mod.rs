@@ -193,6 +193,12 @@ pub(crate) trait Driver: Send + Sync {
     /// What this agent can do, with any login.
     fn capabilities(&self) -> Capabilities;
 
+    /// The settings files the agent can write that a Run of this CLI still reads, in words;
+    /// `None`: its Runs read none (README: What a Run plants).
+    fn settings_still_read(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The command that makes the CLI print its version, in the Account's environment
     /// (scrubbed like every other process owl starts).
     fn version_invocation(&self, command: &std::path::Path, account: &Account) -> Invocation;
