@@ -126,9 +126,10 @@ impl Driver for ClaudeCode {
         }
         args.extend(settings_args());
         args.push("--append-system-prompt".into());
-        args.push(with_project_instructions(
+        args.push(super::with_instruction_files(
             req.standing_instructions,
             req.cwd,
+            PROJECT_INSTRUCTIONS,
         ));
         account_invocation(req.command, req.account, args)
     }
@@ -311,32 +312,6 @@ pub(crate) fn settings_args() -> Vec<String> {
 /// source (2.1.332: `--setting-sources` governs `CLAUDE.md` too), relative to the worktree.
 const PROJECT_INSTRUCTIONS: &[&str] = &["CLAUDE.md", ".claude/CLAUDE.md"];
 
-/// The most of one instruction file a Run is given: the CLI itself warns past 40k
-/// characters.
-const INSTRUCTIONS_CAP: u64 = 64 * 1024;
-
-/// owl's standing instructions, then the repository's own instruction files as the CLI
-/// would have read them: they stay the repository's to give, though its settings do not.
-/// A file the agent replaced with a symlink, a FIFO or something too large is left out.
-fn with_project_instructions(standing: &str, worktree: &std::path::Path) -> String {
-    let mut text = standing.to_string();
-    for name in PROJECT_INSTRUCTIONS {
-        let Ok(body) = crate::untrusted::read_to_string(&worktree.join(name), INSTRUCTIONS_CAP)
-        else {
-            continue;
-        };
-        if body.trim().is_empty() {
-            continue;
-        }
-        text.push_str(&format!(
-            "\n\nThe repository's instructions ({name}), which owl gives you in place of the \
-             CLI:\n\n{}",
-            body.trim_end()
-        ));
-    }
-    text
-}
-
 /// The one settings layer a Run reads besides the machine's policy: no hook runs.
 pub(crate) const OWL_SETTINGS: &str = r#"{"disableAllHooks":true}"#;
 
@@ -487,14 +462,20 @@ mod tests {
     fn the_repositorys_instruction_files_reach_the_run_after_owls_own() {
         let worktree = tempfile::tempdir().unwrap();
         std::fs::write(worktree.path().join("CLAUDE.md"), "Use tabs.\n").unwrap();
-        let text = with_project_instructions("owl's words", worktree.path());
+        let text = crate::driver::with_instruction_files(
+            "owl's words",
+            worktree.path(),
+            PROJECT_INSTRUCTIONS,
+        );
         assert!(text.starts_with("owl's words\n\nThe repository's instructions (CLAUDE.md)"));
         assert!(text.ends_with("Use tabs."), "{text}");
         // One the agent made a symlink (to a secret, say) is not read.
         std::fs::create_dir(worktree.path().join(".claude")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", worktree.path().join(".claude/CLAUDE.md"))
             .unwrap();
-        assert!(!with_project_instructions("x", worktree.path()).contains("root:"));
+        let text =
+            crate::driver::with_instruction_files("x", worktree.path(), PROJECT_INSTRUCTIONS);
+        assert!(!text.contains("root:"));
     }
 
     #[test]

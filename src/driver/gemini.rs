@@ -9,6 +9,8 @@ use super::{
 use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
+mod home;
+
 pub(crate) struct GeminiCli;
 
 /// The versions owl is tested against: 0.61.x (recorded on 0.61.0).
@@ -66,19 +68,16 @@ impl Driver for GeminiCli {
         Ok(line.to_string())
     }
 
-    fn settings_still_read(&self) -> Option<&'static str> {
-        Some(
-            "the worktree's .gemini/settings.json and .env, and the credential store's \
-             .gemini/settings.json",
-        )
-    }
-
     fn invocation(&self, req: &RunRequest) -> Invocation {
         let policy = req.files_dir.join(POLICY_FILE);
         // No system prompt of its own to append to: owl's standing instructions lead. The
         // prompt goes in argv, and owl closes stdin at once (the default, empty
         // `prompt_input`): the CLI reads a piped stdin as more prompt.
-        let prompt = format!("{}\n\n---\n\n{}", req.standing_instructions, req.prompt);
+        // GEMINI.md, which the CLI skips in the untrusted worktree a Run starts in, follows
+        // owl's own words.
+        let standing =
+            super::with_instruction_files(req.standing_instructions, req.cwd, &["GEMINI.md"]);
+        let prompt = format!("{standing}\n\n---\n\n{}", req.prompt);
         let mut args = vec![
             "-p".to_string(),
             prompt,
@@ -93,6 +92,21 @@ impl Driver for GeminiCli {
         }
         let mut inv = account_invocation(req.command, req.account, args);
         inv.files.push((policy, policy_toml(req.allowed_tools)));
+        // A home of the Run's own, and the worktree untrusted: the CLI reads no settings
+        // file the agent can write (README: What a Run plants). Set last, over the
+        // Account's `env`.
+        let home = home::run_home(req.account, req.files_dir);
+        inv.env_set.extend([
+            (
+                "GEMINI_CLI_HOME".to_string(),
+                home.dir.display().to_string(),
+            ),
+            (
+                "GEMINI_CLI_TRUST_WORKSPACE".to_string(),
+                "false".to_string(),
+            ),
+        ]);
+        inv.files.extend(home.files);
         inv
     }
 

@@ -447,6 +447,38 @@ pub(crate) fn account_command(
     }
 }
 
+/// The most of one instruction file a Run is given: the CLI itself warns past 40k
+/// characters.
+const INSTRUCTIONS_CAP: u64 = 64 * 1024;
+
+/// owl's standing instructions, then the repository's own instruction files (`names`,
+/// relative to the worktree) as the CLI would have read them, for a CLI that skips them
+/// when it reads no project settings: they stay the repository's to give, though its
+/// settings do not.
+/// A file the agent replaced with a symlink, a FIFO or something too large is left out.
+pub(super) fn with_instruction_files(
+    standing: &str,
+    worktree: &std::path::Path,
+    names: &[&str],
+) -> String {
+    let mut text = standing.to_string();
+    for name in names {
+        let Ok(body) = crate::untrusted::read_to_string(&worktree.join(name), INSTRUCTIONS_CAP)
+        else {
+            continue;
+        };
+        if body.trim().is_empty() {
+            continue;
+        }
+        text.push_str(&format!(
+            "\n\nThe repository's instructions ({name}), which owl gives you in place of the \
+             CLI:\n\n{}",
+            body.trim_end()
+        ));
+    }
+    text
+}
+
 /// The lines of a transcript recorded from a real CLI (`tests/fixtures/<cli>/<name>`), for
 /// unit tests that replay them.
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub fn write_gemini_home(home: &std::path::Path) {
 }
 
 /// A test env whose Account `flash` is the real Gemini CLI on a fake API key at the mock.
-fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
+pub fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
     let env = TestEnv::new();
     let mock = MockGemini::start().unwrap();
     let home = env.dir.path().join("gemini-home");

@@ -365,7 +365,7 @@ fn doctor_says_the_tool_list_is_no_boundary_for_the_local_executor() {
 }
 
 #[test]
-fn doctor_says_which_drivers_runs_still_read_settings_the_agent_can_write() {
+fn doctor_says_which_drivers_runs_still_read_settings_the_agent_can_write_codex_alone() {
     let env = crate::support::TestEnv::new();
     let fake = env!("CARGO_BIN_EXE_owl-fake-agent");
     let creds = |name: &str| env.dir.path().join(name).display().to_string();
@@ -379,16 +379,174 @@ fn doctor_says_which_drivers_runs_still_read_settings_the_agent_can_write() {
     ));
     let out = env.owl().arg("doctor").output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    for account in ["flash", "gpt"] {
+    assert!(
+        said.contains("account gpt: its Runs still read settings the agent can write"),
+        "{said}"
+    );
+    for account in ["work", "flash"] {
         assert!(
-            said.contains(&format!(
-                "account {account}: its Runs still read settings the agent can write"
-            )),
+            !said.contains(&format!("account {account}: its Runs still read settings")),
             "{account}: {said}"
         );
     }
-    assert!(
-        !said.contains("account work: its Runs still read settings"),
-        "{said}"
+}
+
+/// A Gemini settings file whose hooks, on every event a headless Run passes, each leave
+/// a mark, with an MCP server and a tool discovery command that leave theirs.
+fn gemini_settings_leaving_marks(dir: &Path, from: &str) -> Value {
+    let mut hooks = serde_json::Map::new();
+    for event in [
+        "SessionStart",
+        "BeforeAgent",
+        "BeforeModel",
+        "BeforeTool",
+        "AfterTool",
+        "AfterAgent",
+        "SessionEnd",
+    ] {
+        let command = mark(dir, &format!("{from}-{event}"));
+        hooks.insert(
+            event.into(),
+            json!([{"matcher": "*", "hooks": [{"name": event, "type": "command", "command": command}]}]),
+        );
+    }
+    json!({
+        "hooks": hooks,
+        "hooksConfig": {"enabled": true},
+        "mcpServers": {"planted": {"command": "sh", "args": ["-c", format!("{}; exec sleep 30", mark(dir, &format!("{from}-mcp-server")))]}},
+        "tools": {"discoveryCommand": discovery_script(dir, from)},
+    })
+}
+
+/// An executable beside the marks that leaves one and lists no tool, as a tool discovery
+/// command must (the CLI runs it without a shell).
+fn discovery_script(dir: &Path, from: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.with_file_name(format!("discover-{from}.sh"));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\n{}\necho '[]'\n",
+            mark(dir, &format!("{from}-discovery"))
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// One turn of the Gemini mock that passes through a tool.
+fn gemini_turn(env: &crate::support::TestEnv, id: &str) -> Vec<owl::mock::gemini::Step> {
+    use owl::mock::gemini::Step;
+    let wt = env.state.join("worktrees").join(id);
+    vec![
+        Step {
+            call: Some(json!({"name": "read_file", "args": {"file_path": wt.join("README.md")}})),
+            ..Step::text("Reading.")
+        },
+        Step::text("Read it."),
+    ]
+}
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_the_projects_settings_are_not_obeyed_and_its_gemini_md_is() {
+    let (env, mock) = crate::gemini::gemini_env("");
+    let dir = marks(&env);
+    commit_in_repo(
+        &env.repo,
+        &[
+            (
+                ".gemini/settings.json",
+                gemini_settings_leaving_marks(&dir, "project").to_string(),
+            ),
+            (
+                "GEMINI.md",
+                "owl-test-gemini-md: the repository's own words\n".to_string(),
+            ),
+        ],
+    );
+    let id = env.add("Read the README.");
+    mock.script(gemini_turn(&env, &id));
+    let tick = env.tick();
+    assert_eq!(
+        left(&dir),
+        Vec::<String>::new(),
+        "a planted setting was obeyed: {tick}"
+    );
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    // The repository's instruction file still reaches the model.
+    let first = mock.requests.lock().unwrap()[0].to_string();
+    assert!(first.contains("owl-test-gemini-md"), "{first}");
+}
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_the_credential_stores_settings_do_not_steer_a_run() {
+    let (env, mock) = crate::gemini::gemini_env("");
+    let dir = marks(&env);
+    // The store as the user left it (the login it chooses), with what an agent added.
+    let settings = env.dir.path().join("gemini-home/.gemini/settings.json");
+    let mut kept: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    for (k, v) in gemini_settings_leaving_marks(&dir, "store")
+        .as_object()
+        .unwrap()
+    {
+        kept[k] = v.clone();
+    }
+    std::fs::write(&settings, kept.to_string()).unwrap();
+    let id = env.add("Read the README.");
+    mock.script(gemini_turn(&env, &id));
+    let tick = env.tick();
+    assert_eq!(
+        left(&dir),
+        Vec::<String>::new(),
+        "a planted setting was obeyed: {tick}"
+    );
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+}
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_a_planted_env_file_names_no_endpoint() {
+    // A redirected Run reaches the planted endpoint within seconds; one that is not waits
+    // on Google's unreachable one until its maxRunTime.
+    let (env, _mock) = crate::gemini::gemini_env("");
+    let config = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace("defaults:\n", "defaults:\n  maxRunTime: 15s\n");
+    std::fs::write(&env.config, config).unwrap();
+    // An Account on Google's own endpoint (its `env` names none), as most are.
+    let config = std::fs::read_to_string(&env.config).unwrap();
+    let config: String = config
+        .lines()
+        .map(|l| {
+            // Google's endpoint is out of reach here: a closed proxy fails it at once,
+            // and loopback (where a planted endpoint would be) goes around it.
+            if l.contains("GOOGLE_GEMINI_BASE_URL") {
+                "      HTTPS_PROXY: http://127.0.0.1:9\n      NO_PROXY: 127.0.0.1\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&env.config, config).unwrap();
+    let elsewhere = owl::mock::gemini::MockGemini::start().unwrap();
+    elsewhere.script(vec![owl::mock::gemini::Step::text("Redirected.")]);
+    commit_in_repo(
+        &env.repo,
+        &[(
+            ".env",
+            format!("GOOGLE_GEMINI_BASE_URL={}\n", elsewhere.base_url()),
+        )],
+    );
+    env.add("Say hello.");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    assert_eq!(
+        elsewhere.calls(),
+        0,
+        "the key went to the planted endpoint: {tick}"
     );
 }
