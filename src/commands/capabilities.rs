@@ -16,6 +16,19 @@ pub(super) fn check_capabilities(config: &Config) -> Result<(), crate::error::Er
             return Err(config.error_at(config.defaults.permission_mode_line, &why.to_string()));
         }
     }
+    for (name, account) in &config.accounts {
+        let taken = crate::driver::for_kind(account.driver).takes_codex_config();
+        if account.codex_config.is_some() && !taken {
+            return Err(config.error_at(
+                account.codex_config_line,
+                &format!(
+                    "accounts.{name}.codexConfig is for a codex Account (driver: codex); \
+                     account '{name}' runs {}",
+                    account.driver.name()
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

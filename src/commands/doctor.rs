@@ -151,7 +151,6 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
         found,
     );
     executor_finding(ctx, name, account, found);
-    settings_finding(name, account, found);
     if !account.env.is_empty() {
         let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();
         found.check(
@@ -310,20 +309,6 @@ fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findin
             }
         }
     }
-}
-
-/// What an Account's Runs still read that the agent can write: Claude Code reads no
-/// settings file (README: What a Run plants); Gemini's and Codex's Runs are not yet kept
-/// from theirs, and doctor says so rather than let the README's promise be read as theirs.
-fn settings_finding(name: &str, account: &Account, found: &mut Findings) {
-    let Some(files) = driver::for_kind(account.driver).settings_still_read() else {
-        return;
-    };
-    found.note(format!(
-        "account {name}: its Runs still read settings the agent can write ({files}: hooks, MCP \
-         servers, an endpoint); owl does not yet keep them from a Run (docs/reliability.md, \
-         What a Run plants)"
-    ));
 }
 
 /// The allowed tools that run code the agent can write: every shell command but git's

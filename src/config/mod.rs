@@ -22,6 +22,7 @@ pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error}
 pub(crate) use units::{format_duration, parse_duration, DEFAULT_MIN_FREE_SPACE};
 use units::{ser_duration, ser_opt_duration, ser_size};
 
+mod codex_config;
 mod drivers;
 mod limits;
 mod store;
@@ -400,6 +401,14 @@ pub(crate) struct Account {
     #[serde(serialize_with = "ser_duration")]
     pub(crate) backoff: Duration,
     pub(crate) executor: ExecutorKind,
+    /// A codex Account's configuration for its Runs (`codexConfig:`), which owl gives the
+    /// CLI on its command line: a Run does not read the credential store's `config.toml`,
+    /// which the agent can write. A mapping of TOML keys; `None`: Codex's defaults.
+    #[serde(serialize_with = "codex_config::serialize")]
+    pub(crate) codex_config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The line of its `codexConfig:` key, for the Driver's refusal of it.
+    #[serde(skip)]
+    pub(crate) codex_config_line: Option<usize>,
     /// The line of its `limits:` key, for an error a layer above finds in it.
     #[serde(skip)]
     pub(crate) limits_line: Option<usize>,
@@ -421,6 +430,8 @@ impl Account {
             morning: None,
             backoff: DEFAULT_BACKOFF,
             executor: ExecutorKind::Local,
+            codex_config: None,
+            codex_config_line: None,
             limits_line: None,
         }
     }

@@ -123,6 +123,8 @@ pub(super) struct RawAccount {
     #[serde(default, deserialize_with = "de_time_of_day")]
     pub(super) morning: Option<chrono::NaiveTime>,
     pub(super) executor: Option<super::ExecutorKind>,
+    /// A codex Account's configuration for its Runs, in place of `$CODEX_HOME/config.toml`.
+    pub(super) codex_config: Option<serde_json::Value>,
 }
 
 /// `drivers:`, by each Driver's name; a name no Driver has is refused in validation.

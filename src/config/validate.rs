@@ -10,14 +10,14 @@ use super::units::format_duration;
 use super::*;
 use crate::error::Error;
 /// Where in the file a value stands: every refusal names its line.
-struct Place<'a> {
+pub(super) struct Place<'a> {
     positions: &'a Positions,
     source: &'a str,
 }
 
 impl Place<'_> {
     /// An error about the value of `path` (`defaults.maxRuns`), on its line.
-    fn at(&self, path: &str, msg: String) -> Error {
+    pub(super) fn at(&self, path: &str, msg: String) -> Error {
         let line = self
             .positions
             .value_line(path)
@@ -295,7 +295,10 @@ fn accounts(
                 ),
             ));
         }
+        let codex_config = codex_config::validate(&name, acc.codex_config, place)?;
         let account = Account {
+            codex_config,
+            codex_config_line: place.positions.key_line(&format!("{here}.codexConfig")),
             driver: acc.driver.unwrap_or_default(),
             credential_store,
             env: default_env.merged_with(acc.env),

@@ -72,7 +72,12 @@ impl Bench {
             env.insert(format!("{key}_NAME"), "owl conformance".into());
             env.insert(format!("{key}_EMAIL"), "owl@example.com".into());
         }
-        let account = Account::local(DriverKind::Codex, Some(home), Env(env));
+        let mut account = Account::local(DriverKind::Codex, Some(home), Env(env));
+        // As a user's Account says it: a Run reads no config.toml.
+        account.codex_config = mock
+            .codex_config(chatgpt, "OWL_MOCK_OPENAI_KEY")
+            .as_object()
+            .cloned();
         Ok(Bench {
             scratch,
             mock,

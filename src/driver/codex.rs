@@ -30,7 +30,40 @@ impl Codex {
 /// `codex app-server` in the Account's environment: JSON-RPC on stdio, where owl asks for the
 /// plan's windows (and, with an API key, is told there is no plan).
 pub(crate) fn app_server(command: &std::path::Path, account: &Account) -> Invocation {
-    account_invocation(command, account, vec!["app-server".into()])
+    // It cannot leave `config.toml` out; what owl's config says outranks it.
+    let mut args = vec!["app-server".to_string()];
+    args.extend(config_args(account));
+    account_invocation(command, account, args)
+}
+
+/// The Account's `codexConfig` as Codex's command line takes it: `-c key=<TOML value>` each.
+fn config_args(account: &Account) -> Vec<String> {
+    account
+        .codex_config
+        .iter()
+        .flatten()
+        .flat_map(|(key, value)| ["-c".to_string(), format!("{key}={}", toml_value(value))])
+        .collect()
+}
+
+/// A value of owl's config as TOML writes it inline (validation left no null).
+fn toml_value(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        // JSON's string escapes are TOML's basic string escapes.
+        Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(toml_value).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(map) => {
+            let pairs: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{} = {}", Value::String(k.clone()), toml_value(v)))
+                .collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
+    }
 }
 
 /// Where the Account's Codex keeps its login and sessions: `CODEX_HOME` as the Account's
@@ -68,6 +101,13 @@ fn chatgpt_login(account: &Account) -> bool {
     };
     auth["auth_mode"] == "chatgpt" || (auth["auth_mode"].is_null() && auth["tokens"].is_object())
 }
+
+/// A Run's Codex reads neither `$CODEX_HOME/config.toml` nor any `.rules` file: the
+/// credential store is the agent's to write (in the sandbox by design), and a rule can let a
+/// command out of the sandbox. What the Account wants is its `codexConfig`, given with `-c`.
+/// A project's own `.codex/` is read only for a project Codex trusts, and the worktree is
+/// trusted nowhere once the user's config is not read.
+const IGNORE_WRITABLE_CONFIG: &[&str] = &["--ignore-user-config", "--ignore-rules"];
 
 impl Driver for Codex {
     fn default_store(&self, account: &Account) -> Option<PathBuf> {
@@ -143,8 +183,8 @@ impl Driver for Codex {
         Ok(version.to_string())
     }
 
-    fn settings_still_read(&self) -> Option<&'static str> {
-        Some("the credential store's config.toml and hooks.json, and a trusted project's .codex/")
+    fn takes_codex_config(&self) -> bool {
+        true
     }
 
     fn invocation(&self, req: &RunRequest) -> Invocation {
@@ -168,6 +208,8 @@ impl Driver for Codex {
             args.push("-m".into());
             args.push(model.into());
         }
+        args.extend(IGNORE_WRITABLE_CONFIG.iter().map(|a| a.to_string()));
+        args.extend(config_args(req.account));
         args.push(format!(
             "{}\n\n---\n\n{}",
             req.standing_instructions, req.prompt
@@ -262,6 +304,26 @@ pub(super) const INHERITED_CREDENTIALS: [&str; 1] = ["OPENAI_API_KEY"];
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codex_config_reaches_the_command_line_as_toml_values() {
+        let mut account = Account::local(DriverKind::Codex, None, crate::config::Env::default());
+        account.codex_config = serde_json::json!({
+            "model": "o3",
+            "model_providers": {"mock": {"base_url": "http://127.0.0.1:9/v1", "retries": 0, "quoted \"key\"": [true, 1.5]}},
+        })
+        .as_object()
+        .cloned();
+        assert_eq!(
+            config_args(&account),
+            [
+                "-c",
+                "model=\"o3\"",
+                "-c",
+                r#"model_providers={"mock" = {"base_url" = "http://127.0.0.1:9/v1", "quoted \"key\"" = [true, 1.5], "retries" = 0}}"#,
+            ]
+        );
+    }
 
     fn account(store: PathBuf) -> Account {
         Account::local(DriverKind::Codex, Some(store), Default::default())

@@ -193,10 +193,10 @@ pub(crate) trait Driver: Send + Sync {
     /// What this agent can do, with any login.
     fn capabilities(&self) -> Capabilities;
 
-    /// The settings files the agent can write that a Run of this CLI still reads, in words;
-    /// `None`: its Runs read none (README: What a Run plants).
-    fn settings_still_read(&self) -> Option<&'static str> {
-        None
+    /// Whether its Runs take an Account's `codexConfig:` (given on the command line in
+    /// place of a configuration file the agent can write).
+    fn takes_codex_config(&self) -> bool {
+        false
     }
 
     /// The command that makes the CLI print its version, in the Account's environment

@@ -21,7 +21,7 @@ pub fn real_codex() -> PathBuf {
 /// A test env whose Account `gpt` is the real Codex CLI at the mock: on a fake API key, or
 /// with `chatgpt` on a fake ChatGPT login (whose plan `codex app-server` can read). `extra`
 /// goes under the Account (`limits:`, say).
-fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
+pub fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
     let mut env = TestEnv::new();
     // The CLI names resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -34,8 +34,9 @@ fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi
     let tmp = env.dir.path().join("codex-tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let config = format!(
-        "stateDir: {state}\ngraceWindow: 2s\n{top}drivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n{extra}    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n      TMPDIR: {tmp}\n{}",
+        "stateDir: {state}\ngraceWindow: 2s\n{top}drivers:\n  codex:\n    command: {codex}\naccounts:\n  gpt:\n    driver: codex\n    credentialStore: {home}\n    codexConfig: {codex_config}\n{extra}    env:\n      OWL_MOCK_OPENAI_KEY: sk-FAKE-owl-e2e\n      TMPDIR: {tmp}\n{}",
         GIT_IDENTITY,
+        codex_config = mock.codex_config(chatgpt, "OWL_MOCK_OPENAI_KEY"),
         state = env.state.display(),
         codex = real_codex().display(),
         home = home.display(),
@@ -48,7 +49,7 @@ fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi
 /// Who the agent commits as, under an Account's `env:`.
 const GIT_IDENTITY: &str = "      GIT_AUTHOR_NAME: Codex\n      GIT_AUTHOR_EMAIL: codex@example.com\n      GIT_COMMITTER_NAME: Codex\n      GIT_COMMITTER_EMAIL: codex@example.com\n";
 
-fn codex_env() -> (TestEnv, MockOpenAi) {
+pub fn codex_env() -> (TestEnv, MockOpenAi) {
     codex_env_with(false, "", "")
 }
 

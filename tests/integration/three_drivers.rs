@@ -59,6 +59,7 @@ accounts:
 {claude_env}  gpt:
     driver: codex
     credentialStore: {codex_home}
+    codexConfig: {codex_config}
     limits: {{fiveHourMax: 80}}
     env:
       TMPDIR: {codex_tmp}
@@ -77,6 +78,7 @@ accounts:
         claude_config = env.dir.path().join("claude-config").display(),
         claude_env = crate::e2e::fake_login_env(&claude_api.base_url()),
         codex_home = codex_home.display(),
+        codex_config = openai.codex_config(true, ""),
         codex_id = identity("Codex"),
         codex_tmp = codex_tmp.display(),
         gemini_home = gemini_home.display(),

@@ -140,6 +140,33 @@ impl MockOpenAi {
         Ok(())
     }
 
+    /// What an Account's `codexConfig` says for Runs at this mock (the same as the
+    /// `config.toml` [`MockOpenAi::write_codex_home`] writes): its provider, and with
+    /// `chatgpt` the ChatGPT base URL; else the API key is read from `key_var`.
+    pub fn codex_config(&self, chatgpt: bool, key_var: &str) -> serde_json::Value {
+        let mut provider = serde_json::json!({
+            "name": "mock",
+            "base_url": self.base_url(),
+            "wire_api": "responses",
+            "request_max_retries": 0,
+            "stream_max_retries": 0,
+        });
+        let mut config = serde_json::json!({
+            "model": "mock-model",
+            "model_provider": "mock",
+            "cli_auth_credentials_store": "file",
+        });
+        if chatgpt {
+            provider["requires_openai_auth"] = true.into();
+            config["chatgpt_base_url"] =
+                format!("http://127.0.0.1:{}/backend-api/", self.port).into();
+        } else {
+            provider["env_key"] = key_var.into();
+        }
+        config["model_providers"] = serde_json::json!({ "mock": provider });
+        config
+    }
+
     /// The steps for the next calls, in order; the last one repeats.
     pub fn script(&self, steps: Vec<Step>) {
         self.script.set(steps);
