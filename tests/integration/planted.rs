@@ -66,6 +66,16 @@ fn commit_in_repo(repo: &Path, files: &[(&str, String)]) {
     git(repo, &["commit", "-q", "-m", "Plant settings"]);
 }
 
+/// The Run succeeded and no planted command left its mark.
+fn assert_nothing_planted_ran(dir: &Path, tick: &Value) {
+    assert_eq!(
+        left(dir),
+        Vec::<String>::new(),
+        "a planted setting was obeyed: {tick}"
+    );
+    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+}
+
 /// A short turn that passes through every hook event: one allowed tool, then an answer.
 fn one_tool_turn(env: &crate::support::TestEnv, id: &str) -> Vec<Reply> {
     vec![
@@ -478,13 +488,7 @@ fn e2e_gemini_the_projects_settings_are_not_obeyed_and_its_gemini_md_is() {
     );
     let id = env.add("Read the README.");
     mock.script(gemini_turn(&env, &id));
-    let tick = env.tick();
-    assert_eq!(
-        left(&dir),
-        Vec::<String>::new(),
-        "a planted setting was obeyed: {tick}"
-    );
-    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_nothing_planted_ran(&dir, &env.tick());
     // The repository's instruction file still reaches the model.
     let first = mock.requests.lock().unwrap()[0].to_string();
     assert!(first.contains("owl-test-gemini-md"), "{first}");
@@ -508,13 +512,7 @@ fn e2e_gemini_the_credential_stores_settings_do_not_steer_a_run() {
     std::fs::write(&settings, kept.to_string()).unwrap();
     let id = env.add("Read the README.");
     mock.script(gemini_turn(&env, &id));
-    let tick = env.tick();
-    assert_eq!(
-        left(&dir),
-        Vec::<String>::new(),
-        "a planted setting was obeyed: {tick}"
-    );
-    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_nothing_planted_ran(&dir, &env.tick());
 }
 
 #[test]
@@ -601,13 +599,7 @@ fn e2e_codex_settings_the_agent_can_write_are_not_obeyed() {
     );
     env.add("Say hello.");
     mock.script(vec![owl::mock::openai::Step::Text("Hello.".into())]);
-    let tick = env.tick();
-    assert_eq!(
-        left(&dir),
-        Vec::<String>::new(),
-        "a planted setting was obeyed: {tick}"
-    );
-    assert_eq!(tick["outcome"], "succeeded", "{tick}");
+    assert_nothing_planted_ran(&dir, &env.tick());
 }
 
 #[test]
