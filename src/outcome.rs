@@ -29,6 +29,9 @@ pub(crate) struct RunReport {
     pub(crate) skipped_lines: u64,
     /// Processes still alive after the agent exited, killed by owl.
     pub(crate) survivors_killed: usize,
+    /// What went through a confined network ("network: 41 to api.anthropic.com; refused:
+    /// 1 to 127.0.0.1:45123"); `None` where the network is not confined or nothing went.
+    pub(crate) network: Option<String>,
     pub(crate) log_error: Option<String>,
     /// A real model answer was seen, not the CLI's synthetic stand-in.
     pub(crate) reached_model: bool,

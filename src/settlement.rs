@@ -240,6 +240,7 @@ fn finish(report: &RunReport, facts: &Facts, classified: &Classified) -> RunFini
             .as_ref()
             .map(|c| env.scrub(&format!("after the result: {}", c.reason())))
             .into_iter()
+            .chain(report.network.clone())
             .chain(git.tampered.clone())
             .chain(git.neutralised.clone())
             .chain(git.published.clone())

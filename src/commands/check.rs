@@ -145,6 +145,7 @@ pub(super) fn check_now(
             place: crate::supervise::RunPlace {
                 workspace: &worktree,
                 files: &files,
+                hosts: &ctx.config.sandbox.allow_hosts,
             },
             run_id: HAND_CHECK_RUN,
             env_set,

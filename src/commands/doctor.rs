@@ -301,8 +301,10 @@ fn executor_finding(ctx: &Ctx, name: &str, account: &Account, found: &mut Findin
                     true,
                     format!(
                         "account {name}: executor sandbox: bubblewrap ('{}') confines its \
-                         Runs",
-                        ctx.config.sandbox.command.display()
+                         Runs, their network included (its API and {} listed host(s) reached \
+                         through owl's proxy)",
+                        ctx.config.sandbox.command.display(),
+                        ctx.config.sandbox.allow_hosts.len()
                     ),
                 ),
                 Err(why) => found.check(false, format!("account {name}: {why}")),

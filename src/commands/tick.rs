@@ -383,6 +383,31 @@ fn run_prompt(
     Ok(prompt)
 }
 
+/// The observer's lease on a shared store, and the ceilings set aside when asked.
+fn watch_as_asked(observer: &mut TickObserver, ctx: &Ctx, shared: bool, ignore_ceiling: bool) {
+    if shared {
+        // A new Run's fencing token is 0; another machine that records it moves it on.
+        observer.hold_lease(0, ctx.config.lease_length);
+    }
+    if ignore_ceiling {
+        observer.ignore_ceilings();
+    }
+}
+
+/// Where a confined network lets a Run go: its Account's endpoints, then the config's.
+fn reachable_hosts(
+    ctx: &Ctx,
+    driver: &dyn Driver,
+    invocation: &crate::driver::Invocation,
+    account: &crate::config::Account,
+) -> Vec<String> {
+    driver
+        .network_endpoints(invocation, account)
+        .into_iter()
+        .chain(ctx.config.sandbox.allow_hosts.iter().cloned())
+        .collect()
+}
+
 /// Starts and supervises the agent; an error means it could not be started.
 #[allow(clippy::too_many_arguments)]
 fn execute(
@@ -418,6 +443,7 @@ fn execute(
         cwd: workspace.path(),
         writable_dirs: &workspace.git_dirs(),
     });
+    let hosts = reachable_hosts(ctx, driver.as_ref(), &invocation, account_cfg);
     ensure_private_dir(&ctx.config.state().logs(&job.id))?;
     let spec = RunSpec {
         driver: driver.clone(),
@@ -427,6 +453,7 @@ fn execute(
         place: RunPlace {
             workspace: workspace.path(),
             files: &files_dir,
+            hosts: &hosts,
         },
         run_id,
         prompt: &prompt,
@@ -458,13 +485,7 @@ fn execute(
         ),
         job.model.as_deref(),
     );
-    if shared {
-        // A new Run's fencing token is 0; another machine that records it moves it on.
-        observer.hold_lease(0, ctx.config.lease_length);
-    }
-    if ignore_ceiling {
-        observer.ignore_ceilings();
-    }
+    watch_as_asked(&mut observer, ctx, shared, ignore_ceiling);
     let report = supervise::supervise(spec, executor, &mut observer)
         .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();

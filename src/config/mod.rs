@@ -235,6 +235,9 @@ pub(crate) struct SandboxSettings {
     pub(crate) command: PathBuf,
     /// More directories a Run may write (a build cache, say), beyond its own.
     pub(crate) writable: Vec<PathBuf>,
+    /// The hosts (`host` or `host:port`) a sandboxed Run's tools may reach through owl's
+    /// proxy, beyond its Account's API endpoints (`sandbox.allowHosts`).
+    pub(crate) allow_hosts: Vec<String>,
 }
 
 impl Config {

@@ -67,6 +67,8 @@ pub(super) struct RawSandbox {
     pub(super) command: Option<String>,
     #[serde(default)]
     pub(super) writable: Vec<String>,
+    #[serde(default, rename = "allowHosts")]
+    pub(super) allow_hosts: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

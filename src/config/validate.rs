@@ -498,7 +498,25 @@ fn sandbox(raw: super::raw::RawSandbox, place: &Place) -> Result<SandboxSettings
             .enumerate()
             .map(|(i, dir)| place.path(&format!("sandbox.writable[{i}]"), dir))
             .collect::<Result<_, _>>()?,
+        allow_hosts: raw
+            .allow_hosts
+            .into_iter()
+            .enumerate()
+            .map(|(i, host)| allowed_host(&format!("sandbox.allowHosts[{i}]"), host, place))
+            .collect::<Result<_, _>>()?,
     })
+}
+
+/// A host a sandboxed Run may reach: a name or address, with a port or not; never a URL.
+fn allowed_host(key: &str, host: String, place: &Place) -> Result<String, Error> {
+    let bad = host.is_empty() || host.contains("://") || host.contains('/') || host.contains(' ');
+    if bad {
+        return Err(place.at(
+            key,
+            format!("{key} '{host}' is not a host: write a name or address, with ':port' or not (index.crates.io, 127.0.0.1:8080)"),
+        ));
+    }
+    Ok(host)
 }
 
 fn state_dir(raw: Option<&str>, place: &Place) -> Result<PathBuf, Error> {

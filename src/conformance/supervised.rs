@@ -81,6 +81,7 @@ pub(crate) fn supervise(run: Run) -> std::io::Result<Supervised> {
         place: RunPlace {
             workspace: run.workspace,
             files: run.files,
+            hosts: &[],
         },
         run_id: 0,
         prompt: run.prompt,

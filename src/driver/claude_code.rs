@@ -25,6 +25,9 @@ pub(super) const INHERITED_CREDENTIALS: [&str; 3] = [
     "CLAUDE_CODE_OAUTH_TOKEN",
 ];
 
+/// Where the CLI refreshes a plan login's token (2.1.332: `https://platform.claude.com/v1/oauth/token`).
+const OAUTH_TOKEN_HOST: &str = "platform.claude.com:443";
+
 /// The environment variable the CLI honours to leave its self-updater off, and its value.
 pub(super) const AUTOUPDATER_SWITCH: (&str, &str) = ("DISABLE_AUTOUPDATER", "1");
 
@@ -232,6 +235,17 @@ impl Driver for ClaudeCode {
                 )
             })
         })
+    }
+
+    fn network_endpoints(&self, invocation: &Invocation, _account: &Account) -> Vec<String> {
+        // The API, and where 2.1.332 refreshes a plan login's token (its TOKEN_URL).
+        let api = self
+            .api_endpoint(invocation)
+            .as_deref()
+            .and_then(super::url_host_port);
+        api.into_iter()
+            .chain([OAUTH_TOKEN_HOST.to_string()])
+            .collect()
     }
 
     fn api_endpoint(&self, invocation: &Invocation) -> Option<String> {

@@ -46,6 +46,18 @@ fn config_args(account: &Account) -> Vec<String> {
         .collect()
 }
 
+/// The values under keys ending `base_url` in the Account's `codexConfig`.
+fn collect_urls(v: &serde_json::Value, out: &mut Vec<String>) {
+    if let serde_json::Value::Object(map) = v {
+        for (k, v) in map {
+            match v {
+                serde_json::Value::String(url) if k.ends_with("base_url") => out.push(url.clone()),
+                other => collect_urls(other, out),
+            }
+        }
+    }
+}
+
 /// A value of owl's config as TOML writes it inline (validation left no null).
 fn toml_value(v: &serde_json::Value) -> String {
     use serde_json::Value;
@@ -181,6 +193,30 @@ impl Driver for Codex {
             });
         }
         Ok(version.to_string())
+    }
+
+    fn network_endpoints(&self, _invocation: &Invocation, account: &Account) -> Vec<String> {
+        // Every base URL the Account's codexConfig names (its providers', ChatGPT's), else
+        // OpenAI's API, ChatGPT's backend and where a ChatGPT login is refreshed.
+        let mut urls = Vec::new();
+        collect_urls(
+            &serde_json::Value::Object(account.codex_config.clone().unwrap_or_default()),
+            &mut urls,
+        );
+        let named: Vec<String> = urls
+            .iter()
+            .filter_map(|u| super::url_host_port(u))
+            .collect();
+        if !named.is_empty() {
+            return named;
+        }
+        [
+            "api.openai.com:443",
+            "chatgpt.com:443",
+            "auth.openai.com:443",
+        ]
+        .map(String::from)
+        .to_vec()
     }
 
     fn takes_codex_config(&self) -> bool {

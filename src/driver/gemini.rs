@@ -68,6 +68,22 @@ impl Driver for GeminiCli {
         Ok(line.to_string())
     }
 
+    fn network_endpoints(&self, invocation: &Invocation, _account: &Account) -> Vec<String> {
+        // The API (the Account's base URL, else Google's), and for a Google login its Code
+        // Assist endpoint and where its token is refreshed.
+        let api = invocation
+            .env_var("GOOGLE_GEMINI_BASE_URL")
+            .as_deref()
+            .and_then(super::url_host_port)
+            .unwrap_or_else(|| "generativelanguage.googleapis.com:443".into());
+        [
+            api,
+            "cloudcode-pa.googleapis.com:443".into(),
+            "oauth2.googleapis.com:443".into(),
+        ]
+        .into()
+    }
+
     fn invocation(&self, req: &RunRequest) -> Invocation {
         let policy = req.files_dir.join(POLICY_FILE);
         // No system prompt of its own to append to: owl's standing instructions lead. The

@@ -268,6 +268,16 @@ pub(crate) trait Driver: Send + Sync {
         None
     }
 
+    /// The hosts (`host` or `host:port`) a Run of this CLI talks to, for a sandbox whose
+    /// network lets through nothing else: its API endpoint as the invocation names it, and
+    /// where its login is refreshed.
+    fn network_endpoints(&self, invocation: &Invocation, _account: &Account) -> Vec<String> {
+        self.api_endpoint(invocation)
+            .and_then(|url| url_host_port(&url))
+            .into_iter()
+            .collect()
+    }
+
     /// The command a person types to use the CLI as this Account (`CLAUDE_CONFIG_DIR=… claude`).
     fn interactive_command(&self, account: &Account) -> String;
 
@@ -477,6 +487,28 @@ pub(super) fn with_instruction_files(
         ));
     }
     text
+}
+
+/// `host:port` of an `http(s)://` URL (the scheme's port when it names none).
+pub(crate) fn url_host_port(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = authority.rsplit_once(':').is_some_and(|(h, p)| {
+        !h.ends_with(':') && p.bytes().all(|b| b.is_ascii_digit()) && !p.is_empty()
+    });
+    if has_port {
+        return Some(authority.to_lowercase());
+    }
+    let port = match scheme {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    Some(format!("{}:{port}", authority.to_lowercase()))
 }
 
 /// The lines of a transcript recorded from a real CLI (`tests/fixtures/<cli>/<name>`), for

@@ -375,6 +375,11 @@ impl Machine {
         self.report.survivors_killed = n;
     }
 
+    /// What went through the Run's confined network, once it is over.
+    pub(crate) fn network(&mut self, said: Option<String>) {
+        self.report.network = said;
+    }
+
     /// owl gives up on an agent that outlived SIGKILL; `state` is its scheduler state.
     pub(crate) fn gave_up(&mut self, state: Option<char>) {
         // Only an uninterruptible sleep (state D: a hung filesystem, a device) outlives

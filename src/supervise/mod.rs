@@ -3,6 +3,7 @@
 pub(crate) mod check;
 mod checks;
 pub(crate) mod machine;
+mod netproxy;
 pub(crate) mod probe;
 pub(crate) mod process;
 pub(crate) mod reader;
@@ -504,6 +505,7 @@ impl Plumbing<'_> {
                         probe.cancel(self.executor);
                     }
                     machine.leftovers_killed(self.executor.kill_leftovers(&self.agent));
+                    machine.network(self.executor.network());
                 }
                 Action::Heartbeat => {
                     if let Some(cause) = observer.heartbeat(machine.report()) {

@@ -134,6 +134,9 @@ pub(crate) struct Oneshot<'a> {
 pub(crate) struct RunPlace<'a> {
     pub(crate) workspace: &'a Path,
     pub(crate) files: &'a Path,
+    /// The hosts (`host` or `host:port`) the Run may reach where its network is confined
+    /// (the sandbox): its Account's endpoints and `sandbox.allowHosts`.
+    pub(crate) hosts: &'a [String],
 }
 
 /// The whole mechanism of running an agent (ADR-0005): starting it, telling its processes
@@ -179,6 +182,11 @@ pub(crate) trait Executor: Send + Sync {
     fn signal(&self, agent: &HandleId, signal: Sig);
     /// Kills and reaps what the Run left once its agent exited; how many there were.
     fn kill_leftovers(&self, agent: &HandleId) -> usize;
+    /// What went through the Run's network where this Executor confines it, said once the
+    /// Run is over (and the way out closed); `None` where it does not.
+    fn network(&self) -> Option<String> {
+        None
+    }
     /// Kills what survives of a Run whose supervisor died; how many there were.
     fn kill_lost(&self, lost: &LostProcesses) -> usize;
 }

@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::netproxy::{self, Allowed, NetProxy};
 use super::process::{
     Executor, HandleId, LocalExecutor, LostProcesses, RunHandle, RunPlace, Supervisor,
 };
@@ -69,6 +70,7 @@ pub(crate) fn check(bwrap: &Path) -> Result<(), Unusable> {
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
         .args([
             "--unshare-pid",
+            "--unshare-net",
             "--die-with-parent",
             "--new-session",
             "true",
@@ -105,7 +107,12 @@ pub(crate) struct SandboxExecutor {
     /// The Run started: the bubblewrap it runs under, and where the process inside the
     /// sandbox reports how many leftovers it killed.
     run: std::sync::Mutex<Option<(PathBuf, PathBuf)>>,
+    /// The Run's only way out of its network namespace, while it runs.
+    proxy: std::sync::Mutex<Option<NetProxy>>,
 }
+
+/// Where the proxy's socket is inside the sandbox (its private `/tmp`).
+const INSIDE_SOCKET: &str = "/tmp/.owl-net.sock";
 
 impl SandboxExecutor {
     pub(crate) fn new(
@@ -118,13 +125,19 @@ impl SandboxExecutor {
             bwrap,
             writable,
             run: std::sync::Mutex::new(None),
+            proxy: std::sync::Mutex::new(None),
         }
     }
 
     /// The command that runs `inv` in the sandbox: bubblewrap, then owl's init, then the
     /// agent. It may write its place (the Job's clone, the Run's own files) and
     /// [`SandboxExecutor::writable`].
-    fn wrap(&self, inv: &Invocation, place: &RunPlace, report: &Path) -> io::Result<Invocation> {
+    fn wrap(
+        &self,
+        inv: &Invocation,
+        place: &RunPlace,
+        (report, socket): (&Path, &Path),
+    ) -> io::Result<Invocation> {
         let bwrap =
             crate::driver::locate(&self.bwrap, "sandbox.command").map_err(io::Error::other)?;
         let writable: Vec<PathBuf> = [place.workspace, place.files]
@@ -138,6 +151,10 @@ impl SandboxExecutor {
             .map(String::from)
             .to_vec();
         args.extend(["--tmpfs".into(), "/tmp".into()]);
+        // The network: a namespace of its own, with a loopback and no route out; the proxy's
+        // socket, bound in, is the only way (owl's init relays to it from a loopback port).
+        args.extend(["--unshare-net".into(), "--bind".into()]);
+        args.extend([socket.display().to_string(), INSIDE_SOCKET.into()]);
         // What the sandbox runs (owl's init, the agent CLI) must stay reachable when it lives
         // under /tmp: its top directory there is bound back, read-only.
         let program = crate::driver::locate(&inv.program, "the command")
@@ -193,6 +210,7 @@ impl SandboxExecutor {
         let mut env_set = inv.env_set.clone();
         // The host's TMPDIR is read-only in here; the private /tmp is not.
         env_set.push(("TMPDIR".into(), "/tmp".into()));
+        env_set.push((netproxy::SOCKET_VAR.into(), INSIDE_SOCKET.into()));
         Ok(Invocation {
             program: bwrap,
             args,
@@ -241,7 +259,15 @@ impl Executor for SandboxExecutor {
     fn spawn(&self, inv: &Invocation, place: &RunPlace, run_id: i64) -> io::Result<RunHandle> {
         let report = place.files.join("sandbox-report");
         let _ = std::fs::remove_file(&report);
-        let wrapped = self.wrap(inv, place, &report)?;
+        // A short path (a socket's is at most 107 bytes), the Run's own; bound into the
+        // sandbox at a fixed place.
+        let socket = PathBuf::from(format!("/tmp/owl-net-{}-{run_id}.sock", sys::own_pid()));
+        let proxy = NetProxy::start(
+            &socket,
+            Allowed::new(place.hosts.iter().map(String::as_str)),
+        )?;
+        let wrapped = self.wrap(inv, place, (&report, &socket))?;
+        *self.proxy.lock().unwrap_or_else(|e| e.into_inner()) = Some(proxy);
         *self.run.lock().unwrap_or_else(|e| e.into_inner()) =
             Some((wrapped.program.clone(), report));
         self.local.spawn(&wrapped, place, run_id)
@@ -314,6 +340,16 @@ impl Executor for SandboxExecutor {
     fn kill_lost(&self, lost: &LostProcesses) -> usize {
         self.local.kill_lost(lost)
     }
+
+    fn network(&self) -> Option<String> {
+        // Taken: the proxy closes with the Run.
+        let proxy = self
+            .proxy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        proxy.summary()
+    }
 }
 
 /// Whether `pid` is one of bubblewrap's own processes: its argv[0] is `bwrap`, the command
@@ -364,11 +400,24 @@ pub(crate) fn init(report: &Path, argv: &[OsString]) -> i32 {
                 return 2;
             }
         };
-    let mut child = match std::process::Command::new(program)
-        .args(args)
-        .process_group(0)
-        .spawn()
-    {
+    let mut command = std::process::Command::new(program);
+    command.args(args).process_group(0);
+    if let Some(socket) = std::env::var_os(netproxy::SOCKET_VAR) {
+        command.env_remove(netproxy::SOCKET_VAR);
+        match netproxy::relay(PathBuf::from(socket)) {
+            Ok(port) => {
+                command.envs(netproxy::proxy_env(port));
+                for var in netproxy::AROUND_THE_PROXY {
+                    command.env_remove(var);
+                }
+            }
+            Err(e) => {
+                eprintln!("owl {INIT_COMMAND}: the network relay: {e}");
+                return 2;
+            }
+        }
+    }
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!(

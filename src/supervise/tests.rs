@@ -234,6 +234,7 @@ fn supervise_scripted(
         place: RunPlace {
             workspace: dir.path(),
             files: dir.path(),
+            hosts: &[],
         },
         run_id: 1,
         prompt: "Say hello.",

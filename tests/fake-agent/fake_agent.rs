@@ -20,6 +20,9 @@
 //!   deaf-to-interrupt           never answer an interrupt (nor stop for it)
 //!   note-sigterm                on SIGTERM, write `sigterm` in the record and exit 143
 //!   try-write PATH              append to PATH (`~/` is $HOME), saying how it went in try-write.log
+//!   proxy-connect HOST:PORT     ask the proxy HTTPS_PROXY names for a tunnel to HOST:PORT, say
+//!                               `ping` through it and read a line back; net.log says how it went
+//!   direct-connect HOST:PORT    open a TCP connection to HOST:PORT, no proxy; net.log says how
 //!   spawn-session SECS          start `sleep SECS` in a new session (like the Bash tool)
 //!   spawn-holding SECS          start `sleep SECS` that keeps our stdout open
 //!   close-stdout                close stdout and carry on
@@ -320,6 +323,23 @@ fn main() {
                     "-m",
                     rest,
                 ]);
+            }
+            "proxy-connect" => {
+                let target = rest.trim();
+                net_log(&format!("{target} via proxy: {}", proxy_connect(target)));
+            }
+            "direct-connect" => {
+                let target = rest.trim();
+                let said = target
+                    .parse::<std::net::SocketAddr>()
+                    .map_err(|e| e.to_string())
+                    .and_then(|a| {
+                        std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2))
+                            .map(|_| "connected".to_string())
+                            .map_err(|e| e.to_string())
+                    })
+                    .unwrap_or_else(|e| e);
+                net_log(&format!("{target} direct: {said}"));
             }
             "try-write" => {
                 // What a tool that writes outside its place would do: append a line, and
@@ -724,4 +744,53 @@ extern "C" fn note_sigterm(_: libc::c_int) {
         let _ = fs::write(PathBuf::from(dir).join("sigterm"), "got it");
     }
     unsafe { libc::_exit(143) };
+}
+
+/// Appends a line to net.log in the record dir.
+fn net_log(line: &str) {
+    if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD").map(PathBuf::from) {
+        let mut log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("net.log"))
+            .unwrap();
+        std::io::Write::write_all(&mut log, format!("{line}\n").as_bytes()).unwrap();
+    }
+}
+
+/// A tunnel through the proxy `HTTPS_PROXY` names to `target`, as curl asks for one:
+/// `200 <the line the far end answered to ping>`, or the proxy's status, or the error.
+fn proxy_connect(target: &str) -> String {
+    use std::io::Write;
+    let Some(proxy) = std::env::var("HTTPS_PROXY").ok() else {
+        return "no HTTPS_PROXY".into();
+    };
+    let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = match std::net::TcpStream::connect(addr) {
+        Ok(c) => c,
+        Err(e) => return format!("proxy unreachable: {e}"),
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let ask = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    if let Err(e) = conn.write_all(ask.as_bytes()) {
+        return e.to_string();
+    }
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut status = String::new();
+    let _ = reader.read_line(&mut status);
+    let code = status.split(' ').nth(1).unwrap_or("none").to_string();
+    // The rest of the proxy's head.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    if code != "200" {
+        return code;
+    }
+    let _ = conn.write_all(b"ping\n");
+    let mut answer = String::new();
+    let _ = reader.read_line(&mut answer);
+    format!("200 {}", answer.trim())
 }

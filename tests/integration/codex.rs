@@ -22,7 +22,11 @@ pub fn real_codex() -> PathBuf {
 /// with `chatgpt` on a fake ChatGPT login (whose plan `codex app-server` can read). `extra`
 /// goes under the Account (`limits:`, say).
 pub fn codex_env_with(chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
-    let mut env = TestEnv::new();
+    codex_env_in(TestEnv::new(), chatgpt, top, extra)
+}
+
+/// Like [`codex_env_with`], in `env` (a sandboxed one, say).
+fn codex_env_in(mut env: TestEnv, chatgpt: bool, top: &str, extra: &str) -> (TestEnv, MockOpenAi) {
     // The CLI names resets on the real clock.
     env.now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mock = MockOpenAi::start().unwrap();
@@ -345,4 +349,19 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_runs_in_the_sandbox_through_owls_proxy() {
+    let (env, mock) = codex_env_in(TestEnv::sandboxed(""), false, "", "");
+    let config = std::fs::read_to_string(&env.config).unwrap();
+    std::fs::write(
+        &env.config,
+        format!("{config}defaults:\n  executor: sandbox\n"),
+    )
+    .unwrap();
+    let id = env.add("Say hello.");
+    mock.script(vec![Step::Text("Hello.".into())]);
+    crate::sandbox::assert_ran_through_the_proxy(&env, &id);
 }

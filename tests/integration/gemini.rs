@@ -36,7 +36,11 @@ pub fn write_gemini_home(home: &std::path::Path) {
 
 /// A test env whose Account `flash` is the real Gemini CLI on a fake API key at the mock.
 pub fn gemini_env(extra: &str) -> (TestEnv, MockGemini) {
-    let env = TestEnv::new();
+    gemini_env_in(TestEnv::new(), extra)
+}
+
+/// Like [`gemini_env`], in `env` (a sandboxed one, say).
+pub fn gemini_env_in(env: TestEnv, extra: &str) -> (TestEnv, MockGemini) {
     let mock = MockGemini::start().unwrap();
     let home = env.dir.path().join("gemini-home");
     write_gemini_home(&home);
@@ -179,4 +183,17 @@ fn e2e_gemini_sigterm_mid_run_leaves_nothing_alive() {
 #[ignore = "needs the real Gemini CLI"]
 fn e2e_gemini_conformance_passes_on_the_real_cli() {
     crate::support::assert_conformance_passes("gemini", &real_gemini(), 6);
+}
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_runs_in_the_sandbox_through_owls_proxy() {
+    let (env, mock) = gemini_env_in(TestEnv::sandboxed(""), "");
+    let config = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace("defaults:\n", "defaults:\n  executor: sandbox\n");
+    std::fs::write(&env.config, config).unwrap();
+    let id = env.add("Say hello.");
+    mock.script(vec![Step::text("Hello.")]);
+    crate::sandbox::assert_ran_through_the_proxy(&env, &id);
 }

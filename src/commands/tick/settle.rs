@@ -178,6 +178,7 @@ fn run_check(
             place: crate::supervise::RunPlace {
                 workspace: workspace.path(),
                 files: &files,
+                hosts: &ctx.config.sandbox.allow_hosts,
             },
             run_id: run.run_id,
             env_set,
