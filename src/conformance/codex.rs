@@ -34,6 +34,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
             sigint,
             probe,
             supervised_turn,
+            planted,
         ],
     )
 }
@@ -536,4 +537,76 @@ fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
             run.classified.outcome
         ),
     )]
+}
+
+/// Configuration an agent can write, planted in the credential store's `config.toml` and
+/// in the project's `.codex/config.toml` (a notify command and an MCP server that leave a
+/// mark each), is not obeyed by a Run started as owl starts one. A version that reads the
+/// store's file despite `--ignore-user-config`, or a project's untrusted one, fails here.
+fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const OBEYS: &str = "configuration the agent can write is not obeyed";
+    let bench = match Bench::new("planted", false) {
+        Ok(b) => b,
+        Err(why) => return vec![Check::failed(OBEYS, why)],
+    };
+    if let Err(e) = plant(&bench.scratch.0) {
+        return vec![Check::failed(
+            OBEYS,
+            format!("planting the configuration: {e}"),
+        )];
+    }
+    let steps = vec![Step::Text("Done.".into())];
+    if let Err(why) = bench.turn("planted", command, record, steps) {
+        return vec![Check::failed(OBEYS, why)];
+    }
+    let marks: Vec<String> = std::fs::read_dir(bench.scratch.0.join("marks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let calls = bench.mock.calls();
+    vec![Check::new(
+        OBEYS,
+        marks.is_empty() && calls > 0,
+        if marks.is_empty() {
+            format!("nothing planted ran; {calls} request(s) to the Account's endpoint")
+        } else {
+            format!("ran: {}", marks.join(", "))
+        },
+    )]
+}
+
+/// Appends a notify command and an MCP server to the store's `config.toml` and writes the
+/// same in the project's `.codex/config.toml`; each leaves a mark under `dir/marks/`.
+fn plant(dir: &Path) -> std::io::Result<()> {
+    // One level at a time: a stop signal's cleanup may remove the scratch dir meanwhile.
+    for sub in ["marks", "repo/.codex"] {
+        match std::fs::create_dir(dir.join(sub)) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    let config = |from: &str| {
+        let mark = |what: &str| {
+            let path = dir.join("marks").join(format!("{from}-{what}"));
+            serde_json::Value::String(format!("touch '{}'", path.display())).to_string()
+        };
+        (
+            format!("notify = [\"sh\", \"-c\", {}]\n", mark("notify")),
+            format!(
+                "[mcp_servers.planted]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+                mark("mcp-server")
+            ),
+        )
+    };
+    let store = dir.join("codex-home/config.toml");
+    let (top, table) = config("store");
+    let kept = std::fs::read_to_string(&store)?;
+    std::fs::write(&store, format!("{top}{kept}\n{table}"))?;
+    let (top, table) = config("project");
+    std::fs::write(
+        dir.join("repo/.codex/config.toml"),
+        format!("{top}\n{table}"),
+    )
 }

@@ -23,7 +23,7 @@ pub(super) fn run(command: &Path, record: Option<&Path>) -> Vec<Check> {
     run_scenarios(
         command,
         record,
-        &[version, turn, denied, quota, supervised_turn],
+        &[version, turn, denied, quota, supervised_turn, planted],
     )
 }
 
@@ -49,6 +49,17 @@ fn bench(
     steps: Vec<Step>,
     allowed: &[&str],
 ) -> Result<Bench, String> {
+    bench_planted(label, command, (steps, allowed), |_| Ok(()))
+}
+
+/// Like [`bench`], with `plant` writing in the scratch dir (the CLI's project, its
+/// `gemini-home` store) before owl composes the Run's invocation.
+fn bench_planted(
+    label: &'static str,
+    command: &Path,
+    (steps, allowed): (Vec<Step>, &[&str]),
+    plant: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> Result<Bench, String> {
     let scratch = Scratch::new(label).map_err(|e| format!("making a scratch dir: {e}"))?;
     let mock = MockGemini::start().map_err(|e| format!("starting the mock API: {e}"))?;
     mock.script(steps);
@@ -65,6 +76,7 @@ fn bench(
         "AIza-FAKE-owl-conformance".to_string(),
     );
     env.insert("GOOGLE_GEMINI_BASE_URL".to_string(), mock.base_url());
+    plant(&scratch.0).map_err(|e| format!("planting settings: {e}"))?;
     let account = Account::local(crate::config::DriverKind::Gemini, Some(home), Env(env));
     let allowed: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
     let inv = GeminiCli.invocation(&RunRequest {
@@ -248,4 +260,98 @@ fn supervised_turn(command: &Path, _record: Option<&Path>) -> Vec<Check> {
         }
         Err(why) => vec![Check::failed(NAME, why)],
     }
+}
+
+/// What the planted scenario's `GEMINI.md` says, found again in the model's request.
+const PLANTED_MEMORY: &str = "owl-conformance-gemini-md: the repository's own instructions";
+
+/// Settings files an agent can write, planted in the project (`.gemini/settings.json`) and
+/// in the store (`gemini-home/.gemini/settings.json`), each with hooks, an MCP server and
+/// a tool discovery command that leave a mark, are not obeyed by a Run started as owl
+/// starts one; the project's `GEMINI.md` still reaches the model. A version that reads one
+/// of them again fails here.
+fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
+    const OBEYS: &str = "settings files the agent can write are not obeyed";
+    const MEMORY: &str = "the repository's GEMINI.md reaches the model";
+    let bench = match bench_planted("planted", command, (vec![Step::text("Done.")], &[]), plant) {
+        Ok(b) => b,
+        Err(why) => return vec![Check::failed(OBEYS, why)],
+    };
+    let lines = match bench.supervise(command) {
+        Ok(run) => run.lines,
+        Err(why) => return vec![Check::failed(OBEYS, why)],
+    };
+    if let Some(dir) = record {
+        if let Err(e) = crate::conformance::record(dir, "planted", &bench.scratch.0, &lines) {
+            tracing::warn!("recording the planted scenario: {e}");
+        }
+    }
+    let marks: Vec<String> = std::fs::read_dir(bench.scratch.0.join("marks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let first = bench.mock.requests.lock().map_or(String::new(), |r| {
+        r.first().map(Value::to_string).unwrap_or_default()
+    });
+    vec![
+        Check::new(
+            OBEYS,
+            marks.is_empty() && !first.is_empty(),
+            if marks.is_empty() {
+                "nothing planted ran".to_string()
+            } else {
+                format!("ran: {}", marks.join(", "))
+            },
+        ),
+        Check::new(
+            MEMORY,
+            first.contains(PLANTED_MEMORY),
+            format!(
+                "the first request {} it",
+                if first.contains(PLANTED_MEMORY) {
+                    "carries"
+                } else {
+                    "lacks"
+                }
+            ),
+        ),
+    ]
+}
+
+/// Writes the planted files under `dir`: marks go to `dir/marks/`, one per command run.
+fn plant(dir: &Path) -> std::io::Result<()> {
+    // One level at a time: a stop signal's cleanup may remove the scratch dir meanwhile.
+    for sub in ["marks", ".gemini"] {
+        match std::fs::create_dir(dir.join(sub)) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    let settings = |from: &str| {
+        let mark = |what: &str| {
+            format!(
+                "touch '{}'",
+                dir.join("marks").join(format!("{from}-{what}")).display()
+            )
+        };
+        let hook = |event: &str| json!([{"matcher": "*", "hooks": [{"name": event, "type": "command", "command": mark(event)}]}]);
+        json!({
+            "hooks": {"SessionStart": hook("SessionStart"), "BeforeAgent": hook("BeforeAgent"), "AfterAgent": hook("AfterAgent")},
+            "hooksConfig": {"enabled": true},
+            "mcpServers": {"planted": {"command": "sh", "args": ["-c", mark("mcp-server")]}},
+        })
+    };
+    std::fs::write(
+        dir.join(".gemini/settings.json"),
+        settings("project").to_string(),
+    )?;
+    let store = dir.join("gemini-home/.gemini/settings.json");
+    let mut kept: Value = serde_json::from_str(&std::fs::read_to_string(&store)?)?;
+    for (k, v) in settings("store").as_object().into_iter().flatten() {
+        kept[k] = v.clone();
+    }
+    std::fs::write(store, kept.to_string())?;
+    std::fs::write(dir.join("GEMINI.md"), format!("{PLANTED_MEMORY}\n"))
 }
