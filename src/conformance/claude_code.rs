@@ -528,12 +528,7 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
         Ok(run) => run,
         Err(why) => return vec![Check::failed(OBEYS, why)],
     };
-    let marks: Vec<String> = std::fs::read_dir(dir.join("marks"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let marks = crate::conformance::marks_left(dir);
     let init = run.lines.iter().find(|l| is(l, "system", Some("init")));
     let hooks = run
         .lines
@@ -560,18 +555,7 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 }
             ),
         ),
-        Check::new(
-            MEMORY,
-            first.contains(PLANTED_MEMORY),
-            format!(
-                "the first request {} it",
-                if first.contains(PLANTED_MEMORY) {
-                    "carries"
-                } else {
-                    "lacks"
-                }
-            ),
-        ),
+        crate::conformance::memory_check(MEMORY, &first, PLANTED_MEMORY),
     ]
 }
 
@@ -582,15 +566,7 @@ const PLANTED_MEMORY: &str = "owl-conformance-claude-md: the repository's own in
 /// it), every settings file the planted scenario must find ignored. Each planted command
 /// leaves a file under `marks/` named for what ran.
 fn plant_settings(dir: &Path) -> std::io::Result<()> {
-    // Never `create_dir_all`: a stop signal removes the scratch dir while this runs, and
-    // a recursive create would make it again after the cleanup, left behind.
-    let subdir = |name: &str| match std::fs::create_dir(dir.join(name)) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        made => made,
-    };
-    for name in ["marks", ".claude", "claude-config"] {
-        subdir(name)?;
-    }
+    crate::conformance::make_in_scratch(dir, &["marks", ".claude", "claude-config"])?;
     let marks = dir.join("marks");
     let mark = |name: &str| format!("touch '{}'", marks.join(name).display());
     let hooks = |from: &str| {

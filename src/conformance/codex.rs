@@ -559,12 +559,7 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
     if let Err(why) = bench.turn("planted", command, record, steps) {
         return vec![Check::failed(OBEYS, why)];
     }
-    let marks: Vec<String> = std::fs::read_dir(bench.scratch.0.join("marks"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let marks = crate::conformance::marks_left(&bench.scratch.0);
     let calls = bench.mock.calls();
     vec![Check::new(
         OBEYS,
@@ -580,13 +575,7 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
 /// Appends a notify command and an MCP server to the store's `config.toml` and writes the
 /// same in the project's `.codex/config.toml`; each leaves a mark under `dir/marks/`.
 fn plant(dir: &Path) -> std::io::Result<()> {
-    // One level at a time: a stop signal's cleanup may remove the scratch dir meanwhile.
-    for sub in ["marks", "repo/.codex"] {
-        match std::fs::create_dir(dir.join(sub)) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
-        }
-    }
+    crate::conformance::make_in_scratch(dir, &["marks", "repo/.codex"])?;
     let config = |from: &str| {
         let mark = |what: &str| {
             let path = dir.join("marks").join(format!("{from}-{what}"));

@@ -286,12 +286,7 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
             tracing::warn!("recording the planted scenario: {e}");
         }
     }
-    let marks: Vec<String> = std::fs::read_dir(bench.scratch.0.join("marks"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let marks = crate::conformance::marks_left(&bench.scratch.0);
     let first = bench.mock.requests.lock().map_or(String::new(), |r| {
         r.first().map(Value::to_string).unwrap_or_default()
     });
@@ -305,30 +300,13 @@ fn planted(command: &Path, record: Option<&Path>) -> Vec<Check> {
                 format!("ran: {}", marks.join(", "))
             },
         ),
-        Check::new(
-            MEMORY,
-            first.contains(PLANTED_MEMORY),
-            format!(
-                "the first request {} it",
-                if first.contains(PLANTED_MEMORY) {
-                    "carries"
-                } else {
-                    "lacks"
-                }
-            ),
-        ),
+        crate::conformance::memory_check(MEMORY, &first, PLANTED_MEMORY),
     ]
 }
 
 /// Writes the planted files under `dir`: marks go to `dir/marks/`, one per command run.
 fn plant(dir: &Path) -> std::io::Result<()> {
-    // One level at a time: a stop signal's cleanup may remove the scratch dir meanwhile.
-    for sub in ["marks", ".gemini"] {
-        match std::fs::create_dir(dir.join(sub)) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-            _ => {}
-        }
-    }
+    crate::conformance::make_in_scratch(dir, &["marks", ".gemini"])?;
     let settings = |from: &str| {
         let mark = |what: &str| {
             format!(

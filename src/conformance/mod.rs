@@ -178,6 +178,43 @@ pub(crate) fn run_scenarios(
         .collect()
 }
 
+/// The marks planted commands left under `dir/marks/`, one file each, by name.
+pub(super) fn marks_left(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("marks"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Makes `subs` under a scratch `dir`, one level at a time: a stop signal's cleanup may
+/// remove the scratch dir meanwhile, and a recursive create would make it again after it.
+pub(super) fn make_in_scratch(dir: &Path, subs: &[&str]) -> std::io::Result<()> {
+    for sub in subs {
+        match std::fs::create_dir(dir.join(sub)) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether the model's first request carries the planted instruction file's words.
+pub(super) fn memory_check(name: &'static str, first: &str, words: &str) -> Check {
+    let carried = first.contains(words);
+    Check::new(
+        name,
+        carried,
+        format!(
+            "the first request {} it",
+            if carried { "carries" } else { "lacks" }
+        ),
+    )
+}
+
 /// A throwaway directory for one check run, removed when dropped.
 pub(crate) struct Scratch(pub(crate) PathBuf);
 
