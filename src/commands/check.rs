@@ -138,6 +138,7 @@ pub(super) fn check_now(
     let not_home = workspace.not_at_home(job)?;
     let (env_set, env_remove) = crate::supervise::check::check_env(account);
     let files = state.logs(&job.id).join("check.files");
+    let hosts = ctx.config.allow_hosts_of(account);
     let mut record = crate::supervise::check::run_check(
         executor.as_ref(),
         crate::supervise::check::CheckRun {
@@ -145,7 +146,7 @@ pub(super) fn check_now(
             place: crate::supervise::RunPlace {
                 workspace: &worktree,
                 files: &files,
-                hosts: &ctx.config.sandbox.allow_hosts,
+                hosts: &hosts,
             },
             run_id: HAND_CHECK_RUN,
             env_set,

@@ -404,7 +404,7 @@ fn reachable_hosts(
     driver
         .network_endpoints(invocation, account)
         .into_iter()
-        .chain(ctx.config.sandbox.allow_hosts.iter().cloned())
+        .chain(ctx.config.allow_hosts_of(account))
         .collect()
 }
 

@@ -241,6 +241,17 @@ pub(crate) struct SandboxSettings {
 }
 
 impl Config {
+    /// The hosts an Account's sandboxed Runs and checks may reach beyond its API:
+    /// `sandbox.allowHosts`, then the Account's own.
+    pub(crate) fn allow_hosts_of(&self, account: &Account) -> Vec<String> {
+        self.sandbox
+            .allow_hosts
+            .iter()
+            .chain(&account.allow_hosts)
+            .cloned()
+            .collect()
+    }
+
     /// The state dir's layout: every path owl keeps there.
     pub(crate) fn state(&self) -> StateDir<'_> {
         StateDir(&self.state_dir)
@@ -409,6 +420,9 @@ pub(crate) struct Account {
     /// which the agent can write. A mapping of TOML keys; `None`: Codex's defaults.
     #[serde(serialize_with = "codex_config::serialize")]
     pub(crate) codex_config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// More hosts its sandboxed Runs (and their checks) may reach through owl's proxy,
+    /// beyond `sandbox.allowHosts` (`allowHosts:`).
+    pub(crate) allow_hosts: Vec<String>,
     /// The line of its `codexConfig:` key, for the Driver's refusal of it.
     #[serde(skip)]
     pub(crate) codex_config_line: Option<usize>,
@@ -434,6 +448,7 @@ impl Account {
             backoff: DEFAULT_BACKOFF,
             executor: ExecutorKind::Local,
             codex_config: None,
+            allow_hosts: Vec::new(),
             codex_config_line: None,
             limits_line: None,
         }

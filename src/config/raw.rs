@@ -127,6 +127,9 @@ pub(super) struct RawAccount {
     pub(super) executor: Option<super::ExecutorKind>,
     /// A codex Account's configuration for its Runs, in place of `$CODEX_HOME/config.toml`.
     pub(super) codex_config: Option<serde_json::Value>,
+    /// More hosts its sandboxed Runs may reach, beyond `sandbox.allowHosts`.
+    #[serde(default)]
+    pub(super) allow_hosts: Vec<String>,
 }
 
 /// `drivers:`, by each Driver's name; a name no Driver has is refused in validation.

@@ -296,8 +296,10 @@ fn accounts(
             ));
         }
         let codex_config = codex_config::validate(&name, acc.codex_config, place)?;
+        let allow_hosts = allowed_hosts(&format!("{here}.allowHosts"), acc.allow_hosts, place)?;
         let account = Account {
             codex_config,
+            allow_hosts,
             codex_config_line: place.positions.key_line(&format!("{here}.codexConfig")),
             driver: acc.driver.unwrap_or_default(),
             credential_store,
@@ -498,13 +500,17 @@ fn sandbox(raw: super::raw::RawSandbox, place: &Place) -> Result<SandboxSettings
             .enumerate()
             .map(|(i, dir)| place.path(&format!("sandbox.writable[{i}]"), dir))
             .collect::<Result<_, _>>()?,
-        allow_hosts: raw
-            .allow_hosts
-            .into_iter()
-            .enumerate()
-            .map(|(i, host)| allowed_host(&format!("sandbox.allowHosts[{i}]"), host, place))
-            .collect::<Result<_, _>>()?,
+        allow_hosts: allowed_hosts("sandbox.allowHosts", raw.allow_hosts, place)?,
     })
+}
+
+/// The hosts under `key`, each checked.
+fn allowed_hosts(key: &str, hosts: Vec<String>, place: &Place) -> Result<Vec<String>, Error> {
+    hosts
+        .into_iter()
+        .enumerate()
+        .map(|(i, host)| allowed_host(&format!("{key}[{i}]"), host, place))
+        .collect()
 }
 
 /// A host a sandboxed Run may reach: a name or address, with a port or not; never a URL.

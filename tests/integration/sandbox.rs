@@ -469,3 +469,33 @@ pub fn assert_ran_through_the_proxy(env: &TestEnv, id: &str) {
         "{run}"
     );
 }
+
+#[test]
+fn an_accounts_own_allowed_host_is_reached_beside_the_configs() {
+    let (own, own_seen) = line_server("pong");
+    let (shared, shared_seen) = line_server("pong");
+    let env = TestEnv::sandboxed(&format!("  allowHosts: [\"127.0.0.1:{shared}\"]\n"));
+    let config = std::fs::read_to_string(&env.config).unwrap().replacen(
+        "    executor: sandbox\n",
+        &format!("    executor: sandbox\n    allowHosts: [\"127.0.0.1:{own}\"]\n"),
+        1,
+    );
+    std::fs::write(&env.config, config).unwrap();
+    env.add("Reach out.");
+    env.script(&format!(
+        "read-prompt\nproxy-connect 127.0.0.1:{own}\nproxy-connect 127.0.0.1:{shared}\n\
+         replay success.jsonl\nwait-stdin-eof\nexit 0\n"
+    ));
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let said = env.recorded("net.log");
+    assert!(
+        said.contains(&format!("127.0.0.1:{own} via proxy: 200 pong")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("127.0.0.1:{shared} via proxy: 200 pong")),
+        "{said}"
+    );
+    assert_eq!(own_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(shared_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

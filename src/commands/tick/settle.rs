@@ -165,6 +165,7 @@ fn run_check(
     let files = state.run_files(&run.job.id, run.run_id);
     let output = create_private_file(&state.run_check_log(&run.job.id, run.run_id))?;
     let account = &ctx.config.accounts[run.account];
+    let hosts = ctx.config.allow_hosts_of(account);
     tracing::info!(
         "run {}: the agent says done; running its check `{}`",
         run.run_id,
@@ -178,7 +179,7 @@ fn run_check(
             place: crate::supervise::RunPlace {
                 workspace: workspace.path(),
                 files: &files,
-                hosts: &ctx.config.sandbox.allow_hosts,
+                hosts: &hosts,
             },
             run_id: run.run_id,
             env_set,
