@@ -457,6 +457,7 @@ mod tests {
             permission_mode: "dontAsk".into(),
             allowed_tools: vec![],
             disallowed_tools: vec![],
+            allow_hosts: vec![],
             model: None,
             check: None,
             after: vec![],

@@ -66,6 +66,10 @@ pub(crate) struct AddArgs {
     /// at its first Run.
     #[arg(long, value_name = "NAME")]
     pub(crate) machine: Option<String>,
+    /// A host (`name` or `name:port`) its sandboxed Runs may reach beyond its Account's
+    /// (repeat it for more).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub(crate) allow_hosts: Vec<String>,
 }
 
 pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
@@ -98,6 +102,7 @@ pub(super) fn run(ctx: &Ctx, args: AddArgs) -> Result<u8> {
         check,
         after: args.after.clone(),
         machine: args.machine.clone(),
+        allow_hosts: args.allow_hosts.clone(),
     };
     // Every check that can refuse comes before the state dir is created: exit 2 changes
     // nothing, not even on a fresh install.
@@ -149,6 +154,8 @@ pub(super) struct Asked {
     pub(crate) after: Vec<String>,
     /// The machine it runs on, when not this one's (`--machine`).
     pub(crate) machine: Option<String>,
+    /// More hosts its sandboxed Runs may reach (`--allow-host`).
+    pub(crate) allow_hosts: Vec<String>,
 }
 
 /// The check asked for.
@@ -260,6 +267,9 @@ pub(super) fn build(
         Ok(after) => after,
         Err(why) => return refuse("after", why),
     };
+    if let Err(why) = check_hosts(&asked.allow_hosts, spelling) {
+        return refuse("allowHosts", why);
+    }
     Ok(Ok(NewJob {
         id: asked.name.clone().unwrap_or_default(),
         name: asked.name.clone(),
@@ -282,7 +292,25 @@ pub(super) fn build(
         after: after.into_iter().map(|(id, _)| id).collect(),
         // Its repository is that machine's path: it runs there.
         machine: Some(machine),
+        allow_hosts: asked.allow_hosts,
     }))
+}
+
+/// Each host a Job allows names a host (a name or address, with a port or not), not a URL.
+fn check_hosts(hosts: &[String], spelling: Spelling) -> Result<(), String> {
+    let is_host =
+        |h: &String| !h.is_empty() && !h.contains("://") && !h.contains('/') && !h.contains(' ');
+    let Some(host) = hosts.iter().find(|h| !is_host(h)) else {
+        return Ok(());
+    };
+    let said = match spelling {
+        Spelling::Flags => "--allow-host",
+        Spelling::Keys => "allowHosts",
+    };
+    Err(format!(
+        "{said} '{host}' is not a host: write a name or address, with ':port' or not \
+         (index.crates.io, 127.0.0.1:8080)"
+    ))
 }
 
 /// A Job's repository on another machine: a path there, which this machine cannot check,

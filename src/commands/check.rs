@@ -138,7 +138,8 @@ pub(super) fn check_now(
     let not_home = workspace.not_at_home(job)?;
     let (env_set, env_remove) = crate::supervise::check::check_env(account);
     let files = state.logs(&job.id).join("check.files");
-    let hosts = ctx.config.allow_hosts_of(account);
+    let mut hosts = ctx.config.allow_hosts_of(account);
+    hosts.extend(job.allow_hosts.iter().cloned());
     let mut record = crate::supervise::check::run_check(
         executor.as_ref(),
         crate::supervise::check::CheckRun {

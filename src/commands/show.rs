@@ -28,6 +28,8 @@ struct ShowJson<'a> {
     /// The agent CLIs' settings files the branch changed since its base: no Run's CLI read
     /// them (README: Sandbox).
     settings_changed: Vec<String>,
+    /// More hosts its sandboxed Runs may reach (`add --allow-host`).
+    allow_hosts: &'a [String],
     /// What all the Job's Runs cost together, and its caps.
     cost_usd: f64,
     max_budget_usd: Option<f64>,
@@ -201,6 +203,7 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
         insertions: has.then_some(s.insertions),
         deletions: has.then_some(s.deletions),
         settings_changed: s.settings_changed,
+        allow_hosts: &job.allow_hosts,
         cost_usd: crate::model::total_cost(&shown.runs),
         max_budget_usd: job.max_budget_usd,
         max_job_budget_usd: job.max_job_budget_usd,

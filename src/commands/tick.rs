@@ -394,17 +394,19 @@ fn watch_as_asked(observer: &mut TickObserver, ctx: &Ctx, shared: bool, ignore_c
     }
 }
 
-/// Where a confined network lets a Run go: its Account's endpoints, then the config's.
+/// Where a confined network lets a Run go: its Account's endpoints, then the hosts the
+/// config and the Job allow.
 fn reachable_hosts(
     ctx: &Ctx,
     driver: &dyn Driver,
     invocation: &crate::driver::Invocation,
-    account: &crate::config::Account,
+    (account, job): (&crate::config::Account, &Job),
 ) -> Vec<String> {
     driver
         .network_endpoints(invocation, account)
         .into_iter()
         .chain(ctx.config.allow_hosts_of(account))
+        .chain(job.allow_hosts.iter().cloned())
         .collect()
 }
 
@@ -443,7 +445,7 @@ fn execute(
         cwd: workspace.path(),
         writable_dirs: &workspace.git_dirs(),
     });
-    let hosts = reachable_hosts(ctx, driver.as_ref(), &invocation, account_cfg);
+    let hosts = reachable_hosts(ctx, driver.as_ref(), &invocation, (account_cfg, job));
     ensure_private_dir(&ctx.config.state().logs(&job.id))?;
     let spec = RunSpec {
         driver: driver.clone(),

@@ -193,6 +193,8 @@ pub(crate) struct Job {
     /// The machine it runs on (its repository is that machine's path); `None`: a Job
     /// from before machines, on a store one machine had.
     pub(crate) machine: Option<String>,
+    /// More hosts its sandboxed Runs may reach through owl's proxy (`add --allow-host`).
+    pub(crate) allow_hosts: Vec<String>,
     pub(crate) state: JobState,
     /// Why the Job is in its state, in words (e.g. the Handoff's blocked reason).
     pub(crate) reason: Option<JobReason>,
@@ -237,6 +239,8 @@ pub(crate) struct NewJob {
     pub(crate) base_after: Option<String>,
     /// The machine it runs on: the one it is added on, or the one `add --machine` names.
     pub(crate) machine: Option<String>,
+    /// More hosts its sandboxed Runs may reach through owl's proxy (`add --allow-host`).
+    pub(crate) allow_hosts: Vec<String>,
 }
 
 /// One execution of the agent on a Job.

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 const JOB_COLUMNS: &str = "id, name, prompt, repo, base, account, priority, max_runs, \
     max_run_time_secs, max_budget_usd, max_job_budget_usd, permission_mode, allowed_tools, \
     disallowed_tools, model, state, reason, not_before, created_at, updated_at, base_commit, \
-    reason_data, check_argv, check_timeout_secs, base_after, after_ids, machine";
+    reason_data, check_argv, check_timeout_secs, base_after, after_ids, machine, allow_hosts";
 
 fn job_from_row(r: &Row) -> Result<Job> {
     let state: String = r.get(15)?;
@@ -39,6 +39,7 @@ fn job_from_row(r: &Row) -> Result<Job> {
         check: check_from(r.get(22)?, r.get(23)?),
         base_after: r.get(24)?,
         machine: r.get(26)?,
+        allow_hosts: parse_json_vec(r.text(27)?),
         // Filled by `Store::job` from `job_deps`.
         after: Vec::new(),
     })
@@ -388,7 +389,7 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
     tx.execute(
         &format!(
             "INSERT INTO jobs ({JOB_COLUMNS}) VALUES \
-             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20,?24,?25)"
+             (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?21,?22,NULL,?16,?16,?17,?23,?18,?19,?20,?24,?25,?26)"
         ),
         params![
             job.id,
@@ -416,6 +417,7 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
             reason.as_ref().map(JobReason::to_stored),
             (!job.after.is_empty()).then(|| json_vec(&job.after)),
             job.machine,
+            json_vec(&job.allow_hosts),
         ],
     )
     .with_context(|| format!("inserting job {}", job.id))?;

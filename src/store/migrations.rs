@@ -398,7 +398,13 @@ const MIGRATIONS: &[&str] = &[
         DELETE FROM queue_tally WHERE jobs <= 0;
     END;
     "#,
+    // 26: the hosts a Job's sandboxed Runs may reach beyond its Account's (`add --allow-host`).
+    super::migrations::JOB_ALLOW_HOSTS,
 ];
+
+/// Migration 26, written alike for SQLite and PostgreSQL.
+pub(super) const JOB_ALLOW_HOSTS: &str =
+    "ALTER TABLE jobs ADD COLUMN allow_hosts TEXT NOT NULL DEFAULT '[]';";
 
 /// Migration 24, written alike for SQLite and PostgreSQL.
 pub(super) const MACHINE_NOTES: &str = r#"

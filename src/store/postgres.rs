@@ -56,6 +56,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX jobs_state ON jobs(state, seq, id, priority, account, not_before, reason, machine);
     CREATE INDEX jobs_with_deps ON jobs(state) WHERE after_ids IS NOT NULL;
     "#,
+    // 26: the hosts a Job's sandboxed Runs may reach (see SQLite's 26).
+    super::migrations::JOB_ALLOW_HOSTS,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use; an error names

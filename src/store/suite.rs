@@ -64,6 +64,7 @@ fn job(id: &str, after: &[&str]) -> NewJob {
         permission_mode: "dontAsk".into(),
         allowed_tools: vec!["Read".into()],
         disallowed_tools: vec![],
+        allow_hosts: vec![],
         model: None,
         check: None,
         after: after.iter().map(|a| a.to_string()).collect(),

@@ -499,3 +499,37 @@ fn an_accounts_own_allowed_host_is_reached_beside_the_configs() {
     assert_eq!(own_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(shared_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
+
+#[test]
+fn a_jobs_own_allowed_host_is_reached_and_a_url_is_refused_at_add() {
+    let (own, own_seen) = line_server("pong");
+    let env = TestEnv::sandboxed("");
+    let out = env
+        .owl()
+        .args(["add", "--repo"])
+        .arg(&env.repo)
+        .args(["--allow-host", "https://x.example/", "Anything."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = crate::support::stderr_of(&out);
+    assert!(
+        said.contains("--allow-host 'https://x.example/' is not a host"),
+        "{said}"
+    );
+    let id = env.add_with(&["--allow-host", &format!("127.0.0.1:{own}")], "Reach out.");
+    assert_eq!(
+        env.show(&id)["allow_hosts"],
+        serde_json::json!([format!("127.0.0.1:{own}")])
+    );
+    env.script(&format!(
+        "read-prompt\nproxy-connect 127.0.0.1:{own}\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n"
+    ));
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let said = env.recorded("net.log");
+    assert!(
+        said.contains(&format!("127.0.0.1:{own} via proxy: 200 pong")),
+        "{said}"
+    );
+    assert_eq!(own_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

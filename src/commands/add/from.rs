@@ -41,6 +41,9 @@ struct Entry {
     /// Another machine sharing the store to run it on; its `repo` is then that machine's
     /// absolute path.
     machine: Option<String>,
+    /// More hosts its sandboxed Runs may reach.
+    #[serde(default)]
+    allow_hosts: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -154,6 +157,7 @@ fn asked_of(entry: &Entry, dir: &Path) -> Result<Asked, (&'static str, String)> 
         check,
         after: entry.after.clone(),
         machine: entry.machine.clone(),
+        allow_hosts: entry.allow_hosts.clone(),
     })
 }
 

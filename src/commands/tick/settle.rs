@@ -165,7 +165,8 @@ fn run_check(
     let files = state.run_files(&run.job.id, run.run_id);
     let output = create_private_file(&state.run_check_log(&run.job.id, run.run_id))?;
     let account = &ctx.config.accounts[run.account];
-    let hosts = ctx.config.allow_hosts_of(account);
+    let mut hosts = ctx.config.allow_hosts_of(account);
+    hosts.extend(run.job.allow_hosts.iter().cloned());
     tracing::info!(
         "run {}: the agent says done; running its check `{}`",
         run.run_id,
