@@ -1,7 +1,9 @@
 //! The `sandbox` Executor with the real bubblewrap: a Run writes its own clone and nothing
 //! else of the user's, leaves nothing alive, and its branch comes home.
 
-use crate::support::{git, TestEnv};
+use std::path::Path;
+
+use crate::support::{done_script, git, TestEnv};
 
 #[test]
 fn a_sandboxed_run_writes_only_its_clone_and_its_branch_comes_home() {
@@ -532,4 +534,91 @@ fn a_jobs_own_allowed_host_is_reached_and_a_url_is_refused_at_add() {
         "{said}"
     );
     assert_eq!(own_seen.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+/// A dumb-protocol git server on the host's loopback: the files of a bare repository with
+/// its `info/refs`, served over plain HTTP, as `git clone http://…` reads them.
+fn git_http_server(dir: &Path) -> u16 {
+    use std::io::{BufRead, Write};
+    let served = dir.join("served.git");
+    git(
+        dir,
+        &["clone", "-q", "--bare", "repo", served.to_str().unwrap()],
+    );
+    git(&served, &["update-server-info"]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let served = served.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                // The rest of the head.
+                loop {
+                    let mut l = String::new();
+                    if reader.read_line(&mut l).unwrap_or(0) == 0 || l == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split(' ').nth(1).unwrap_or("/");
+                let path = path.split('?').next().unwrap_or("/");
+                let file = path
+                    .strip_prefix("/served.git/")
+                    .map(|rel| served.join(rel))
+                    .filter(|p| !rel_escapes(p, &served));
+                let mut out = &conn;
+                match file.and_then(|f| std::fs::read(f).ok()) {
+                    Some(body) => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = out.write_all(&body);
+                    }
+                    None => {
+                        let _ = out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Whether `path` leaves `root` (a `..` in a request).
+fn rel_escapes(path: &Path, root: &Path) -> bool {
+    path.components()
+        .any(|c| c == std::path::Component::ParentDir)
+        || !path.starts_with(root)
+}
+
+#[test]
+fn git_over_http_reaches_a_listed_host_through_the_proxy_variables_and_an_unlisted_one_is_refused()
+{
+    let env = TestEnv::sandboxed("");
+    let port = git_http_server(env.dir.path());
+    env.script(&done_script("success.jsonl", 0));
+    // The Job's check: git, reading the standard proxy variables, lists the remote's refs.
+    let check = format!("git ls-remote http://127.0.0.1:{port}/served.git");
+    let listed = env.add_with(
+        &[
+            "--check",
+            &check,
+            "--allow-host",
+            &format!("127.0.0.1:{port}"),
+        ],
+        "Listed",
+    );
+    let tick = env.tick();
+    assert_eq!(tick["job_state"], "done", "{tick}");
+    assert_eq!(env.show(&listed)["runs"][0]["check"]["status"], "passed");
+    let unlisted = env.add_with(&["--check", &check], "Unlisted");
+    let tick = env.tick();
+    assert_eq!(tick["job_id"], unlisted.as_str(), "{tick}");
+    assert_eq!(tick["job_state"], "queued", "{tick}");
+    let shown = env.show(&unlisted);
+    assert_eq!(shown["runs"][0]["check"]["status"], "failed", "{shown}");
 }
