@@ -17,28 +17,34 @@ impl PgUrl {
     }
 
     fn checked(text: &str) -> Result<PgUrl, String> {
+        // A value owl refuses is never echoed: a password can hide anywhere in what it
+        // cannot read (a libpq key=value string, an `@` or `?` inside the password, a
+        // parameter spelled otherwise), so the whole value is `***`.
         if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
             return Err(format!(
                 "store must be a postgres:// URL (or left out for the state dir's SQLite \
-                 file), not '{}'",
-                redacted(text)
+                 file), not '{HIDDEN}' (a value owl refuses is not printed: it may hold a \
+                 password)"
             ));
         }
-        let config = postgres::Config::from_str(text)
-            .map_err(|e| format!("store: {}: {e}", redacted(text)))?;
+        let config = postgres::Config::from_str(text).map_err(|e| {
+            format!(
+                "store: '{HIDDEN}' is not a URL owl can read ({})",
+                why_unreadable(&e)
+            )
+        })?;
         if config.get_password().is_some() {
             return Err(format!(
-                "store: {} carries a password; a password never goes in the config: \
-                 give it in PGPASSWORD, a PGPASSFILE or ~/.pgpass",
-                redacted(text)
-            ));
-        }
-        if config.get_user().is_none() {
-            return Err(format!(
-                "store: {text} names no role: write it before the host (postgres://ROLE@HOST/DB)"
+                "store: '{HIDDEN}' carries a password; a password never goes in the config: \
+                 give it in PGPASSWORD, a PGPASSFILE or ~/.pgpass"
             ));
         }
         let shown = show(&config);
+        if config.get_user().is_none() {
+            return Err(format!(
+                "store: {shown} names no role: write it before the host (postgres://ROLE@HOST/DB)"
+            ));
+        }
         Ok(PgUrl { config, shown })
     }
 
@@ -65,35 +71,20 @@ impl std::fmt::Display for PgUrl {
     }
 }
 
-/// A URL as printed: a password in it (after the role, or as a `password=` parameter) is
-/// written `***`, so a refused URL is told without it.
-fn redacted(text: &str) -> String {
-    let (text, query) = match text.split_once('?') {
-        Some((url, query)) => (url, Some(query)),
-        None => (text, None),
-    };
-    let mut out = match text.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('@') {
-            Some((userinfo, host)) if userinfo.contains(':') => {
-                let user = userinfo.split(':').next().unwrap_or_default();
-                format!("{scheme}://{user}:***@{host}")
-            }
-            _ => text.to_string(),
-        },
-        None => text.to_string(),
-    };
-    if let Some(query) = query {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|p| match p.split_once('=') {
-                Some((key, _)) if key == "password" => format!("{key}=***"),
-                _ => p.to_string(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&params.join("&"));
+/// What a refused `store:` value is printed as.
+const HIDDEN: &str = "***";
+
+/// The driver's reason a URL cannot be read, without the URL or any part of it: its kind
+/// alone (the driver's message can quote the value).
+fn why_unreadable(e: &postgres::Error) -> &'static str {
+    let said = e.to_string();
+    if said.contains("port") {
+        "a port that is not a number"
+    } else if said.contains("unknown option") || said.contains("invalid") {
+        "an option it does not know or a value it cannot take"
+    } else {
+        "its form"
     }
-    out
 }
 
 fn show(config: &postgres::Config) -> String {
@@ -133,6 +124,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains("hunter2"), "{e}");
+        // Every form a password can take, parsed or not: none is printed, in part or whole.
+        for (value, secret) in [
+            ("host=db user=owl password=X9secret dbname=owl", "X9secret"),
+            ("postgres://owl:Abc@Def@host/owl", "Def"),
+            ("postgres://owl:Abc?Def@host/owl", "Abc"),
+            ("postgres://owl:Abc#Def@host/owl", "Abc"),
+            ("postgres://owl:Abc/Def@host/owl", "Abc"),
+            ("postgres://owl:Abc%40Def@host/owl", "Abc"),
+            ("postgres://owl@host/owl?password=Zz9secret", "Zz9secret"),
+            ("postgres://owl@host/owl?PASSWORD=Zz9secret", "Zz9secret"),
+            ("postgres://owl@host/owl?Password=Zz9secret", "Zz9secret"),
+            ("postgres://owl:Qq9secret@host/owl ", "Qq9secret"),
+            ("postgresql://owl:Qq9secret@host:notaport/owl", "Qq9secret"),
+        ] {
+            let e = PgUrl::parse(value).unwrap_err().to_string();
+            assert!(!e.contains(secret), "{value}: {e}");
+            assert!(e.contains("'***'"), "{value}: {e}");
+        }
         let url = PgUrl::parse("postgres://owl@db.example/night").unwrap();
         assert_eq!(url.to_string(), "postgres://owl@db.example:5432/night");
     }

@@ -271,6 +271,36 @@ fn a_store_url_with_a_password_is_refused_on_its_line_without_printing_it() {
 }
 
 #[test]
+fn no_form_of_a_store_value_prints_its_password_anywhere() {
+    let mut env = TestEnv::new();
+    env.store = None;
+    for (value, secret) in [
+        (
+            "'host=db user=owl password=X9secret dbname=owl'",
+            "X9secret",
+        ),
+        ("postgres://owl:Abc@Def9@host/owl", "Def9"),
+        ("postgres://owl:Abc9?Def@host/owl", "Abc9"),
+        ("'postgres://owl:Abc9#Def@host/owl'", "Abc9"),
+        ("postgres://owl:Abc9%40Def@host/owl", "Abc9"),
+        ("postgres://owl@host/owl?PASSWORD=Zz9secret", "Zz9secret"),
+        ("'postgres://owl:Qq9secret@host/owl '", "Qq9secret"),
+    ] {
+        env.write_config(&format!(
+            "{}store: {value}\n",
+            env.accounts_block(&["work"])
+        ));
+        for command in [&["config", "check"][..], &["status"][..], &["add", "x"][..]] {
+            let out = env.owl().args(command).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{value} {command:?}: {out:?}");
+            let said = crate::support::stderr_of(&out) + &String::from_utf8_lossy(&out.stdout);
+            assert!(!said.contains(secret), "{value} {command:?}: {said}");
+            assert!(said.contains("line "), "{value} {command:?}: {said}");
+        }
+    }
+}
+
+#[test]
 fn an_unreachable_store_fails_fast_naming_host_and_role() {
     let mut env = TestEnv::new();
     env.store = None;
