@@ -136,11 +136,16 @@ impl Positions {
     /// The line of a scalar equal to `value` at `path` or below it: how an error that
     /// names only the enclosing mapping (as serde_yaml's do) finds its value's own line.
     pub(super) fn find_value(&self, path: &str, value: &str) -> Option<usize> {
+        self.find_value_at(path, value).map(|(_, line)| line)
+    }
+
+    /// Like [`Positions::find_value`], with the value's own path (`accounts.work.limits.nightMax`).
+    pub(super) fn find_value_at(&self, path: &str, value: &str) -> Option<(String, usize)> {
         self.values
             .iter()
             .filter(|(p, _)| path.is_empty() || *p == path || p.starts_with(&format!("{path}.")))
             .find(|(_, (_, v))| v.as_deref() == Some(value))
-            .map(|(_, (line, _))| *line)
+            .map(|(p, (line, _))| (p.clone(), *line))
     }
 }
 

@@ -158,6 +158,16 @@ pub(super) fn describe_yaml_error(
 /// A serde_yaml error as a person reads it, `line N: …` first: an unknown key with the one
 /// meant, a value that is not one of those allowed, a percent written with `%`. A list
 /// entry's path (`[1]`, a plan file's second entry) is said as "in entry 2".
+/// How YAML writes a float Rust prints as `value` (`NaN`, `inf`, `-inf`).
+fn yaml_spellings(value: &str) -> &'static [&'static str] {
+    match value {
+        "NaN" => &[".nan", ".NaN", ".NAN"],
+        "inf" => &[".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"],
+        "-inf" => &["-.inf", "-.Inf", "-.INF"],
+        _ => &[],
+    }
+}
+
 pub(crate) fn explain_yaml_error(positions: &Positions, e: &serde_yaml::Error) -> String {
     let full = e.to_string();
     // serde_yaml appends " at line L column C"; we say the line ourselves, first.
@@ -212,9 +222,18 @@ pub(crate) fn explain_yaml_error(positions: &Positions, e: &serde_yaml::Error) -
             format!("'{value}' is not a number{within}{hint}"),
         )
     } else {
-        // Our own value errors quote the value: find it inside the mapping named.
-        let line = quoted(msg).and_then(|v| positions.find_value(path.unwrap_or(""), v));
-        (line, format!("{msg}{within}"))
+        // Our own value errors quote the value: find it inside the mapping named, as the
+        // file spells it (a float Rust prints `NaN` YAML writes `.nan`).
+        let found = quoted(msg).and_then(|v| {
+            std::iter::once(v)
+                .chain(yaml_spellings(v).iter().copied())
+                .find_map(|spelled| positions.find_value_at(path.unwrap_or(""), spelled))
+        });
+        match found {
+            // Its own key named, where the value was found.
+            Some((at, line)) => (Some(line), format!("{msg} in '{at}'")),
+            None => (None, format!("{msg}{within}")),
+        }
     };
     let line = line
         .or_else(|| e.location().map(|l| l.line()))

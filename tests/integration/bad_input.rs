@@ -404,3 +404,22 @@ fn a_repository_with_no_commits_is_refused_in_words() {
         assert!(!stderr.contains("revspec"), "{stderr}");
     }
 }
+
+#[test]
+fn a_ceiling_yaml_spells_as_a_special_float_or_out_of_range_is_refused_on_its_own_line_and_key() {
+    let env = TestEnv::new();
+    for value in [".nan", ".NaN", ".inf", "-.inf", "100.5"] {
+        env.write_config(&format!(
+            "accounts:\n  work:\n    limits:\n      fiveHourMax: 60\n      nightMax: {value}\n"
+        ));
+        let out = env.owl().args(["config", "check"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{value}: {out:?}");
+        let said = crate::support::stderr_of(&out);
+        // write_config puts five lines before `accounts:`: nightMax is line 10.
+        assert!(said.contains("line 10: "), "{value}: {said}");
+        assert!(
+            said.contains("in 'accounts.work.limits.nightMax'"),
+            "{value}: {said}"
+        );
+    }
+}
