@@ -231,3 +231,59 @@ fn kill_9_of_one_of_two_live_ticks_loses_only_its_run() {
     assert_eq!(other["outcome"], "succeeded", "{other}");
     assert_eq!(tools(), 0, "the recorded Run's leftover was not killed");
 }
+
+#[test]
+fn ticks_for_different_accounts_started_together_keep_max_concurrent_runs() {
+    let mut env = accounts_env(&["a", "b", "c"], "maxConcurrentRuns: 1\n");
+    // The first tick stops between its pick and its Run, holding its Account: the moment
+    // the per-Account timers' ticks race through.
+    let gate = env.dir.path().join("version-gate");
+    env.extra_env
+        .push(("FAKE_AGENT_VERSION_GATE".into(), gate.display().to_string()));
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    for account in ["a", "b", "c"] {
+        env.add_with(&["--account", account], &format!("On {account}"));
+    }
+    let mut first = env
+        .owl_std()
+        .args(["tick", "--json", "--account", "a"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let waiting = gate.with_extension("waiting");
+    crate::support::wait_for_child(&mut first, "the first tick never reached its Run", || {
+        waiting.exists()
+    });
+    for account in ["b", "c"] {
+        let mut other = env
+            .owl_std()
+            .args(["tick", "--json", "--account", account])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // It must decide at once; one that went on to start its own Run would wait at the
+        // same gate, and this wait would fail.
+        let started = std::time::Instant::now();
+        let out = loop {
+            if let Some(_status) = other.try_wait().unwrap() {
+                break other.wait_with_output().unwrap();
+            }
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = other.kill();
+                std::fs::write(&gate, "").unwrap();
+                panic!("the tick for {account} went on to start a second Run");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let tick: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(tick["action"], "busy", "{account}: {tick}");
+        assert_eq!(
+            tick["reason"],
+            "maxConcurrentRuns is 1 and no Run is live yet; another tick is starting one more",
+            "{account}: {tick}"
+        );
+    }
+    std::fs::write(&gate, "").unwrap();
+    let first = finish(first);
+    assert_eq!(first["outcome"], "succeeded", "{first}");
+}

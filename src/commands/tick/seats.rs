@@ -13,6 +13,9 @@ pub(super) struct Seats {
     free: BTreeMap<String, crate::lock::Held>,
     /// The Runs in progress on this machine, in words, oldest first.
     live: Vec<String>,
+    /// Accounts outside this tick's `--account` whose run lock another tick holds: a Run
+    /// being started there counts toward `maxConcurrentRuns` before the store records it.
+    starting_elsewhere: usize,
 }
 
 impl Seats {
@@ -30,8 +33,16 @@ impl Seats {
         let mut occupied = super::super::plan::occupied_by(&live_runs);
         ensure_private_dir(&ctx.config.state().locks())?;
         let mut free = BTreeMap::new();
+        let mut starting_elsewhere = 0;
         for name in ctx.config.accounts.keys() {
             if let Some(only) = only.filter(|only| only != name) {
+                // Under the pick lock no other tick is deciding: a run lock held now is a
+                // Run being started (or probed for) by a tick that has decided.
+                let live_here = occupied.contains_key(name);
+                let path = ctx.config.state().account_lock(name);
+                if !live_here && crate::lock::try_lock(&path)?.is_none() {
+                    starting_elsewhere += 1;
+                }
                 let taken = Taken::NotThisTick {
                     only: only.to_string(),
                 };
@@ -56,6 +67,7 @@ impl Seats {
             occupied,
             free,
             live,
+            starting_elsewhere,
         })
     }
 
@@ -67,7 +79,8 @@ impl Seats {
             .occupied
             .values()
             .filter(|t| matches!(t, Taken::Locked { .. }))
-            .count();
+            .count()
+            + self.starting_elsewhere;
         if self.live.len() + starting < cap as usize {
             return None;
         }
@@ -79,15 +92,12 @@ impl Seats {
             1 => "; another tick is starting one more".into(),
             n => format!("; other ticks are starting {n} more"),
         };
-        Some(format!(
-            "maxConcurrentRuns is {cap} and {} live: {}{more}",
-            if self.live.len() == 1 {
-                "one Run is".to_string()
-            } else {
-                format!("{} Runs are", self.live.len())
-            },
-            self.live.join(", ")
-        ))
+        let live = match self.live.len() {
+            0 => "no Run is live yet".to_string(),
+            1 => format!("one Run is live: {}", self.live[0]),
+            n => format!("{n} Runs are live: {}", self.live.join(", ")),
+        };
+        Some(format!("maxConcurrentRuns is {cap} and {live}{more}"))
     }
 
     /// Why a tick with queued work found nothing to start: every Account it could use is
