@@ -46,6 +46,9 @@ struct RunningJson {
     /// Until when its lease holds, on a shared store; another machine's tick records the
     /// Run lost after it.
     lease_until: Option<String>,
+    /// Its lease has run out (the store's clock): the next tick records the Run lost;
+    /// null without a lease.
+    lease_expired: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -235,6 +238,9 @@ fn live_runs(
                 }),
                 machine: r.machine.clone().unwrap_or_else(|| here.to_string()),
                 lease_until: identity.and_then(|i| i.lease_until.clone()),
+                lease_expired: identity
+                    .filter(|i| i.lease_until.is_some())
+                    .map(|i| i.lease_expired),
                 job_id: r.job_id,
                 run_id: r.id,
                 account: r.account,
@@ -290,6 +296,10 @@ fn print_running(live: &[RunningJson]) {
 /// One Run in flight, and whether its tick still supervises it.
 fn print_live_run(r: &RunningJson) {
     let place = match (r.supervisor_alive, &r.lease_until) {
+        (None, Some(until)) if r.lease_expired == Some(true) => format!(
+            "on machine {}, its lease expired at {until}: the next tick records the Run lost",
+            r.machine
+        ),
         (None, Some(until)) => format!("on machine {}, lease until {until}", r.machine),
         (None, None) => format!("on machine {}", r.machine),
         _ => format!("pid {}", r.pid.map_or("?".into(), |p| p.to_string())),

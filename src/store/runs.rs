@@ -53,6 +53,8 @@ pub(crate) struct RunIdentity {
     pub(crate) fence: i64,
     /// Until when its lease holds (RFC 3339, the server's clock), on a shared store.
     pub(crate) lease_until: Option<String>,
+    /// Its lease has run out by the server's clock: the next tick records the Run lost.
+    pub(crate) lease_expired: bool,
 }
 
 const RUN_COLUMNS: &str = "id, job_id, account, outcome, stop_reason, exit_code, session_id, \
@@ -299,9 +301,13 @@ impl Store {
     }
 
     fn identities_where(&self, clause: &str, params: &[&dyn ToParam]) -> Result<Vec<RunIdentity>> {
+        // The lease is the server's clock: it judges the expiry too.
         let lease = match self.db.is_postgres() {
-            true => "to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
-            false => "lease_until",
+            true => {
+                "to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
+                     (CASE WHEN lease_until < now() THEN 1 ELSE 0 END)::BIGINT"
+            }
+            false => "lease_until, 0",
         };
         self.db.query_map(
             &format!(
@@ -328,6 +334,7 @@ impl Store {
                     machine: r.get(9)?,
                     fence: r.get(10)?,
                     lease_until: r.get(11)?,
+                    lease_expired: r.get::<i64>(12)? != 0,
                 })
             },
         )

@@ -303,7 +303,15 @@ impl Executor for SandboxExecutor {
                     tracing::warn!(pid, "could not signal the sandbox's init: {e}");
                 }
             }
-            None => self.local.signal(agent, signal),
+            None => {
+                if signal != Sig::KILL {
+                    tracing::warn!(
+                        pgid,
+                        "owl's init in the sandbox was not found; signalling bubblewrap"
+                    );
+                }
+                self.local.signal(agent, signal)
+            }
         }
     }
 
@@ -372,8 +380,18 @@ fn under_tmp(path: &Path) -> Option<PathBuf> {
 /// process. A stop signal sent to bubblewrap instead would never reach the agent.
 fn init_under(pgid: i32) -> Option<i32> {
     let found = |pids: Vec<i32>| pids.into_iter().find(|pid| is_init(*pid));
-    found(sys::descendants_of(pgid)).or_else(|| found(sys::scan_descendants(pgid)))
+    // A look that misses it is tried again a few times before the stop goes to bubblewrap,
+    // where it would never reach the agent (CI saw a stop signal missed once in a while).
+    (0..INIT_LOOKS).find_map(|look| {
+        if look > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        found(sys::descendants_of(pgid)).or_else(|| found(sys::scan_descendants(pgid)))
+    })
 }
+
+/// How many times owl looks for its init in a sandbox before it gives up on it.
+const INIT_LOOKS: u32 = 5;
 
 /// Whether `pid` is owl's init in a sandbox: its argv[1] is [`INIT_COMMAND`] (bubblewrap's
 /// own processes carry the whole command line, that word included, further on).

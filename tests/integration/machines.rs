@@ -650,3 +650,34 @@ fn the_stores_password_never_reaches_an_agent_or_its_check() {
     let checked = std::fs::read_to_string(worktree.join("check-env.txt")).unwrap();
     assert!(!checked.contains("PGPASSWORD") && !checked.contains("owl-test-password"));
 }
+
+#[test]
+fn another_machines_expired_lease_is_said_as_such_in_status() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    a.add("Leased");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    // alpha's supervisor renews nothing while it is stopped; its lease runs out.
+    unsafe { libc::kill(tick.id() as i32, libc::SIGSTOP) };
+    db.admin()
+        .batch_execute("UPDATE runs SET lease_until = now() - interval '1 second'")
+        .unwrap();
+    let status = b.status();
+    let running = &status["live_runs"][0];
+    assert_eq!(running["lease_expired"], true, "{status}");
+    crate::support::assert_schema("status", &status);
+    let out = b.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("on machine alpha, its lease expired at ")
+            && text.contains(": the next tick records the Run lost"),
+        "{text}"
+    );
+    assert!(!text.contains("lease until"), "{text}");
+    unsafe { libc::kill(tick.id() as i32, libc::SIGCONT) };
+    a.release();
+    finish(tick);
+}
