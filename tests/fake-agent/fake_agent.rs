@@ -374,7 +374,16 @@ fn main() {
             },
             "note-sigterm" => unsafe {
                 // Writes `sigterm` in the record and exits 143: proof the signal reached
-                // this process, not only something around it.
+                // this process, not only something around it. The path is made now: the
+                // handler may only make async-signal-safe calls (an allocation or the
+                // environment's lock in a handler can deadlock, and the agent is killed at
+                // the grace's end without a word).
+                if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD") {
+                    let path = PathBuf::from(dir).join("sigterm");
+                    let path =
+                        std::ffi::CString::new(path.into_os_string().into_encoded_bytes()).unwrap();
+                    let _ = SIGTERM_NOTE.set(path);
+                }
                 libc::signal(
                     libc::SIGTERM,
                     note_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t,
@@ -739,9 +748,24 @@ fn expand_home(path: &str) -> PathBuf {
     }
 }
 
+/// Where `note-sigterm` writes, made before its handler is installed.
+static SIGTERM_NOTE: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
 extern "C" fn note_sigterm(_: libc::c_int) {
-    if let Some(dir) = std::env::var_os("FAKE_AGENT_RECORD") {
-        let _ = fs::write(PathBuf::from(dir).join("sigterm"), "got it");
+    // open, write, close and _exit only: all async-signal-safe.
+    if let Some(path) = SIGTERM_NOTE.get() {
+        unsafe {
+            let fd = libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o644,
+            );
+            if fd >= 0 {
+                let said = b"got it";
+                libc::write(fd, said.as_ptr().cast(), said.len());
+                libc::close(fd);
+            }
+        }
     }
     unsafe { libc::_exit(143) };
 }
