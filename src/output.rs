@@ -16,9 +16,36 @@ pub(crate) fn write_out(args: fmt::Arguments) {
         return;
     }
     let raw = args.to_string();
-    let text = inert(&raw);
+    let text = rendered(&raw);
     let mut out = io::stdout().lock();
     settle(out.write_all(text.as_bytes()).and_then(|()| out.flush()));
+}
+
+/// A line as owl prints it: inert, then owl's own styles, marked where the line was made,
+/// turned into their escape codes.
+fn rendered(raw: &str) -> std::borrow::Cow<'_, str> {
+    let text = inert(raw);
+    match text.contains([RED, PLAIN]) {
+        true => text
+            .replace(RED, "\x1b[31m")
+            .replace(PLAIN, "\x1b[0m")
+            .into(),
+        false => text,
+    }
+}
+
+/// Marks red text in a line owl prints (private-use characters no input holds):
+/// [`write_out`] turns them into the terminal's codes after making the rest inert.
+pub(crate) const RED: char = '\u{F8F0}';
+/// Ends a style [`RED`] began.
+pub(crate) const PLAIN: char = '\u{F8F1}';
+
+/// Whether owl's output may be coloured: stdout is a terminal and `NO_COLOR` is not set
+/// (no-color.org: any value but the empty one turns colour off).
+pub(crate) fn colour() -> bool {
+    use std::io::IsTerminal;
+    let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_colour && io::stdout().is_terminal()
 }
 
 /// Takes a stdout write's result: a closed pipe silences what follows; any other failure
@@ -274,6 +301,12 @@ macro_rules! errln {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn owls_own_colour_reaches_the_terminal_and_nothing_else_does() {
+        let line = format!("a {RED}▆{PLAIN} b \x1b[2J");
+        assert_eq!(rendered(&line), "a \x1b[31m▆\x1b[0m b \\x1b[2J");
+    }
 
     #[test]
     fn control_characters_are_shown_not_obeyed() {

@@ -586,8 +586,7 @@ fn print_job(job: &JobReport) {
 }
 
 fn print_text(report: &Report) {
-    use std::io::IsTerminal;
-    let colour = std::io::stdout().is_terminal();
+    let colour = crate::output::colour();
     let (since, until) =
         crate::clock::span_ends(report.since, report.until, &chrono::Local, "%a %H:%M");
     outln!("owl report: {since} → {until}");

@@ -129,6 +129,38 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
     assert!(text.contains("peak 65%, ceiling 60%"), "{text}");
     assert!(text.contains('!') && text.contains('✕'), "{text}");
     assert!(!text.contains('\x1b'), "no colours when piped");
+    // On a terminal: the terminal's red over the ceiling, never its code as text; none
+    // with NO_COLOR.
+    let on_a_terminal = |no_color: Option<&str>| {
+        let owl = env.owl_std();
+        let mut script = std::process::Command::new("script");
+        script.args([
+            "-qec",
+            &format!("{} report --since 3h", env!("CARGO_BIN_EXE_owl")),
+            "/dev/null",
+        ]);
+        for (k, v) in owl.get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        match no_color {
+            Some(v) => script.env("NO_COLOR", v),
+            None => script.env_remove("NO_COLOR"),
+        };
+        let out = script.output().expect("running script(1) from util-linux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = on_a_terminal(None);
+    assert!(coloured.contains("\x1b[31m"), "{coloured:?}");
+    assert!(!coloured.contains("\\x1b"), "{coloured:?}");
+    let plain = on_a_terminal(Some("1"));
+    assert!(
+        !plain.contains('\x1b') && !plain.contains("\\x1b"),
+        "{plain:?}"
+    );
+    assert!(plain.contains('!'), "{plain:?}");
     assert!(text.contains("4 Runs on 3 Jobs"), "{text}");
 
     // HTML: one page, one path per Window, the ceiling at 60%, a bar per Run.

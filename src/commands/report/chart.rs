@@ -67,7 +67,9 @@ pub(super) fn account_rows(
             let ch = c.map_or('·', block);
             let over = matches!((c, series.ceiling), (Some(p), Some(ceiling)) if *p >= ceiling);
             if over && colour {
-                row.push_str(&format!("\x1b[31m{ch}\x1b[0m"));
+                row.push(crate::output::RED);
+                row.push(ch);
+                row.push(crate::output::PLAIN);
             } else if over {
                 // Without colours a figure over the ceiling still stands out.
                 row.push('!');
@@ -205,6 +207,9 @@ mod tests {
         assert_eq!(runs[24], '✕');
         assert_eq!(runs[30], ' ');
         let coloured = account_rows(&account, since, until, true);
-        assert!(coloured[0].contains("\x1b[31m▆\x1b[0m"));
+        let marked: String = [crate::output::RED, '▆', crate::output::PLAIN]
+            .iter()
+            .collect();
+        assert!(coloured[0].contains(&marked));
     }
 }
