@@ -640,3 +640,21 @@ fn e2e_codex_a_provider_planted_in_the_store_receives_nothing() {
         "the key went to the planted endpoint: {tick}"
     );
 }
+
+#[test]
+#[ignore = "needs the real Codex CLI"]
+fn e2e_codex_the_repositorys_agents_md_still_reaches_the_model() {
+    let (env, mock) = crate::codex::codex_env();
+    commit_in_repo(
+        &env.repo,
+        &[(
+            "AGENTS.md",
+            "owl-test-agents-md: the repository's own words\n".to_string(),
+        )],
+    );
+    env.add("Say hello.");
+    mock.script(vec![owl::mock::openai::Step::Text("Hello.".into())]);
+    assert_eq!(env.tick()["outcome"], "succeeded");
+    let first = mock.requests.lock().unwrap()[0].to_string();
+    assert!(first.contains("owl-test-agents-md"), "{first}");
+}
