@@ -205,9 +205,12 @@ fn main() {
             std::env::current_dir().unwrap().display().to_string(),
         )
         .unwrap();
-        // Whole or absent: a test may read it the moment it appears.
-        fs::write(dir.join("pid.txt.tmp"), std::process::id().to_string()).unwrap();
-        fs::rename(dir.join("pid.txt.tmp"), dir.join("pid.txt")).unwrap();
+        // Whole or absent: a test may read it the moment it appears. The temporary name is
+        // this process's own: agents started together in one record dir (the conformance
+        // scenarios, ticks side by side) each rename theirs, never another's.
+        let tmp = dir.join(format!("pid.txt.{}.tmp", std::process::id()));
+        fs::write(&tmp, std::process::id().to_string()).unwrap();
+        fs::rename(&tmp, dir.join("pid.txt")).unwrap();
         // What this process inherited: owl's lock must not be among it.
         let fds: Vec<String> = fs::read_dir("/proc/self/fd")
             .unwrap()
