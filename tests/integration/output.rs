@@ -265,28 +265,7 @@ fn a_missing_agent_cli_is_flagged_before_any_tick_and_healed_notes_are_not_repea
 #[test]
 fn on_a_terminal_warnings_are_coloured_unless_no_color_is_set() {
     let env = env_whose_tick_warns();
-    // `script` gives owl a terminal (a pty) and copies what it printed there.
-    let on_a_terminal = |no_color: Option<&str>| {
-        let owl = env.owl_std();
-        let mut script = std::process::Command::new("script");
-        script.args([
-            "-qec",
-            &format!("{} tick", env!("CARGO_BIN_EXE_owl")),
-            "/dev/null",
-        ]);
-        for (k, v) in owl.get_envs() {
-            match v {
-                Some(v) => script.env(k, v),
-                None => script.env_remove(k),
-            };
-        }
-        match no_color {
-            Some(v) => script.env("NO_COLOR", v),
-            None => script.env_remove("NO_COLOR"),
-        };
-        let out = script.output().expect("running script(1) from util-linux");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let on_a_terminal = |no_color| crate::support::on_a_terminal(&env, "tick", no_color);
     let coloured = on_a_terminal(None);
     assert!(
         coloured.contains("WARN") && coloured.contains('\x1b'),

@@ -131,27 +131,8 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
     assert!(!text.contains('\x1b'), "no colours when piped");
     // On a terminal: the terminal's red over the ceiling, never its code as text; none
     // with NO_COLOR.
-    let on_a_terminal = |no_color: Option<&str>| {
-        let owl = env.owl_std();
-        let mut script = std::process::Command::new("script");
-        script.args([
-            "-qec",
-            &format!("{} report --since 3h", env!("CARGO_BIN_EXE_owl")),
-            "/dev/null",
-        ]);
-        for (k, v) in owl.get_envs() {
-            match v {
-                Some(v) => script.env(k, v),
-                None => script.env_remove(k),
-            };
-        }
-        match no_color {
-            Some(v) => script.env("NO_COLOR", v),
-            None => script.env_remove("NO_COLOR"),
-        };
-        let out = script.output().expect("running script(1) from util-linux");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let on_a_terminal =
+        |no_color| crate::support::on_a_terminal(&env, "report --since 3h", no_color);
     let coloured = on_a_terminal(None);
     assert!(coloured.contains("\x1b[31m"), "{coloured:?}");
     assert!(!coloured.contains("\\x1b"), "{coloured:?}");

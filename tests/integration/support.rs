@@ -714,3 +714,27 @@ pub fn tick_into_check(
     wait_until("the check never started", || pidfile.exists());
     (id, tick, read_pid(pidfile))
 }
+
+/// What `owl ARGS` prints on a terminal: `script` gives it a pty and copies what it printed
+/// there; `no_color` is `NO_COLOR`'s value, or `None` to leave it unset.
+pub fn on_a_terminal(env: &TestEnv, args: &str, no_color: Option<&str>) -> String {
+    let owl = env.owl_std();
+    let mut script = std::process::Command::new("script");
+    script.args([
+        "-qec",
+        &format!("{} {args}", env!("CARGO_BIN_EXE_owl")),
+        "/dev/null",
+    ]);
+    for (k, v) in owl.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    match no_color {
+        Some(v) => script.env("NO_COLOR", v),
+        None => script.env_remove("NO_COLOR"),
+    };
+    let out = script.output().expect("running script(1) from util-linux");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
