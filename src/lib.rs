@@ -32,6 +32,7 @@ mod text;
 mod untrusted;
 mod usage;
 mod wait;
+mod watchdog;
 mod workspace;
 
 // owl is a binary: what is public here is what `main.rs`, the integration tests and the

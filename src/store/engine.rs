@@ -257,6 +257,9 @@ pub(crate) struct Pg {
     /// Inside a transaction a lost connection is the transaction's failure: it is made
     /// again only between transactions.
     in_transaction: bool,
+    /// How long a statement may wait for another's lock (the session's `lock_timeout`):
+    /// its bound on the server and in the watchdog follow from it.
+    lock_wait: std::time::Duration,
 }
 
 impl Pg {
@@ -271,8 +274,23 @@ impl Pg {
             "the connection to the store {} was lost; connecting again",
             self.url
         );
-        self.client = super::postgres::connect(&self.url)?;
+        self.client = super::postgres::connect(&self.url, self.lock_wait)?;
         self.statements.clear();
+        Ok(())
+    }
+
+    /// One exchange with the server, under the watchdog's bound (see `crate::watchdog`).
+    fn bounded<T>(&mut self, sql: &str, exchange: impl FnOnce(&mut postgres::Client) -> T) -> T {
+        let step = format!("running {}", super::postgres::statement_name(sql));
+        let bound = super::postgres::client_bound(self.lock_wait);
+        crate::watchdog::bounded(&self.url, &step, bound, || exchange(&mut self.client))
+    }
+
+    /// Sets how long a statement waits for another's lock, and the server's bound on a
+    /// statement with it.
+    fn set_lock_wait(&mut self, wait: std::time::Duration) -> Result<()> {
+        self.batch(&super::postgres::session_timeouts(wait))?;
+        self.lock_wait = wait;
         Ok(())
     }
 
@@ -282,8 +300,7 @@ impl Pg {
             return Ok(stmt.clone());
         }
         let stmt = self
-            .client
-            .prepare(&dollar_parameters(sql))
+            .bounded(sql, |client| client.prepare(&dollar_parameters(sql)))
             .map_err(pg_error)
             .with_context(|| format!("preparing: {sql}"))?;
         self.statements.insert(sql.to_string(), stmt.clone());
@@ -293,8 +310,7 @@ impl Pg {
     fn query(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<Vec<postgres::Row>> {
         let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        self.client
-            .query(&stmt, &pg_params(&values))
+        self.bounded(sql, |client| client.query(&stmt, &pg_params(&values)))
             .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))
     }
@@ -303,8 +319,7 @@ impl Pg {
         let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
         let n = self
-            .client
-            .execute(&stmt, &pg_params(&values))
+            .bounded(sql, |client| client.execute(&stmt, &pg_params(&values)))
             .map_err(pg_error)
             .with_context(|| format!("running: {sql}"))?;
         Ok(n as usize)
@@ -312,7 +327,9 @@ impl Pg {
 
     fn batch(&mut self, sql: &str) -> Result<()> {
         self.ready()?;
-        let done = self.client.batch_execute(sql).map_err(pg_error);
+        let done = self
+            .bounded(sql, |client| client.batch_execute(sql))
+            .map_err(pg_error);
         match sql {
             "BEGIN" => self.in_transaction = done.is_ok(),
             "COMMIT" | "ROLLBACK" => self.in_transaction = false,
@@ -420,7 +437,17 @@ impl Db {
             statements: Default::default(),
             url,
             in_transaction: false,
+            lock_wait: super::BUSY_TIMEOUT,
         })))
+    }
+
+    /// How long one statement may wait for another's lock: SQLite's busy timeout, or
+    /// PostgreSQL's `lock_timeout` (and the bounds that follow from it).
+    pub(super) fn wait_at_most(&self, timeout: std::time::Duration) -> Result<()> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn.busy_timeout(timeout)?),
+            Db::Postgres(pg) => pg.borrow_mut().set_lock_wait(timeout),
+        }
     }
 
     /// Whether this is PostgreSQL: for the few statements its dialect says otherwise.

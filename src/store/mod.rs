@@ -107,8 +107,8 @@ impl Store {
 
     /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
     pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
-        let mut client = postgres::connect(url)?;
-        let was = postgres::migrate(&mut client, migrations::SCHEMA_VERSION)
+        let mut client = postgres::connect(url, BUSY_TIMEOUT)?;
+        let was = postgres::migrate(&mut client, url, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;
         let mut store = Store {
             db: Db::postgres(client, url.clone()),
@@ -145,13 +145,7 @@ impl Store {
     /// How long one statement may wait for another's lock: SQLite's busy timeout, or
     /// PostgreSQL's `lock_timeout`.
     fn wait_at_most(&mut self, timeout: Duration) -> Result<()> {
-        match self.db.sqlite_conn() {
-            Some(conn) => conn.busy_timeout(timeout)?,
-            None => self
-                .db
-                .execute_batch(&format!("SET lock_timeout = {}", timeout.as_millis()))?,
-        }
-        Ok(())
+        self.db.wait_at_most(timeout)
     }
 
     /// Puts the store in the mode of the supervision loop, or back out of it. While a Run
@@ -334,5 +328,27 @@ mod tests {
         assert_eq!(synchronous(&store), NORMAL);
         store.supervising(None).unwrap();
         assert_eq!(synchronous(&store), FULL);
+    }
+
+    fn session_setting(store: &Store, name: &str) -> String {
+        store
+            .db
+            .query_one(&format!("SHOW {name}"), &[], |r| r.get::<String>(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_postgresql_session_bounds_each_statement_on_the_server_too() {
+        let db = testing::TestDatabase::new();
+        let mut store = db.store();
+        // From the startup packet: a lock waited for 30 s, a statement 35 s in all.
+        assert_eq!(session_setting(&store, "lock_timeout"), "30s");
+        assert_eq!(session_setting(&store, "statement_timeout"), "35s");
+        // While a Run is supervised, both shrink with the lock wait.
+        store.supervising(Some(Duration::from_millis(250))).unwrap();
+        assert_eq!(session_setting(&store, "lock_timeout"), "250ms");
+        assert_eq!(session_setting(&store, "statement_timeout"), "5250ms");
+        store.supervising(None).unwrap();
+        assert_eq!(session_setting(&store, "statement_timeout"), "35s");
     }
 }

@@ -7,13 +7,50 @@ use anyhow::{Context, Result};
 
 pub(crate) use crate::config::PgUrl;
 
-/// How long a tick waits for the server before it gives up: a tick must not hang behind
-/// an unreachable database.
+/// How long a connection may take, whole (TCP, startup, authentication), before owl gives
+/// up: a tick must not hang behind an unreachable database, nor behind one that accepts
+/// and never answers (then the watchdog ends owl: `crate::watchdog`).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the socket's connect may take: within [`CONNECT_TIMEOUT`], so that a host
+/// that does not answer is an error owl reports, not the watchdog's last resort.
+const SOCKET_CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// How long a statement waits for the server to acknowledge what it sent before the
-/// connection is given up for dead.
+/// connection is given up for dead; and how long, beyond the wait for another's lock, the
+/// server may work on one statement, and the answer may take to come back.
 pub(crate) const NETWORK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server's bound on one statement (`statement_timeout`): its wait for another's lock
+/// (`lock_timeout`), and [`NETWORK_TIMEOUT`] of work.
+fn statement_timeout(lock_wait: Duration) -> Duration {
+    lock_wait + NETWORK_TIMEOUT
+}
+
+/// The client's bound on one statement, kept by the watchdog: the server's, and
+/// [`NETWORK_TIMEOUT`] for its answer to come back. Past it the path is silent.
+pub(crate) fn client_bound(lock_wait: Duration) -> Duration {
+    statement_timeout(lock_wait) + NETWORK_TIMEOUT
+}
+
+/// The `SET`s that give a session its waits: for another's lock, and for one statement.
+pub(crate) fn session_timeouts(lock_wait: Duration) -> String {
+    format!(
+        "SET lock_timeout = {}; SET statement_timeout = {}",
+        lock_wait.as_millis(),
+        statement_timeout(lock_wait).as_millis()
+    )
+}
+
+/// A statement as the line that gives up on it names it: its first words.
+pub(crate) fn statement_name(sql: &str) -> String {
+    let words: Vec<&str> = sql.split_whitespace().take(4).collect();
+    let name = words.join(" ");
+    match sql.split_whitespace().nth(4) {
+        Some(_) => format!("`{name} …`"),
+        None => format!("`{name}`"),
+    }
+}
 
 /// The schema PostgreSQL starts at: migrations 1-22 of SQLite, in one step.
 const SCHEMA: &str = include_str!("postgres_schema.sql");
@@ -60,15 +97,22 @@ const MIGRATIONS: &[&str] = &[
     super::migrations::JOB_ALLOW_HOSTS,
 ];
 
-/// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use; an error names
-/// the host and role, never the password.
-pub(crate) fn connect(url: &PgUrl) -> Result<postgres::Client> {
+/// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, its session
+/// given `lock_wait` for another's lock (and the statement bound that follows); an error
+/// names the host and role, never the password.
+pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<postgres::Client> {
     let mut config = url.config().clone();
+    // The session's bounds go with the startup packet: no round trip of their own.
+    config.options(&format!(
+        "-c lock_timeout={} -c statement_timeout={}",
+        lock_wait.as_millis(),
+        statement_timeout(lock_wait).as_millis()
+    ));
     // A statement on a cut network fails within seconds instead of the kernel's
     // retransmission minutes: a supervisor must be able to stop its Run before its lease
     // expires, never wait on the network past it.
     config
-        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_timeout(SOCKET_CONNECT_TIMEOUT)
         .application_name("owl")
         .tcp_user_timeout(NETWORK_TIMEOUT)
         .keepalives(true)
@@ -78,10 +122,12 @@ pub(crate) fn connect(url: &PgUrl) -> Result<postgres::Client> {
     if let Some(password) = password(&config) {
         config.password(password);
     }
-    config
-        .connect(postgres::NoTls)
-        .map_err(|e| anyhow::anyhow!("{}", describe(&e)))
-        .with_context(|| format!("connecting to the store {url}"))
+    let step = "connecting: TCP, startup and authentication";
+    crate::watchdog::bounded(url, step, CONNECT_TIMEOUT, || {
+        config.connect(postgres::NoTls)
+    })
+    .map_err(|e| anyhow::anyhow!("{}", describe(&e)))
+    .with_context(|| format!("connecting to the store {url}"))
 }
 
 /// A driver error in words: the server's own message when it sent one.
@@ -152,7 +198,18 @@ fn pgpass_match(line: &str, wanted: [&str; 4]) -> Option<String> {
 /// when it is empty, refused when a newer owl wrote it. An advisory lock held for the
 /// transaction alone (released when it ends, even when the client dies) keeps two machines
 /// from making it at once.
-pub(super) fn migrate(client: &mut postgres::Client, version: i64) -> Result<Option<i64>> {
+pub(super) fn migrate(
+    client: &mut postgres::Client,
+    url: &PgUrl,
+    version: i64,
+) -> Result<Option<i64>> {
+    let bound = client_bound(super::BUSY_TIMEOUT);
+    crate::watchdog::bounded(url, "reading and migrating the schema", bound, || {
+        migrate_within(client, version)
+    })
+}
+
+fn migrate_within(client: &mut postgres::Client, version: i64) -> Result<Option<i64>> {
     let mut tx = client.transaction()?;
     tx.batch_execute(
         "SELECT pg_advisory_xact_lock(7270617);
@@ -201,6 +258,21 @@ pub(super) fn migrate(client: &mut postgres::Client, version: i64) -> Result<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_client_waits_for_the_server_s_bound_and_the_way_back() {
+        let lock_wait = Duration::from_millis(250);
+        assert_eq!(client_bound(lock_wait), Duration::from_millis(10_250));
+        assert_eq!(
+            session_timeouts(lock_wait),
+            "SET lock_timeout = 250; SET statement_timeout = 5250"
+        );
+        assert_eq!(
+            statement_name("UPDATE runs SET lease_until = now() WHERE id = ?1"),
+            "`UPDATE runs SET lease_until …`"
+        );
+        assert_eq!(statement_name("COMMIT"), "`COMMIT`");
+    }
 
     #[test]
     fn a_pgpass_line_matches_by_its_four_fields() {

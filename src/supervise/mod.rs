@@ -46,6 +46,8 @@ pub(crate) enum Event {
     Side(Box<AgentEvent>),
     /// Everything else, as the machine takes it.
     Happened(Happened),
+    /// A stop decided beside the loop, which may be blocked (the lease's clock ran out).
+    Stop(StopCause),
 }
 
 /// Everything needed to supervise one Run.
@@ -122,6 +124,59 @@ pub(crate) trait Observer {
     fn event(&mut self, event: &AgentEvent, report: &RunReport) -> Option<StopCause>;
     /// Called about twice a second; returning a cause stops the Run (e.g. a cancel).
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause>;
+    /// The Run's lease as this machine's clock keeps it, when it holds one: the agent is
+    /// killed when it runs out, whatever the loop is blocked on.
+    fn lease_clock(&self) -> Option<Arc<LeaseClock>> {
+        None
+    }
+}
+
+/// A Run's lease on a shared store as this machine's clock keeps it: when it was last
+/// renewed, and how long after that the agent may live (the lease's length less the
+/// margin its supervisor keeps to stop it). Renewed by the loop; kept by a thread of its
+/// own, so that a renewal blocked on a silent store cannot keep the agent alive past it.
+#[derive(Debug)]
+pub(crate) struct LeaseClock {
+    renewed: std::sync::Mutex<Instant>,
+    kill_after: Duration,
+    length: Duration,
+}
+
+impl LeaseClock {
+    /// A lease of `length`, renewed at `renewed`, whose agent must be dead `kill_after` a
+    /// renewal.
+    pub(crate) fn new(renewed: Instant, kill_after: Duration, length: Duration) -> LeaseClock {
+        LeaseClock {
+            renewed: std::sync::Mutex::new(renewed),
+            kill_after,
+            length,
+        }
+    }
+
+    /// The lease was renewed by a statement sent at `at`.
+    pub(crate) fn renewed_at(&self, at: Instant) {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    /// When the lease was last renewed.
+    pub(crate) fn renewed(&self) -> Instant {
+        *self.renewed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// When the agent must be dead unless the lease is renewed before.
+    fn due(&self) -> Instant {
+        self.renewed() + self.kill_after
+    }
+
+    /// The stop, in words, once the clock ran out.
+    fn ran_out(&self) -> StopCause {
+        StopCause::LeaseLost(format!(
+            "not renewed for {} s of its {} s (the store did not answer): stopped by this \
+             machine's clock before another machine may take the Account",
+            self.renewed().elapsed().as_secs(),
+            self.length.as_secs()
+        ))
+    }
 }
 
 /// The Executor of an Account's Runs: the one place that knows which there are.
@@ -183,6 +238,12 @@ pub(crate) fn supervise(
         .inspect_err(|_| signal_handle.close())?;
     let id = agent.id;
     observer.spawned(&id);
+    // The agent dies with owl if owl gives up on a silent store, and when its lease's
+    // clock runs out, whatever the loop is waiting on.
+    crate::watchdog::guard_agent(Some(id.pid));
+    let lease_keeper = observer
+        .lease_clock()
+        .map(|clock| keep_lease_clock(clock, id, tx.clone()));
     let logs = (spec.stdout_log, spec.stderr_log);
     let stdin = start_threads(agent, logs, spec.driver.clone(), &spec.secrets, &tx);
     // What is learned beside stdout (a usage log, a probe) comes in on this sender.
@@ -230,6 +291,8 @@ pub(crate) fn supervise(
         spec.account,
     );
     signal_handle.close();
+    drop(lease_keeper);
+    crate::watchdog::guard_agent(None);
     if let Some(probe) = plumbing.probe.as_mut() {
         probe.cancel(executor);
     }
@@ -312,6 +375,7 @@ fn drive(
                 machine.on_event(Input::Skipped, now)
             }
             Waited::Got(Event::Happened(what)) => machine.on_event(Input::Happened(what), now),
+            Waited::Got(Event::Stop(cause)) => machine.on_event(Input::Stop(cause), now),
             Waited::TimedOut | Waited::Stopped => Vec::new(),
             Waited::Closed => break,
         };
@@ -371,6 +435,28 @@ fn observed(
         actions.extend(machine.on_event(Input::Stop(cause), now));
     }
     actions
+}
+
+/// Keeps the lease's clock on a thread of its own until the returned sender is dropped:
+/// when it runs out, the loop is told why and the agent's group is killed at once (the loop
+/// may be blocked on the store that did not renew it).
+fn keep_lease_clock(clock: Arc<LeaseClock>, agent: HandleId, tx: SyncSender<Event>) -> Sender<()> {
+    let (done, over) = mpsc::channel::<()>();
+    spawn_thread("owl-lease", move || loop {
+        let left = clock.due().saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            // Told first: the loop sees the cause before the exit the kill brings.
+            let _ = tx.try_send(Event::Stop(clock.ran_out()));
+            process::kill_group(&agent);
+            return;
+        }
+        let wake = Instant::now() + left.min(Duration::from_millis(500));
+        match crate::wait::until(&over, wake, None) {
+            Waited::TimedOut | Waited::Stopped => {}
+            Waited::Got(()) | Waited::Closed => return,
+        }
+    });
+    done
 }
 
 /// Forwards owl's stop signals to the loop as events, on a thread of their own.

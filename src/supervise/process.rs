@@ -340,6 +340,12 @@ impl Executor for LocalExecutor {
 }
 
 /// Sends `signal` to the process group `pgid`; a failure is warned of.
+/// Kills the agent's process group, as every Executor's SIGKILL does: what a thread beside
+/// the loop can do without the Executor.
+pub(crate) fn kill_group(agent: &HandleId) {
+    signal_group(agent.pid, Sig::KILL);
+}
+
 fn signal_group(pgid: i32, signal: Sig) {
     if let Err(e) = sys::signal_group(pgid, signal) {
         tracing::warn!(pgid, "could not signal the agent's group: {e}");

@@ -458,12 +458,7 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
     let proxy = crate::support::pg_server::Proxy::start();
     let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
     // alpha reaches the store through the proxy.
-    let through = db.url().replace(
-        &format!(":{}/", crate::support::pg_server::port()),
-        &format!(":{}/", proxy.port),
-    );
-    let config = std::fs::read_to_string(&a.config).unwrap();
-    std::fs::write(&a.config, config.replace(&db.url(), &through)).unwrap();
+    let through = through_proxy(&a, &db, &proxy);
     let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
     a.script(&held_run_script(&a.release_file(), ""));
     let job = a.add("Cut off");
@@ -505,6 +500,118 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
         runs.iter().skip(1).all(|r| r["id"] != runs[0]["id"]),
         "recorded once"
     );
+}
+
+/// alpha's config pointed at the store through `proxy`; the URL it reaches it by.
+fn through_proxy(env: &TestEnv, db: &Database, proxy: &crate::support::pg_server::Proxy) -> String {
+    let through = db.url().replace(
+        &format!(":{}/", crate::support::pg_server::port()),
+        &format!(":{}/", proxy.port),
+    );
+    let config = std::fs::read_to_string(&env.config).unwrap();
+    std::fs::write(&env.config, config.replace(&db.url(), &through)).unwrap();
+    through
+}
+
+/// Waits for `child` to end, at most `secs`: one that is still running then is killed and
+/// fails the test (a command that hangs on the store is the fault under test).
+fn ended_within(mut child: Child, secs: u64, what: &str) -> std::process::Output {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what} still ran after {secs} s; it said: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_silent_path_to_the_store_kills_the_agent_by_the_lease_clock_before_another_takes_the_account()
+{
+    let db = Arc::new(Database::new());
+    let proxy = crate::support::pg_server::Proxy::start();
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let through = through_proxy(&a, &db, &proxy);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    a.script(&held_run_script(&a.release_file(), ""));
+    let job = a.add("Silenced");
+    let tick = a.spawn_tick();
+    a.wait_running();
+    let agent = a.agent_pid();
+    // Every byte alpha sends is acknowledged and held: no socket timeout ever fires, and
+    // the renewal in flight never returns.
+    proxy.silence();
+    b.script(&done_script("success.jsonl", 0));
+    b.add("Waits for the Account");
+    wait_until("beta never took the Account", || {
+        let ran = b.tick()["action"] == "ran";
+        if ran {
+            assert!(!alive(agent), "beta started while alpha's agent still ran");
+        }
+        ran
+    });
+    // alpha's tick does not hang on the statement: it gives up, naming the store and what
+    // it was doing, and says its agent was killed.
+    let out = ended_within(tick, 30, "alpha's tick");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let store = format!("127.0.0.1:{}/", proxy.port);
+    assert!(
+        said.contains("did not answer within") && said.contains(&store),
+        "{said}"
+    );
+    assert!(said.contains("agent was killed"), "{said}");
+    assert!(
+        !said.contains(crate::support::pg_server::PASSWORD),
+        "{said}"
+    );
+    // The path back: the Run is lost, recorded once, by beta.
+    let config = std::fs::read_to_string(&a.config).unwrap();
+    std::fs::write(&a.config, config.replace(&through, &db.url())).unwrap();
+    let runs = a.show(&job)["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["outcome"], "lost", "{runs:?}");
+}
+
+#[test]
+fn a_silent_store_ends_each_command_within_its_bound_naming_the_store_and_the_step() {
+    let db = Arc::new(Database::new());
+    let proxy = crate::support::pg_server::Proxy::start();
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    a.add("Queued before the silence");
+    through_proxy(&a, &db, &proxy);
+    proxy.silence();
+    let store = format!("postgres://owl@127.0.0.1:{}/", proxy.port);
+    for args in [
+        &["status"][..],
+        &["tick"],
+        &["add", "Never recorded"],
+        &["show", "--json", "1"],
+        &["jobs"],
+    ] {
+        let child = a
+            .owl_std()
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The connect's bound is 5 s; the margin is for a loaded machine, not the bound.
+        let out = ended_within(child, 20, &format!("owl {args:?}"));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "owl {args:?}: {said}");
+        assert!(said.contains(&store), "owl {args:?}: {said}");
+        assert!(
+            said.contains("did not answer within 5 s (connecting"),
+            "owl {args:?}: {said}"
+        );
+    }
 }
 
 #[test]

@@ -86,10 +86,12 @@ fn connect(db: &str) -> postgres::Client {
 
 /// A TCP proxy between one machine and the test server, which a test can cut: every
 /// connection through it is shut at once and new ones are refused, as a machine whose
-/// network went away sees it.
+/// network went away sees it; or silence: every byte is accepted (TCP acknowledges it) and
+/// held, none forwarded, as a stuck middlebox or a server that stopped answering does.
 pub struct Proxy {
     pub port: u16,
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    silent: std::sync::Arc<std::sync::atomic::AtomicBool>,
     streams: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
 }
 
@@ -99,8 +101,9 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let silent = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let streams = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (cut_seen, kept) = (cut.clone(), streams.clone());
+        let (cut_seen, kept, held) = (cut.clone(), streams.clone(), silent.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
@@ -112,17 +115,26 @@ impl Proxy {
                 };
                 let mut kept = kept.lock().unwrap();
                 for (from, to) in [(&client, &server), (&server, &client)] {
-                    let (mut from, mut to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
-                    std::thread::spawn(move || {
-                        let _ = std::io::copy(&mut from, &mut to);
-                        let _ = to.shutdown(std::net::Shutdown::Both);
-                    });
+                    let (from, to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+                    let held = held.clone();
+                    std::thread::spawn(move || forward(from, to, &held));
                 }
                 kept.push(client);
                 kept.push(server);
             }
         });
-        Proxy { port, cut, streams }
+        Proxy {
+            port,
+            cut,
+            silent,
+            streams,
+        }
+    }
+
+    /// Holds every byte from now on, forwarding none, and answers nothing; connections
+    /// stay open and new ones are accepted.
+    pub fn silence(&self) {
+        self.silent.store(true, Ordering::SeqCst);
     }
 
     /// Cuts every connection through the proxy, and every one after.
@@ -132,6 +144,25 @@ impl Proxy {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
+}
+
+/// Copies `from` to `to` until either ends; while `held`, what was read is kept back.
+fn forward(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    held: &std::sync::atomic::AtomicBool,
+) {
+    use std::io::{Read, Write};
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf) {
+        while held.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
 }
 
 /// A PostgreSQL server of its own (`.ci/postgres` in a directory of its own), for a test

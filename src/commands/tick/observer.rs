@@ -10,7 +10,7 @@ use crate::driver::AgentEvent;
 use crate::model::JobState;
 use crate::model::StopCause;
 use crate::store::Store;
-use crate::supervise::{Observer, RunReport};
+use crate::supervise::{LeaseClock, Observer, RunReport};
 use crate::usage;
 
 /// Keeps the database current while the Run goes on, and notices a cancel.
@@ -49,7 +49,9 @@ struct Lease {
     fence: i64,
     length: Duration,
     every: Duration,
-    renewed: Instant,
+    /// When it was last renewed; a thread of the supervisor kills the agent when that is
+    /// two renewal periods from its end (`supervise::LeaseClock`).
+    clock: std::sync::Arc<LeaseClock>,
 }
 
 /// How often live progress is written for `owl status`.
@@ -93,11 +95,13 @@ impl<'a> TickObserver<'a> {
     /// Keeps the Run's lease on a shared store: renewed every sixth of its length (2 to
     /// 10 s), so that a few failed renewals still leave time to stop before it expires.
     pub(super) fn hold_lease(&mut self, fence: i64, length: Duration) {
+        let every = (length / 6).clamp(Duration::from_secs(2), Duration::from_secs(10));
+        let kill_after = length.saturating_sub(every * 2);
         self.lease = Some(Lease {
             fence,
             length,
-            every: (length / 6).clamp(Duration::from_secs(2), Duration::from_secs(10)),
-            renewed: Instant::now(),
+            every,
+            clock: std::sync::Arc::new(LeaseClock::new(Instant::now(), kill_after, length)),
         });
     }
 
@@ -106,25 +110,28 @@ impl<'a> TickObserver<'a> {
     /// (stopped then, so that no other machine starts on the Account while this one runs).
     fn keep_lease(&mut self) -> Option<StopCause> {
         let lease = self.lease.as_mut()?;
-        if lease.renewed.elapsed() < lease.every {
+        let renewed = lease.clock.renewed();
+        if renewed.elapsed() < lease.every {
             return None;
         }
+        // The server's `now()` is at or after this: the lease it sets ends no earlier.
+        let sent = Instant::now();
         match self
             .store
             .renew_lease(self.run_id, lease.fence, lease.length)
         {
             Ok(true) => {
-                lease.renewed = Instant::now();
+                lease.clock.renewed_at(sent);
                 None
             }
             Ok(false) => Some(StopCause::LeaseLost(
                 "another machine recorded this Run lost (its lease had expired)".into(),
             )),
-            Err(e) if lease.renewed.elapsed() + lease.every * 2 >= lease.length => {
+            Err(e) if renewed.elapsed() + lease.every * 2 >= lease.length => {
                 Some(StopCause::LeaseLost(format!(
                     "the store could not be reached to renew the lease for {} s ({e:#}); \
                      stopped before it expires",
-                    lease.renewed.elapsed().as_secs()
+                    renewed.elapsed().as_secs()
                 )))
             }
             Err(e) => {
@@ -282,6 +289,10 @@ impl Observer for TickObserver<'_> {
             self.flush(report);
         }
         self.observe_utilization(event)
+    }
+
+    fn lease_clock(&self) -> Option<std::sync::Arc<LeaseClock>> {
+        self.lease.as_ref().map(|lease| lease.clock.clone())
     }
 
     fn heartbeat(&mut self, report: &RunReport) -> Option<StopCause> {
