@@ -82,6 +82,9 @@ pub(crate) struct RunFacts<'a> {
     pub(crate) stderr_tail: &'a str,
     /// What the Driver reads in an error result: a login, a rate limit, an outage.
     pub(crate) failure: Option<AgentFailure>,
+    /// With no result line: the login the CLI's vendor refused before the first turn, as
+    /// its Driver reads the stderr (a Gemini tier retired), in words.
+    pub(crate) login_refused: Option<&'a str>,
     /// owl signalled the agent after its result line, because its teardown overran.
     pub(crate) signalled_after_result: bool,
     /// The agent outlived SIGKILL: why owl gave up on it.
@@ -117,6 +120,11 @@ pub(crate) fn classify(f: &RunFacts) -> Classified {
         return done(outcome, Some(stop.reason()), cause);
     }
     let Some(r) = f.result else {
+        if let Some(why) = f.login_refused {
+            // The vendor's refusal of the login, not the Job's doing: the Job waits for it.
+            let why = format!("not logged in: {why}");
+            return done(RunOutcome::Failed, Some(why), Cause::NotLoggedIn);
+        }
         let tail = f.stderr_tail.trim();
         let exit = f.exit;
         let why = if tail.is_empty() {

@@ -193,6 +193,12 @@ pub(crate) fn classify(
             .and_then(|r| driver.failure(r, report.agent_error.as_deref(), report.reached_model)),
         signalled_after_result: report.signalled_after_result,
         unkillable: report.unkillable.as_deref(),
+        login_refused: report
+            .result
+            .is_none()
+            .then(|| driver.login_refused(&report.stderr_tail))
+            .flatten()
+            .as_deref(),
     });
     if report.never_started && report.stop.is_none() {
         // owl's failure, not the Job's: it neither counts toward maxRuns nor costs.

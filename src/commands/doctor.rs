@@ -150,6 +150,12 @@ fn examine_account(ctx: &Ctx, name: &str, account: &Account, found: &mut Finding
         no_login.is_none() && !refused,
         found,
     );
+    if let Some(served) = d.logins_served() {
+        found.note(format!("account {name}: {served}"));
+    }
+    if let Some(why) = super::plan::billed_without_leave(account) {
+        found.check(false, format!("account {name}: {why}"));
+    }
     executor_finding(ctx, name, account, found);
     if !account.env.is_empty() {
         let keys: Vec<&str> = account.env.keys().map(String::as_str).collect();

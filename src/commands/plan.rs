@@ -283,6 +283,19 @@ pub(super) fn account_views(
     schedule::account_views(&ctx.config, snapshots, &notes, now)
 }
 
+/// Why owl starts nothing on an Account whose login bills per token, when the Account does
+/// not allow billed usage: no plan and no ceiling would bound what its Runs spend.
+pub(super) fn billed_without_leave(account: &crate::config::Account) -> Option<String> {
+    if account.allow_billed_usage {
+        return None;
+    }
+    let login = driver::for_kind(account.driver).billed_login(account)?;
+    Some(format!(
+        "its login is {login}, billed per token with no plan to bound it: owl spends it only \
+         with allowBilledUsage: true on the Account"
+    ))
+}
+
 /// What keeps any Run off the Account that a look at this machine shows, cheaply and
 /// without starting the agent: its CLI not found or not executable, bubblewrap missing for
 /// a sandboxed Account.
@@ -290,6 +303,9 @@ fn unready(ctx: &Ctx, account: &crate::config::Account) -> Option<String> {
     let command = &ctx.config.drivers.get(account.driver).command;
     if let Err(why) = driver::locate(command, &account.driver.command_key()) {
         return Some(format!("the agent CLI cannot be run: {why}"));
+    }
+    if let Some(login) = billed_without_leave(account) {
+        return Some(login);
     }
     ctx.executor_of(account).missing()
 }

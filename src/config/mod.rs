@@ -423,6 +423,9 @@ pub(crate) struct Account {
     /// More hosts its sandboxed Runs (and their checks) may reach through owl's proxy,
     /// beyond `sandbox.allowHosts` (`allowHosts:`).
     pub(crate) allow_hosts: Vec<String>,
+    /// Runs may spend a login that bills per token, which has no plan and no ceiling
+    /// (`allowBilledUsage:`): a Gemini API key. Off, owl starts nothing on such a login.
+    pub(crate) allow_billed_usage: bool,
     /// The line of its `codexConfig:` key, for the Driver's refusal of it.
     #[serde(skip)]
     pub(crate) codex_config_line: Option<usize>,
@@ -449,6 +452,7 @@ impl Account {
             executor: ExecutorKind::Local,
             codex_config: None,
             allow_hosts: Vec::new(),
+            allow_billed_usage: false,
             codex_config_line: None,
             limits_line: None,
         }

@@ -130,6 +130,9 @@ pub(super) struct RawAccount {
     /// More hosts its sandboxed Runs may reach, beyond `sandbox.allowHosts`.
     #[serde(default)]
     pub(super) allow_hosts: Vec<String>,
+    /// Runs may spend a login that bills per token (an API key with no plan behind it).
+    #[serde(default)]
+    pub(super) allow_billed_usage: bool,
 }
 
 /// `drivers:`, by each Driver's name; a name no Driver has is refused in validation.

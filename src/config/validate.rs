@@ -300,6 +300,7 @@ fn accounts(
         let account = Account {
             codex_config,
             allow_hosts,
+            allow_billed_usage: acc.allow_billed_usage,
             codex_config_line: place.positions.key_line(&format!("{here}.codexConfig")),
             driver: acc.driver.unwrap_or_default(),
             credential_store,

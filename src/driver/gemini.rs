@@ -10,6 +10,7 @@ use crate::config::{Account, DriverKind};
 use crate::model::PermissionDenial;
 
 mod home;
+mod login;
 
 pub(crate) struct GeminiCli;
 
@@ -185,9 +186,24 @@ impl Driver for GeminiCli {
 
     fn login_hint(&self, account: &Account) -> String {
         format!(
-            "set GEMINI_API_KEY in the Account's env, or log in with `{}`",
+            "set GEMINI_API_KEY in the Account's env (billed per token: with \
+             allowBilledUsage: true), or log in with a Gemini Code Assist Standard or \
+             Enterprise licence with `{}` (the Gemini CLI no longer serves Google AI Pro, \
+             Ultra, Google One or free logins)",
             self.interactive_command(account)
         )
+    }
+
+    fn billed_login(&self, account: &Account) -> Option<String> {
+        login::billed_login(account)
+    }
+
+    fn logins_served(&self) -> Option<&'static str> {
+        Some(login::LOGINS_SERVED)
+    }
+
+    fn login_refused(&self, stderr_tail: &str) -> Option<String> {
+        login::login_refused(stderr_tail)
     }
 
     fn uses_api_key(&self, account: &Account) -> bool {

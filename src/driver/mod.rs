@@ -324,6 +324,26 @@ pub(crate) trait Driver: Send + Sync {
     /// Whether the Account logs in with an API key (which has no plan and no utilization).
     fn uses_api_key(&self, account: &Account) -> bool;
 
+    /// The login of the Account that bills per token and that nothing else bounds, in words
+    /// ("an API key (GEMINI_API_KEY in its env)"), when it has one: owl starts nothing on it
+    /// unless the Account allows billed usage. A Driver whose ceilings guard an API key
+    /// another way (Claude Code's login check) says `None`.
+    fn billed_login(&self, _account: &Account) -> Option<String> {
+        None
+    }
+
+    /// Which logins this Driver's CLI serves, when its vendor no longer serves them all;
+    /// said by `doctor` and README, and in a lost login's reason.
+    fn logins_served(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// What the CLI's stderr says of its login when it ended with no result line (a login
+    /// its vendor refuses before the first turn): the reason, in words.
+    fn login_refused(&self, _stderr_tail: &str) -> Option<String> {
+        None
+    }
+
     /// Turns one stdout line (without its newline) into an event.
     fn parse_line(&self, line: &[u8]) -> Result<AgentEvent, LineError>;
 
@@ -509,6 +529,13 @@ pub(crate) fn url_host_port(url: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("{}:{port}", authority.to_lowercase()))
+}
+
+/// A file recorded from a real CLI (`tests/fixtures/<cli>/<name>`), whole.
+#[cfg(test)]
+pub(crate) fn fixture_text(cli: &str, name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{cli}/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The lines of a transcript recorded from a real CLI (`tests/fixtures/<cli>/<name>`), for

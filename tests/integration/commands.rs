@@ -452,6 +452,56 @@ fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() 
 }
 
 #[test]
+fn a_gemini_api_key_is_not_spent_unless_the_account_allows_billed_usage() {
+    let env = TestEnv::new();
+    // A CLI that says its version, and leaves a mark if a Run ever starts it.
+    let gemini = env.dir.path().join("gemini");
+    let ran = env.dir.path().join("ran");
+    std::fs::write(
+        &gemini,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.61.0; exit 0; }}\ntouch {}\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = |leave: &str| {
+        format!(
+            "  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n{leave}    \
+             env:\n      GEMINI_API_KEY: AIza-owl-test\n",
+            gemini.display()
+        )
+    };
+    env.write_config(&config(""));
+    env.add("Spend nothing billed");
+    // Idle, and exit 1 as for a CLI that cannot run: the user must act, and cron says so.
+    let tick = env.owl_std().args(["tick", "--json"]).output().unwrap();
+    assert_eq!(tick.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&tick.stdout).unwrap();
+    assert_eq!(json["action"], "idle", "{json}");
+    assert!(!ran.exists(), "the CLI was started on a billed key");
+    let status = env.owl().arg("status").output().unwrap();
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        said.contains("its login is an API key (GEMINI_API_KEY in its env), billed per token")
+            && said.contains("allowBilledUsage: true"),
+        "{said}"
+    );
+    let doctor = env.owl().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("billed per token"), "{said}");
+    assert!(
+        said.contains("no longer serves Google AI Pro, Ultra, Google One or free Google logins"),
+        "{said}"
+    );
+    // Allowed: the Run starts.
+    env.write_config(&config("    allowBilledUsage: true\n"));
+    assert_eq!(env.tick()["action"], "ran");
+    assert!(ran.exists());
+}
+
+#[test]
 fn show_says_where_a_queued_job_stands_now() {
     let env = TestEnv::new();
     let first = env.add_with(&["--priority", "2"], "First");

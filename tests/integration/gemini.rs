@@ -59,6 +59,7 @@ accounts:
   flash:
     driver: gemini
     credentialStore: {home}
+    allowBilledUsage: true
     env:
       GEMINI_API_KEY: AIza-FAKE-owl-e2e
       GOOGLE_GEMINI_BASE_URL: {base}
@@ -196,4 +197,62 @@ fn e2e_gemini_runs_in_the_sandbox_through_owls_proxy() {
     let id = env.add("Say hello.");
     mock.script(vec![Step::text("Hello.")]);
     crate::sandbox::assert_ran_through_the_proxy(&env, &id);
+}
+
+#[test]
+#[ignore = "needs the real Gemini CLI"]
+fn e2e_gemini_a_retired_google_login_is_a_lost_login_not_a_failed_job() {
+    // A Google login (no key): Code Assist answers that its tier is no longer served.
+    let env = TestEnv::new();
+    let mock = MockGemini::start().unwrap();
+    let home = env.dir.path().join("gemini-home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        json!({"security": {"auth": {"selectedType": "oauth-personal"}},
+               "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+               "privacy": {"usageStatisticsEnabled": false}})
+        .to_string(),
+    )
+    .unwrap();
+    let tmp = env.dir.path().join("gemini-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(
+        &env.config,
+        format!(
+            "stateDir: {state}\ndrivers:\n  gemini:\n    command: {gemini}\naccounts:\n  google:\n    \
+             driver: gemini\n    credentialStore: {home}\n    env:\n      GOOGLE_GENAI_USE_GCA: 'true'\n      \
+             GOOGLE_CLOUD_ACCESS_TOKEN: ya29.FAKE-owl-e2e\n      CODE_ASSIST_ENDPOINT: {base}\n      \
+             TMPDIR: {tmp}\n",
+            state = env.state.display(),
+            gemini = real_gemini().display(),
+            home = home.display(),
+            base = mock.base_url(),
+            tmp = tmp.display(),
+        ),
+    )
+    .unwrap();
+    let id = env.add_with(&["--max-runs", "1"], "Say hello.");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "ran", "{tick}");
+    assert_eq!(tick["outcome"], "failed", "{tick}");
+    // Not the Job's failure: it waits for a login, its one Run not counted.
+    assert_eq!(env.show(&id)["state"], "queued");
+    let run = &env.show(&id)["runs"][0];
+    assert_eq!(run["cause"], "not_logged_in", "{run}");
+    let why = run["stop_reason"].as_str().unwrap();
+    assert!(why.contains("IneligibleTierError"), "{why}");
+    assert!(why.contains("Antigravity CLI"), "{why}");
+    assert_eq!(mock.calls(), 0, "no model request was made");
+    let status = env.status();
+    let lost = status["accounts"][0]["not_logged_in"].as_str().unwrap();
+    assert!(
+        lost.contains("Gemini Code Assist Standard or Enterprise"),
+        "{lost}"
+    );
+    assert_eq!(
+        env.tick()["action"],
+        "idle",
+        "nothing started on a lost login"
+    );
 }

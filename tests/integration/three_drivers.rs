@@ -67,6 +67,7 @@ accounts:
     driver: gemini
     credentialStore: {gemini_home}
     backoff: 2h
+    allowBilledUsage: true
     env:
       GEMINI_API_KEY: AIza-FAKE-owl-e2e
       GOOGLE_GEMINI_BASE_URL: {gemini_base}

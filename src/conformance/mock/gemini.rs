@@ -1,4 +1,4 @@
-//! A loopback mock of the Gemini API (generativelanguage v1beta), for driving the real Gemini CLI: std only, 127.0.0.1, a port the kernel picks; `streamGenerateContent` answered as SSE from a script of steps, the router's `generateContent` with a fixed classification. Ported from the recording's `mock_gemini.py`.
+//! A loopback mock of the Gemini API (generativelanguage v1beta), for driving the real Gemini CLI: std only, 127.0.0.1, a port the kernel picks; `streamGenerateContent` answered as SSE from a script of steps, the router's `generateContent` with a fixed classification, Code Assist's `loadCodeAssist` as for a retired tier. Ported from the recordings' `mock_gemini.py` and `mock_code_assist.py`.
 
 use std::sync::{Arc, Mutex};
 
@@ -100,6 +100,10 @@ fn answer(req: &mock_http::Request, script: &mock_http::Script<Step>) -> Vec<u8>
         http(200, "application/json", body.to_string().as_bytes())
     } else if path.ends_with(":countTokens") {
         http(200, "application/json", br#"{"totalTokens":1234}"#)
+    } else if path.ends_with(":loadCodeAssist") {
+        // As Code Assist answers a Google login whose tier the CLI no longer serves
+        // (tests/fixtures/gemini-cli-0.61.0/mock_code_assist.py, PROTOCOL.md addendum).
+        http(200, "application/json", INELIGIBLE_TIER.as_bytes())
     } else {
         http(
             404,
@@ -108,6 +112,10 @@ fn answer(req: &mock_http::Request, script: &mock_http::Script<Step>) -> Vec<u8>
         )
     }
 }
+
+/// Code Assist's `loadCodeAssist` answer for a retired tier: a current tier, no project,
+/// and the reason.
+const INELIGIBLE_TIER: &str = r#"{"currentTier":{"id":"free-tier","name":"Gemini Code Assist for individuals"},"ineligibleTiers":[{"reasonCode":"INELIGIBLE_ACCOUNT","reasonMessage":"This account is no longer eligible for Gemini CLI. Use the Antigravity CLI, an API key, or a Gemini Code Assist Standard or Enterprise licence.","tierId":"free-tier","tierName":"Gemini Code Assist for individuals"}]}"#;
 
 fn http(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
     let close = [("connection".to_string(), "close".to_string())];

@@ -65,6 +65,15 @@ pub(super) fn run_home(account: &Account, files_dir: &Path) -> RunHome {
     RunHome { dir, files }
 }
 
+/// The login the Account's store chose (`security.auth.selectedType`), if it says.
+pub(super) fn stored_login_choice(account: &Account) -> Option<String> {
+    let path = store_home(account)?.join(".gemini/settings.json");
+    let text = crate::untrusted::read_to_string(&path, FILE_CAP).ok()?;
+    let stored: Value = serde_json::from_str(&text).ok()?;
+    let choice = stored.pointer("/security/auth/selectedType")?.as_str()?;
+    Some(choice.to_string())
+}
+
 /// The settings a Run reads: the kept scalars of the store's, then owl's own.
 fn run_settings(stored: &Value) -> Value {
     let mut settings = json!({});
@@ -98,7 +107,7 @@ fn set(root: &mut Value, path: &[&str], value: Value) {
 
 /// The home the CLI would use for the Account: its `env`'s `GEMINI_CLI_HOME`, its
 /// `credentialStore`, else the home directory.
-fn store_home(account: &Account) -> Option<PathBuf> {
+pub(super) fn store_home(account: &Account) -> Option<PathBuf> {
     account
         .env
         .get("GEMINI_CLI_HOME")
