@@ -290,8 +290,9 @@ pub(super) fn build(
         check,
         base_after: stacked_on(&after, &repo, asked.base.is_some()),
         after: after.into_iter().map(|(id, _)| id).collect(),
-        // Its repository is that machine's path: it runs there.
-        machine: Some(machine),
+        // Its repository is that machine's path: it runs there. A store one machine has
+        // names none: each Job on it is this machine's, whatever `machine:` says later.
+        machine: (ctx.config.store.is_some() || machine != ctx.config.machine).then_some(machine),
         allow_hosts: asked.allow_hosts,
     }))
 }

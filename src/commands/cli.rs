@@ -12,6 +12,7 @@ use super::{
     doctor::DoctorArgs,
     jobs::JobsArgs,
     logs::LogsArgs,
+    move_jobs::MoveArgs,
     probe::ProbeArgs,
     report::ReportArgs,
     shell::CompletionsArgs,
@@ -53,6 +54,9 @@ pub(crate) enum Command {
     Cancel(CancelArgs),
     /// Put a failed, blocked or cancelled Job back in the queue, with a fresh allowance of Runs.
     Requeue(RequeueArgs),
+    /// Hand Jobs not yet run to another machine sharing the store, or bring a renamed
+    /// machine's Jobs to this one (`--from OLD`).
+    Move(MoveArgs),
     /// Remove the worktrees of finished Jobs (their branches stay, so no work is lost).
     ///
     /// Run logs are never pruned, by this or anything else: a Job's transcripts stay in

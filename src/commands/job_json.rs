@@ -20,7 +20,11 @@ pub(crate) struct JobJson<'a> {
     /// The commit `base` named when the Job was queued; the branch starts there.
     pub(crate) base_commit: Option<&'a str>,
     pub(crate) branch: Joined<'a>,
-    pub(crate) worktree: Joined<'a>,
+    /// The machine that runs it.
+    pub(crate) machine: &'a str,
+    /// Its worktree on this machine; `None` for a Job another machine runs (its worktree
+    /// is in that machine's state dir).
+    pub(crate) worktree: Option<Joined<'a>>,
     pub(crate) account: Option<&'a str>,
     pub(crate) priority: i64,
     pub(crate) not_before: Option<Cow<'a, str>>,
@@ -131,11 +135,12 @@ fn verified(state: crate::model::JobState, last: Option<&crate::model::CheckReco
 impl<'a> JobJson<'a> {
     /// A Job read whole; `worktrees` is [`Ctx::worktrees_dir`] as text.
     pub(super) fn new(
-        worktrees: &'a str,
+        (worktrees, here): (&'a str, &'a str),
         job: &'a Job,
         runs: &'a [crate::model::Run],
     ) -> JobJson<'a> {
         let last_check = runs.iter().rev().find_map(|r| r.check.as_ref());
+        let machine = job.machine.as_deref().unwrap_or(here);
         JobJson {
             id: &job.id,
             name: job.name.as_deref(),
@@ -145,7 +150,8 @@ impl<'a> JobJson<'a> {
             base: &job.base,
             base_commit: job.base_commit.as_deref(),
             branch: Joined(crate::model::BRANCH_PREFIX, "", &job.id),
-            worktree: Joined(worktrees, "/", &job.id),
+            machine,
+            worktree: (machine == here).then_some(Joined(worktrees, "/", &job.id)),
             account: job.account.as_deref(),
             priority: job.priority,
             not_before: job.not_before.map(|t| crate::clock::rfc3339(t).into()),
@@ -165,8 +171,12 @@ impl<'a> JobJson<'a> {
     }
 
     /// A Job as listed, times printed as stored.
-    pub(super) fn listed(worktrees: &'a str, job: &'a ListedJob<'a>) -> JobJson<'a> {
+    pub(super) fn listed(
+        (worktrees, here): (&'a str, &'a str),
+        job: &'a ListedJob<'a>,
+    ) -> JobJson<'a> {
         use crate::clock::printable;
+        let machine = job.machine.unwrap_or(here);
         JobJson {
             id: job.id,
             name: job.name,
@@ -176,7 +186,8 @@ impl<'a> JobJson<'a> {
             base: job.base,
             base_commit: job.base_commit,
             branch: Joined(crate::model::BRANCH_PREFIX, "", job.id),
-            worktree: Joined(worktrees, "/", job.id),
+            machine,
+            worktree: (machine == here).then_some(Joined(worktrees, "/", job.id)),
             account: job.account,
             priority: job.priority,
             not_before: job.not_before.map(printable),

@@ -36,7 +36,8 @@ pub(super) fn run(ctx: &Ctx, args: &JobsArgs) -> Result<u8> {
         let none = Vec::new();
         store.for_each_listed_job(all, |job| {
             let mine = shares.get(job.id).unwrap_or(&none);
-            seq.element(&JobJson::listed(&worktrees, job).with_shares(mine))
+            let place = (worktrees.as_str(), ctx.config.machine.as_str());
+            seq.element(&JobJson::listed(place, job).with_shares(mine))
         })?;
         seq.end()?;
         out.finish();

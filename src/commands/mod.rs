@@ -13,6 +13,7 @@ mod doctor;
 mod job_json;
 mod jobs;
 mod logs;
+mod move_jobs;
 mod plan;
 mod probe;
 mod report;
@@ -52,6 +53,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
         Command::Check(args) => check::run(&ctx, &args),
         Command::Cancel(args) => cancel::cancel(&ctx, &args),
         Command::Requeue(args) => cancel::requeue(&ctx, &args),
+        Command::Move(args) => move_jobs::run(&ctx, &args),
         Command::Clean(args) => clean::run(&ctx, &args),
         Command::Config(ConfigCommand::Check) => config_check::run(&ctx),
         Command::Store(StoreCommand::Copy(args)) => store_copy::copy(&ctx, &args),

@@ -171,11 +171,25 @@ fn mark_elsewhere(ctx: &Ctx, store: &Store, jobs: &mut [crate::model::PlanJob]) 
         return Ok(());
     }
     let machines = store.machines()?;
+    let my_tick = machines
+        .iter()
+        .find(|m| m.name == here)
+        .and_then(|m| m.last_tick);
+    // Another name that ticked from this host, and not since this one did: this machine
+    // before `machine:` renamed it, most likely.
+    let renamed = |m: &crate::store::Machine| {
+        m.host == crate::sys::host_identity() && my_tick.is_none_or(|t| Some(t) > m.last_tick)
+    };
     for job in jobs {
         let Some(there) = job.machine.as_deref().filter(|m| *m != here) else {
             continue;
         };
         job.elsewhere = Some(match machines.iter().find(|m| m.name == there) {
+            Some(m) if renamed(m) => format!(
+                "runs on machine {there}, which ticked from this host: if that was this \
+                 machine before `machine:` named it {here}, `owl move --from {there}` brings \
+                 its Jobs here"
+            ),
             Some(_) => format!("runs on machine {there}"),
             None => format!("runs on machine {there}, which has never ticked"),
         });

@@ -194,7 +194,8 @@ fn print_shown_json(ctx: &Ctx, shown: Shown) -> Result<()> {
     let has = shown.summary.is_some();
     let job = &shown.job;
     print_json(&ShowJson {
-        job: JobJson::new(&worktrees, job, &shown.runs).with_shares(&shown.shares),
+        job: JobJson::new((&worktrees, &ctx.config.machine), job, &shown.runs)
+            .with_shares(&shown.shares),
         handoff: shown.handoff,
         own_clone: shown.own_clone,
         now: shown.now,
@@ -224,7 +225,7 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         own_clone,
     } = shown;
     let own_clone = *own_clone;
-    let j = JobJson::new(&worktrees, job, runs);
+    let j = JobJson::new((&worktrees, &ctx.config.machine), job, runs);
     outln!(
         "Job {}{}",
         j.id,
@@ -253,14 +254,17 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
     for path in summary.iter().flat_map(|s| &s.settings_changed) {
         outln!("            {}", crate::agent_settings::not_applied(path));
     }
-    if own_clone {
-        outln!(
-            "  worktree: {} (the Job's own clone: a sandboxed Run works there, and its branch \
-             is brought into the repository after each Run)",
-            j.worktree
-        );
-    } else {
-        outln!("  worktree: {}", j.worktree);
+    match &j.worktree {
+        None => outln!(
+            "  worktree: on machine {}, which runs it (`owl show {}` there)",
+            j.machine,
+            j.id
+        ),
+        Some(worktree) if own_clone => outln!(
+            "  worktree: {worktree} (the Job's own clone: a sandboxed Run works there, and its \
+             branch is brought into the repository after each Run)"
+        ),
+        Some(worktree) => outln!("  worktree: {worktree}"),
     }
     outln!(
         "  account:  {}; priority {}; runs {}",
@@ -427,8 +431,13 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
             ctx.config.accounts.get(&r.account).and_then(|account| {
                 crate::driver::for_kind(account.driver).resume_command(account, s)
             });
+        let there =
+            (r.machine != ctx.config.machine).then(|| format!("on machine {}, ", r.machine));
         match resume {
-            Some(resume) => outln!("  session: {s} (in the worktree: {resume})"),
+            Some(resume) => outln!(
+                "  session: {s} ({}in the worktree: {resume})",
+                there.unwrap_or_default()
+            ),
             None => outln!("  session: {}", crate::text::shell_quote(s)),
         }
     }
@@ -464,7 +473,14 @@ fn print_run(ctx: &Ctx, r: &RunJson) {
     if let Some(check) = &r.check {
         outln!("  check: {} (owl logs {} --check)", check.said, r.id);
     }
-    outln!("  log: {}", r.log);
+    match r.machine == ctx.config.machine {
+        true => outln!("  log: {}", r.log),
+        false => outln!(
+            "  log: on machine {} (`owl logs {}` there)",
+            r.machine,
+            r.id
+        ),
+    }
 }
 
 fn run_json(ctx: &Ctx, r: &Run) -> RunJson {

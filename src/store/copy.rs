@@ -141,6 +141,8 @@ fn name_for(tx: &Db, machine: &str) -> Result<()> {
             params![machine],
         )?;
     }
+    // The machine under the name it has now, not one it had before `machine:` named it.
+    tx.execute("DELETE FROM machines WHERE name != ?1", params![machine])?;
     tx.execute(
         "INSERT INTO machine_notes (account, machine, not_logged_in, not_logged_in_at, \
          agent_problem, last_probe, last_probe_at, agent_checked, agent_checked_at, \

@@ -92,6 +92,8 @@ pub(crate) struct ListedJob<'r> {
     pub(crate) after: Vec<String>,
     /// The Job whose branch tip it starts from, when its first Run resolves it.
     pub(crate) base_after: Option<&'r str>,
+    /// The machine it runs on; `None`: this one (a store one machine has names none).
+    pub(crate) machine: Option<&'r str>,
 }
 
 impl Store {
@@ -264,7 +266,7 @@ impl Store {
             "SELECT id, name, prompt, repo, base, account, priority, max_runs, state, reason, \
              not_before, created_at, updated_at, base_commit, run_count, counted_runs, \
              check_argv, check_timeout_secs, last_check, \
-             after_ids, base_after \
+             after_ids, base_after, machine \
              FROM jobs {filter} ORDER BY seq"
         );
         self.db.for_each(&sql, params![], |r| {
@@ -291,6 +293,7 @@ impl Store {
                 last_check: opt_text(18)?.and_then(|c| serde_json::from_str(c).ok()),
                 after: opt_text(19)?.map(parse_json_vec).unwrap_or_default(),
                 base_after: opt_text(20)?,
+                machine: opt_text(21)?,
             })
         })
     }
@@ -435,6 +438,43 @@ fn insert_one(tx: &Db, job: &NewJob, now: DateTime<Utc>) -> Result<()> {
 /// Where each Job is in a list, by its id: for the rows of another table to find their Job.
 fn positions<'a>(ids: impl Iterator<Item = &'a str>) -> std::collections::HashMap<String, usize> {
     ids.enumerate().map(|(i, id)| (id.to_string(), i)).collect()
+}
+
+impl Store {
+    /// The Jobs not yet run that wait on `machine`, in the order they were added.
+    pub(crate) fn unstarted_jobs_on(&self, machine: &str) -> Result<Vec<String>> {
+        self.db.query_map(
+            "SELECT id FROM jobs WHERE machine = ?1 AND state IN ('queued', 'waiting') \
+             ORDER BY seq",
+            params![machine],
+            |r| r.get(0),
+        )
+    }
+
+    /// Hands Jobs not running nor finished to machine `to` (with their repository's path
+    /// there when it is another), all or none; the ids of those that moved.
+    pub(crate) fn move_to_machine(
+        &mut self,
+        ids: &[String],
+        to: &str,
+        repo: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>> {
+        self.write(|tx| {
+            let mut moved = Vec::new();
+            for id in ids {
+                let n = tx.execute(
+                    "UPDATE jobs SET machine = ?2, repo = COALESCE(?3, repo), updated_at = ?4 \
+                     WHERE id = ?1 AND state IN ('queued', 'waiting')",
+                    params![id, to, repo, rfc3339(now)],
+                )?;
+                if n == 1 {
+                    moved.push(id.clone());
+                }
+            }
+            Ok(moved)
+        })
+    }
 }
 
 fn state_list(states: &[JobState]) -> String {

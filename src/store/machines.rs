@@ -17,6 +17,8 @@ pub(crate) type RunEvent = (String, Option<String>, String);
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Machine {
     pub(crate) name: String,
+    /// The host it last ticked from.
+    pub(crate) host: String,
     pub(crate) last_tick: Option<DateTime<Utc>>,
 }
 
@@ -66,6 +68,10 @@ impl Store {
                 }
                 .into());
             }
+            if !tx.is_postgres() {
+                // One machine: under the name it has now (a renamed one is not two).
+                tx.execute("DELETE FROM machines WHERE name != ?1", params![name])?;
+            }
             tx.execute(
                 "INSERT INTO machines (name, host, last_tick) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (name) DO UPDATE SET host = excluded.host, \
@@ -79,12 +85,13 @@ impl Store {
     /// Every machine that ever ticked, by name.
     pub(crate) fn machines(&self) -> Result<Vec<Machine>> {
         self.db.query_map(
-            "SELECT name, last_tick FROM machines ORDER BY name",
+            "SELECT name, last_tick, host FROM machines ORDER BY name",
             params![],
             |r| {
                 Ok(Machine {
                     name: r.get(0)?,
                     last_tick: super::time_col(r.get(1)?),
+                    host: r.get(2)?,
                 })
             },
         )

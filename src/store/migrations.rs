@@ -400,6 +400,14 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 26: the hosts a Job's sandboxed Runs may reach beyond its Account's (`add --allow-host`).
     super::migrations::JOB_ALLOW_HOSTS,
+    // 27: a store one machine has names no machine on its rows: each is this machine's,
+    // whatever `machine:` says now, so naming the machine after first use strands nothing
+    // (until now every Job and Run was stamped with the host name).
+    r#"
+    UPDATE jobs SET machine = NULL WHERE machine IS NOT NULL;
+    UPDATE runs SET machine = NULL WHERE machine IS NOT NULL;
+    DELETE FROM machines;
+    "#,
 ];
 
 /// Migration 26, written alike for SQLite and PostgreSQL.
@@ -574,6 +582,30 @@ mod tests {
             )
         );
         assert_eq!(checked("home"), (None, None));
+    }
+
+    #[test]
+    fn rows_stamped_with_the_host_name_become_this_machines_whatever_it_is_named() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate_to(&mut conn, 26).unwrap();
+        conn.execute_batch(
+            "INSERT INTO jobs (id, prompt, repo, base, max_runs, max_run_time_secs, \
+             permission_mode, state, created_at, updated_at, machine) \
+             VALUES ('a', 'p', '/r', 'HEAD', 3, 60, 'dontAsk', 'queued', 't', 't', 'vm');
+             INSERT INTO runs (job_id, account, started_at, machine) VALUES ('a', 'w', 't', 'vm');
+             INSERT INTO machines (name, host, last_tick) VALUES ('vm', 'h', 't');",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let named = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(named("SELECT COUNT(*) FROM jobs WHERE machine IS NOT NULL"), 0);
+        assert_eq!(named("SELECT COUNT(*) FROM runs WHERE machine IS NOT NULL"), 0);
+        assert_eq!(named("SELECT COUNT(*) FROM machines"), 0);
+        // The queue's tally follows the Job to no machine.
+        assert_eq!(
+            named("SELECT COUNT(*) FROM queue_tally WHERE machine = '' AND jobs = 1"),
+            1
+        );
     }
 
     #[test]

@@ -31,7 +31,7 @@ use engine::{params, Db};
 
 pub(crate) use copy::NotEmpty;
 pub(crate) use jobs::ListedJob;
-pub(crate) use machines::NameTaken;
+pub(crate) use machines::{Machine, NameTaken};
 pub(crate) use runs::RunIdentity;
 pub(crate) use runs::RunStart;
 pub(crate) use verdicts::Verdict;

@@ -95,6 +95,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 26: the hosts a Job's sandboxed Runs may reach (see SQLite's 26).
     super::migrations::JOB_ALLOW_HOSTS,
+    // 27: nothing here: on a shared store every row names its machine (see SQLite's 27).
+    "SELECT 1",
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, its session

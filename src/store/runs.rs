@@ -154,7 +154,8 @@ impl Store {
                         start.head_before,
                         start.budget_usd,
                         start.executor.name(),
-                        start.machine,
+                        // One machine's store names none: each Run is this machine's.
+                        shared.then_some(start.machine.as_str()),
                         start.lease.as_secs_f64(),
                     ],
                     |r| r.get::<i64>(0),

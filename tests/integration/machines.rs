@@ -381,6 +381,139 @@ fn a_sqlite_state_is_copied_whole_into_an_empty_store_and_only_an_empty_one() {
     assert!(!crate::support::stderr_of(&refused).contains("hunter2"));
 }
 
+#[test]
+fn naming_the_machine_after_first_use_strands_nothing_and_the_copy_follows_the_name() {
+    // First use, before `machine:`: the host's name is the machine's.
+    let mut env = TestEnv::new();
+    env.store = None;
+    env.write_config(&env.accounts_block(&["work"]));
+    env.script(&done_script("success.jsonl", 0));
+    let first = env.add("Added before the machine had a name");
+    let second = env.add("Also before");
+    // Named now: what was queued under the host's name runs here all the same.
+    env.machine = Some("laptop".into());
+    env.write_config(&env.accounts_block(&["work"]));
+    let status = env.owl().arg("status").output().unwrap();
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(!said.contains("runs on machine"), "{said}");
+    assert_eq!(env.tick()["job_id"], first.as_str());
+    // Moved into a shared store, every row is named for the machine as it is named now,
+    // as README's step 4 says, and the queue goes on there.
+    let db = Arc::new(Database::new());
+    let out = store_copy(&env, &db.url());
+    assert!(out.status.success(), "{}", crate::support::stderr_of(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("the rows named for machine laptop"));
+    env.store = Some(db.clone());
+    env.write_config(&env.accounts_block(&["work"]));
+    let status = env.status();
+    let names: Vec<&str> = status["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["laptop"], "{status}");
+    assert_eq!(env.show(&first)["runs"][0]["machine"], "laptop");
+    assert_eq!(env.tick()["job_id"], second.as_str());
+}
+
+#[test]
+fn a_renamed_machine_is_told_what_waits_on_its_old_name_and_moves_it() {
+    let db = Arc::new(Database::new());
+    let mut env = TestEnv::machine(&db, "vm", &["work"], LEASE);
+    assert_eq!(env.tick()["action"], "idle");
+    let job = env.add("Queued under the old name");
+    let done = env.add("Finished before");
+    env.owl().args(["cancel", &done]).assert().success();
+    env.machine = Some("laptop".into());
+    env.write_config(&env.accounts_block(&["work"]));
+    let status = env.owl().arg("status").output().unwrap();
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        said.contains("runs on machine vm, which ticked from this host")
+            && said.contains("`owl move --from vm`"),
+        "{said}"
+    );
+    // A finished Job does not move; the queued one does, and runs here.
+    let refused = env.owl().args(["move", &done]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&refused).contains("is cancelled"));
+    let out = env.owl().args(["move", "--from", "vm"]).output().unwrap();
+    assert!(out.status.success(), "{}", crate::support::stderr_of(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("moved to machine laptop: {job}")
+    );
+    env.script(&done_script("success.jsonl", 0));
+    assert_eq!(env.tick()["job_id"], job.as_str());
+    // To another machine, with the repository's path there.
+    let other = env.add("For beta");
+    env.owl()
+        .args(["move", &other, "--to", "beta", "--repo", "/srv/repo"])
+        .assert()
+        .success();
+    let jobs = env.owl().args(["jobs", "--json"]).output().unwrap();
+    let jobs: Value = serde_json::from_slice(&jobs.stdout).unwrap();
+    let moved = jobs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == other.as_str())
+        .unwrap();
+    assert_eq!(moved["machine"], "beta", "{moved}");
+    assert_eq!(moved["repo"], "/srv/repo", "{moved}");
+}
+
+#[test]
+fn moving_a_job_on_a_store_one_machine_has_is_refused_in_words() {
+    let mut env = TestEnv::new();
+    env.store = None;
+    env.write_config(&env.accounts_block(&["work"]));
+    let job = env.add("Here");
+    let out = env
+        .owl()
+        .args(["move", &job, "--to", "beta"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(crate::support::stderr_of(&out).contains("this store is one machine's"));
+}
+
+#[test]
+fn show_of_another_machines_job_says_where_its_worktree_log_and_session_are() {
+    let db = Arc::new(Database::new());
+    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+    b.script(&done_script("success.jsonl", 0));
+    let job = b.add("On beta");
+    assert_eq!(b.tick()["outcome"], "succeeded");
+    let shown = a.show(&job);
+    assert_eq!(shown["machine"], "beta", "{shown}");
+    assert!(shown["worktree"].is_null(), "{shown}");
+    assert_eq!(b.show(&job)["machine"], "beta");
+    assert!(b.show(&job)["worktree"].as_str().unwrap().ends_with(&job));
+    let out = a.owl().args(["show", &job]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "worktree: on machine beta, which runs it (`owl show {job}` there)"
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("log: on machine beta (`owl logs 1` there)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("(on machine beta, in the worktree:"),
+        "{said}"
+    );
+    assert!(!said.contains(&a.state.display().to_string()), "{said}");
+    let jobs = a.owl().args(["jobs", "--all", "--json"]).output().unwrap();
+    let jobs: Value = serde_json::from_slice(&jobs.stdout).unwrap();
+    assert_eq!(jobs[0]["machine"], "beta", "{jobs}");
+}
+
 fn store_copy(env: &TestEnv, url: &str) -> std::process::Output {
     env.owl()
         .args(["store", "copy", "--to", url])
