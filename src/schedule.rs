@@ -102,6 +102,10 @@ pub(crate) struct QueueEntry {
     /// The Jobs it waits for that are not done yet.
     #[serde(skip)]
     pub(crate) after: Vec<String>,
+    /// It waits for a person: a Job it waits for ended without being done (cancelled,
+    /// failed, blocked), and only a requeue of that one (or a cancel of this) moves it.
+    #[serde(skip)]
+    pub(crate) held: bool,
 }
 
 /// What a tick would do now.
@@ -203,16 +207,36 @@ pub(crate) fn plan(
             reason,
             waits_for,
             after: unmet(job).map(|(id, _)| id.clone()).collect(),
+            held: unmet(job).any(|(_, state)| state.is_finished()),
         });
     }
 
     let decision = match chosen {
         Some((job_id, account)) => Decision::Run { job_id, account },
         None => Decision::Idle {
-            reason: idle_reason(&queue, accounts, outside, &running),
+            reason: idle_reason_beside_held(&queue, accounts, outside, &running),
         },
     };
     Plan { queue, decision }
+}
+
+/// Why nothing runs, of the Jobs a tick could take: those that wait for a person (a Job
+/// they wait for ended undone) are listed for the person, not counted here.
+fn idle_reason_beside_held(
+    queue: &[QueueEntry],
+    accounts: &[AccountView],
+    outside: Option<TimeWindow>,
+    running: &[&PlanJob],
+) -> String {
+    let takeable: Vec<QueueEntry> = queue.iter().filter(|q| !q.held).cloned().collect();
+    let held = queue.len() - takeable.len();
+    if takeable.iter().all(|q| q.state == JobState::Running) && held > 0 {
+        return match held {
+            1 => "1 Job waits for you: a Job it waits for ended without being done".into(),
+            n => format!("{n} Jobs wait for you: Jobs they wait for ended without being done"),
+        };
+    }
+    idle_reason(&takeable, accounts, outside, running)
 }
 
 /// The Jobs `job` waits for that are not done, with their states.
@@ -232,6 +256,22 @@ fn judge(
         let waits: Vec<String> = unmet(job)
             .map(|(id, state)| format!("{id} ({state})"))
             .collect();
+        let ended: Vec<(&String, &JobState)> = unmet(job)
+            .filter(|(_, state)| state.is_finished())
+            .map(|(id, state)| (id, state))
+            .collect();
+        if let Some(&(id, state)) = ended.first() {
+            // Only a person moves it: the Job it waits for will never be done by itself.
+            return (
+                false,
+                None,
+                format!(
+                    "after {id}, which is {state}: `owl requeue {id}` releases it (or \
+                     `owl cancel {}`)",
+                    job.id
+                ),
+            );
+        }
         if !waits.is_empty() {
             return (false, None, format!("after {}", waits.join(", ")));
         }

@@ -269,7 +269,13 @@ fn report(
         running: live.first().cloned(),
         live_runs: live,
         accounts: views.iter().map(account_json).collect(),
-        queue: plan.queue.iter().map(queue_json).collect(),
+        // A Job only a person can move is listed for the person, not as queued work.
+        queue: plan
+            .queue
+            .iter()
+            .filter(|q| !q.held)
+            .map(queue_json)
+            .collect(),
         next: match &plan.decision {
             Decision::Run { job_id, account } => Some(NextJson {
                 job_id: job_id.clone(),
@@ -277,7 +283,13 @@ fn report(
             }),
             Decision::Idle { .. } => None,
         },
-        attention,
+        attention: plan
+            .queue
+            .iter()
+            .filter(|q| q.held)
+            .map(queue_json)
+            .chain(attention)
+            .collect(),
         machines: Vec::new(),
         recent_runs,
     }
@@ -404,7 +416,9 @@ fn emit(
     }
     outln!();
     let said_above = said_above(views);
-    if queue.is_empty() {
+    if queue.is_empty() && !attention.is_empty() {
+        outln!("Queue: nothing a tick can take (what waits for you is below)");
+    } else if queue.is_empty() {
         outln!("Queue: empty (add work with `owl add`)");
     } else {
         outln!("Queue, in the order tick takes it:");

@@ -598,8 +598,14 @@ mod tests {
         .unwrap();
         migrate(&mut conn).unwrap();
         let named = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-        assert_eq!(named("SELECT COUNT(*) FROM jobs WHERE machine IS NOT NULL"), 0);
-        assert_eq!(named("SELECT COUNT(*) FROM runs WHERE machine IS NOT NULL"), 0);
+        assert_eq!(
+            named("SELECT COUNT(*) FROM jobs WHERE machine IS NOT NULL"),
+            0
+        );
+        assert_eq!(
+            named("SELECT COUNT(*) FROM runs WHERE machine IS NOT NULL"),
+            0
+        );
         assert_eq!(named("SELECT COUNT(*) FROM machines"), 0);
         // The queue's tally follows the Job to no machine.
         assert_eq!(

@@ -236,3 +236,42 @@ fn add_from_json_lines_names_the_line_and_key_and_refuses_a_cycle() {
     assert_eq!(ids.lines().count(), 2, "{ids}");
     assert_eq!(jobs_json(&env).len(), 2);
 }
+
+#[test]
+fn a_job_held_by_a_cancelled_one_waits_for_you_with_the_command_that_releases_it() {
+    let env = TestEnv::new();
+    let first = env.add("First");
+    let second = env.add_with(&["--after", &first], "Second, after the first");
+    env.owl().args(["cancel", &first]).assert().success();
+    let status = env.status();
+    // Not queued work a tick could take, nor a wait until a later time: the person's.
+    assert_eq!(status["queue"].as_array().unwrap().len(), 0, "{status}");
+    let held = &status["attention"][0];
+    assert_eq!(held["job_id"], second.as_str(), "{status}");
+    let release = format!("`owl requeue {first}` releases it");
+    assert!(
+        held["reason"].as_str().unwrap().contains(&release),
+        "{held}"
+    );
+    let summary = status["summary"].as_str().unwrap();
+    assert!(summary.contains("1 Job waits for you"), "{summary}");
+    assert!(!summary.contains("later time"), "{summary}");
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Waiting for you") && text.contains(&release),
+        "{text}"
+    );
+    assert!(env.show(&second)["now"]
+        .as_str()
+        .unwrap()
+        .contains(&release));
+    // Released as it says: the first queued again, the second waits for it as before.
+    env.owl().args(["requeue", &first]).assert().success();
+    let status = env.status();
+    assert_eq!(status["queue"].as_array().unwrap().len(), 2, "{status}");
+    assert!(
+        status["attention"].as_array().unwrap().is_empty(),
+        "{status}"
+    );
+}
