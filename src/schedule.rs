@@ -550,17 +550,35 @@ mod tests {
             let b = p.queue.iter().find(|q| q.job_id == "b").unwrap();
             assert_eq!(b.eligible, eligible, "{state}: {b:?}");
             if !eligible {
-                assert_eq!(b.reason, format!("after a ({state})"));
                 assert_eq!(b.after, ["a"]);
             }
+            // One that ended undone holds it for a person, who is told what releases it.
+            match state {
+                JobState::Queued => assert_eq!(b.reason, "after a (queued)"),
+                JobState::Failed => assert_eq!(
+                    b.reason,
+                    "after a, which is failed: `owl requeue a` releases it (or `owl cancel b`)"
+                ),
+                _ => {}
+            }
+            assert_eq!(b.held, state == JobState::Failed, "{state}");
         }
         // Only Jobs that wait for others: the idle reason says so.
+        second.after = vec![("a".into(), JobState::Queued)];
+        let p = super::plan(&[second.clone()], &views, None, t(NOW));
+        assert_eq!(
+            p.decision,
+            Decision::Idle {
+                reason: "b waits: after a (queued)".into()
+            }
+        );
+        // Only Jobs held for a person: they are not counted as work that waits.
         second.after = vec![("a".into(), JobState::Blocked)];
         let p = super::plan(&[second], &views, None, t(NOW));
         assert_eq!(
             p.decision,
             Decision::Idle {
-                reason: "b waits: after a (blocked)".into()
+                reason: "1 Job waits for you: a Job it waits for ended without being done".into()
             }
         );
     }
