@@ -20,7 +20,7 @@ pub(crate) use raw::did_you_mean;
 use raw::{describe_yaml_error, RawConfig};
 pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error};
 pub(crate) use units::{format_duration, parse_duration, DEFAULT_MIN_FREE_SPACE};
-use units::{ser_duration, ser_opt_duration, ser_size};
+use units::{ser_duration, ser_opt_duration, ser_opt_time, ser_size};
 
 mod codex_config;
 mod drivers;
@@ -230,6 +230,7 @@ impl ExecutorKind {
 
 /// How the `sandbox` executor confines a Run.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct SandboxSettings {
     /// The bubblewrap binary (`bwrap` on PATH by default).
     pub(crate) command: PathBuf,
@@ -390,11 +391,14 @@ pub(crate) struct JobDefaults {
 
 /// When a tick may start a Run.
 #[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Schedule {
     pub(crate) window: Option<TimeWindow>,
     /// When the user's day starts, without a `window` (whose end is the morning then).
+    #[serde(serialize_with = "ser_opt_time")]
     pub(crate) morning: Option<chrono::NaiveTime>,
     /// When the user's day ends, with `morning` (`morning::DEFAULT_DAY_ENDS` when unset).
+    #[serde(serialize_with = "ser_opt_time")]
     pub(crate) day_ends: Option<chrono::NaiveTime>,
 }
 
@@ -409,6 +413,7 @@ pub(crate) struct Account {
     pub(crate) env: Env,
     pub(crate) limits: Option<Limits>,
     /// When its user's day starts, when it is not `schedule.morning` (another person's plan).
+    #[serde(serialize_with = "ser_opt_time")]
     pub(crate) morning: Option<chrono::NaiveTime>,
     /// How long a reactive Account (its Driver reports no utilization) waits after a rate
     /// limit whose reset the agent did not name.

@@ -112,6 +112,17 @@ pub(super) fn ser_opt_duration<S: serde::Serializer>(
     }
 }
 
+/// A time of day as config.yaml writes it: `HH:MM`.
+pub(super) fn ser_opt_time<S: serde::Serializer>(
+    t: &Option<chrono::NaiveTime>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.collect_str(&t.format("%H:%M")),
+        None => s.serialize_none(),
+    }
+}
+
 pub(super) fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&format_duration(*d))
 }

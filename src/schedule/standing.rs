@@ -561,9 +561,7 @@ fn near_ceiling<'w>(
     limits: Option<&crate::config::Limits>,
     run_model: Option<&str>,
 ) -> Option<(&'w WindowView, f64)> {
-    let min = limits
-        .and_then(|l| l.min_headroom)
-        .unwrap_or(DEFAULT_MIN_HEADROOM);
+    let min = min_headroom(limits);
     windows
         .iter()
         .filter(|w| WindowKind::limits_model(w.model.as_deref(), run_model))
@@ -581,7 +579,7 @@ fn owl_share_capped(
     run_model: Option<&str>,
 ) -> Option<Standing> {
     let limits = limits?;
-    let min = limits.min_headroom.unwrap_or(DEFAULT_MIN_HEADROOM);
+    let min = min_headroom(Some(limits));
     windows
         .iter()
         .filter(|w| w.percent.is_some())
@@ -606,6 +604,14 @@ fn owl_share_capped(
 /// two points. In the recorded transcripts one response moves a Window by 3 to 13 points,
 /// so a Run started closer than that is stopped at its first figure, having spent a start.
 pub(crate) const DEFAULT_MIN_HEADROOM: f64 = 2.0;
+
+/// The least headroom a Run starts under on an Account: its `minHeadroom`, else
+/// [`DEFAULT_MIN_HEADROOM`].
+pub(crate) fn min_headroom(limits: Option<&crate::config::Limits>) -> f64 {
+    limits
+        .and_then(|l| l.min_headroom)
+        .unwrap_or(DEFAULT_MIN_HEADROOM)
+}
 
 pub(super) fn binding_window(windows: &[WindowView]) -> Option<&WindowView> {
     windows

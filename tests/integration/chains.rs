@@ -46,15 +46,17 @@ fn a_chain_waits_for_a_failed_link_until_it_is_requeued_and_done_and_the_work_st
         idle["reason"]
             .as_str()
             .unwrap()
-            .contains("after callers (failed)"),
+            .contains("1 Job waits for you"),
         "{idle}"
     );
+    // Held for a person, who is told what releases it.
     let status = env.status();
-    let queued: Vec<&Value> = status["queue"].as_array().unwrap().iter().collect();
+    let held: Vec<&Value> = status["attention"].as_array().unwrap().iter().collect();
     assert!(
-        queued
-            .iter()
-            .any(|q| q["job_id"] == "docs" && q["reason"] == "after callers (failed)"),
+        held.iter().any(|q| q["job_id"] == "docs"
+            && q["reason"]
+                == "after callers, which is failed: `owl requeue callers` releases it (or \
+                    `owl cancel docs`)"),
         "{status}"
     );
 

@@ -53,6 +53,49 @@ fn config_check_prints_the_resolved_config_without_secrets() {
 }
 
 #[test]
+fn what_config_check_prints_is_a_config_owl_reads_back_the_same() {
+    let env = TestEnv::new();
+    env.write_config(
+        "schedule:\n  morning: '07:00'\n  dayEnds: '22:00'\nsandbox:\n  allowHosts: [crates.io]\n\
+         accounts:\n  work:\n    limits: {fiveHourMax: 80}\n",
+    );
+    let first = env.owl().args(["config", "check"]).output().unwrap();
+    assert!(
+        first.status.success(),
+        "{}",
+        crate::support::stderr_of(&first)
+    );
+    let printed = String::from_utf8(first.stdout).unwrap();
+    // Keys as config.yaml spells them, values in force, nothing unset written as null.
+    assert!(
+        !printed.contains("null") && !printed.contains("day_ends"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("nightMax: 85.0") && printed.contains("minHeadroom: 2.0"),
+        "{printed}"
+    );
+    let again = env.dir.path().join("printed.yaml");
+    std::fs::write(&again, &printed).unwrap();
+    let second = env
+        .owl()
+        .env("OWL_CONFIG", &again)
+        .args(["config", "check"])
+        .output()
+        .unwrap();
+    assert!(
+        second.status.success(),
+        "{}",
+        crate::support::stderr_of(&second)
+    );
+    let body = |text: &str| text.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        body(&String::from_utf8(second.stdout).unwrap()),
+        body(&printed)
+    );
+}
+
+#[test]
 fn add_refuses_what_it_cannot_run() {
     let env = TestEnv::new();
     let not_git = env.dir.path().join("plain");
