@@ -179,7 +179,8 @@ fn probe_finding(
     found: &mut Findings,
 ) {
     let command = &ctx.config.drivers.get(account.driver).command;
-    // Run in the state dir when there is one; doctor creates nothing.
+    // Run in the state dir when there is one (doctor makes it only to record what a probe
+    // learned, below).
     let cwd = Some(ctx.config.state_dir.clone())
         .filter(|d| d.is_dir())
         .unwrap_or_else(std::env::temp_dir);
@@ -197,7 +198,13 @@ fn probe_finding(
         ));
     } else if store_may_hold_a_login {
         let probe = if cli_ok {
-            crate::supervise::probe::probe(executor, d, command, account, &cwd)
+            let probe = crate::supervise::probe::probe(executor, d, command, account, &cwd);
+            if let Err(e) = super::probe::record_found(ctx, name, &probe) {
+                found.note(format!(
+                    "account {name}: the probe's answer was not recorded: {e:#}"
+                ));
+            }
+            probe
         } else {
             crate::usage::ProbeOutcome::Failed("the agent CLI is unusable (above)".into())
         };

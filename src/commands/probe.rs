@@ -115,7 +115,30 @@ pub(super) fn probe_and_record(
         cfg,
         &ctx.config.state_dir,
     );
-    if let usage::ProbeOutcome::Observed(windows) = &outcome {
+    record(ctx, store, account, &outcome, now)?;
+    Ok(outcome)
+}
+
+/// What another command's probe learned (`doctor`'s), recorded as `owl probe` records it:
+/// the next `status` and tick need not ask again.
+pub(super) fn record_found(ctx: &Ctx, account: &str, outcome: &ProbeOutcome) -> Result<()> {
+    super::ensure_private_dir(&ctx.config.state_dir)?;
+    let mut store = ctx.open_store()?;
+    let now = crate::clock::now()?;
+    record(ctx, &mut store, account, outcome, now)
+}
+
+/// Records a probe's figures, the login it shows, an outage, and the probe itself.
+fn record(
+    ctx: &Ctx,
+    store: &mut Store,
+    account: &str,
+    outcome: &ProbeOutcome,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let cfg = &ctx.config.accounts[account];
+    let d = driver::for_kind(cfg.driver);
+    if let usage::ProbeOutcome::Observed(windows) = outcome {
         for s in usage::from_usage(
             windows,
             account,
@@ -138,7 +161,7 @@ pub(super) fn probe_and_record(
         }
         _ => {}
     }
-    if let usage::ProbeOutcome::Unreachable(why) = &outcome {
+    if let usage::ProbeOutcome::Unreachable(why) = outcome {
         // An outage, as a Run's: the Account backs off before a Run is spent finding out.
         let outages = store.account_note(account)?.outages + 1;
         let until = now + crate::outcome::outage_backoff(outages);
@@ -146,5 +169,5 @@ pub(super) fn probe_and_record(
         store.set_backoff(account, Some(until), outages, now)?;
     }
     store.set_last_probe(account, &outcome.describe(), now)?;
-    Ok(outcome)
+    Ok(())
 }

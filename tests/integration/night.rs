@@ -725,3 +725,24 @@ fn owl_killed_at_each_step_of_making_a_working_copy_leaves_nothing_that_stalls_t
         assert!(n > 3, "sandboxed {sandboxed}: only {n} steps were seen");
     }
 }
+
+#[test]
+fn what_doctor_probes_is_recorded_so_status_need_not_ask_again() {
+    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
+    env.five_hour(&[20.0], "2026-11-30T05:00:00.000Z");
+    // Before: nothing observed, and status says a probe is due.
+    let before = env.status();
+    assert!(before["accounts"][0]["last_probe_at"].is_null(), "{before}");
+    let out = env.owl().arg("doctor").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("account work: logged in (probe: observed five_hour 20%"),
+        "{said}"
+    );
+    // After: the figure and the probe are recorded as `owl probe` records them.
+    let after = env.status();
+    let account = &after["accounts"][0];
+    assert_eq!(account["last_probe_at"], "2026-11-30T03:00:00Z", "{after}");
+    let five = crate::support::window(&after, "work", "five_hour");
+    assert_eq!(five["percent"], 20.0, "{after}");
+}
