@@ -1,6 +1,24 @@
 //! Small string helpers for what owl prints and stores.
 
 /// Cuts a string to `max` characters, marking the cut with `…`.
+/// An I/O error in words, without the `(os error N)` the standard library adds.
+pub(crate) fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::NotFound => "it does not exist".into(),
+        ErrorKind::PermissionDenied => "permission denied".into(),
+        ErrorKind::IsADirectory => "it is a directory".into(),
+        ErrorKind::NotADirectory => "a part of its path is not a directory".into(),
+        _ => {
+            let text = e.to_string();
+            match text.find(" (os error ") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            }
+        }
+    }
+}
+
 pub(crate) fn truncate(s: &str, max: usize) -> String {
     let mut chars = s.chars();
     let head: String = chars.by_ref().take(max).collect();

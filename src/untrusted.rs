@@ -14,7 +14,7 @@ pub(crate) enum Refused {
     NotAFile { path: String, kind: &'static str },
     #[error("{path} is over {cap} bytes; not read")]
     TooLarge { path: String, cap: u64 },
-    #[error("{path}: {source}")]
+    #[error("{path}: {}", crate::text::io_words(source))]
     Io { path: String, source: io::Error },
 }
 

@@ -45,11 +45,14 @@ pub(crate) fn has_commit(repo: &Path, id: &str) -> bool {
 /// repository's canonical path (its top level, found from a subdirectory as git finds it)
 /// and the base commit's id.
 pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
-    let r = Repository::discover(repo).map_err(|e| {
+    if let Err(e) = std::fs::metadata(repo) {
+        bail!("{}: {}", repo.display(), crate::text::io_words(&e));
+    }
+    // libgit2's own words ("could not find repository at …") say it again, less plainly.
+    let r = Repository::discover(repo).map_err(|_| {
         anyhow!(
-            "{} is not in a git repository (nor is any of its parents): {}",
-            repo.display(),
-            e.message()
+            "{} is not in a git repository (nor is any of its parents)",
+            repo.display()
         )
     })?;
     // An unborn HEAD, whatever the branch is called (libgit2's is_empty knows only the
@@ -65,11 +68,10 @@ pub(crate) fn check_repo(repo: &Path, base: &str) -> Result<(PathBuf, String)> {
     let commit = r
         .revparse_single(base)
         .and_then(|o| o.peel_to_commit())
-        .map_err(|e| {
+        .map_err(|_| {
             anyhow!(
-                "base '{base}' does not resolve to a commit in {}: {}",
-                repo.display(),
-                e.message()
+                "base '{base}' names no branch, tag or commit in {}",
+                repo.display()
             )
         })?;
     let root = r

@@ -7,6 +7,7 @@ mod jobs;
 mod machines;
 mod migrations;
 mod notes;
+mod pgpass;
 pub(crate) mod postgres;
 mod queue;
 mod runs;

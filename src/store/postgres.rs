@@ -1,6 +1,5 @@
 //! PostgreSQL as owl's store: the `store:` URL, its password from libpq's places (never the config), a bounded connect, and the schema.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -121,14 +120,15 @@ pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<postgres::Clie
         .keepalives_idle(Duration::from_secs(5))
         .keepalives_interval(Duration::from_secs(2))
         .keepalives_retries(2);
-    if let Some(password) = password(&config) {
+    let found = super::pgpass::find(&config);
+    if let Some(password) = &found.password {
         config.password(password);
     }
     let step = "connecting: TCP, startup and authentication";
     crate::watchdog::bounded(url, step, CONNECT_TIMEOUT, || {
         config.connect(postgres::NoTls)
     })
-    .map_err(|e| anyhow::anyhow!("{}", describe(&e)))
+    .map_err(|e| anyhow::anyhow!("{}", super::pgpass::connect_error(&e, &config, &found)))
     .with_context(|| format!("connecting to the store {url}"))
 }
 
@@ -141,59 +141,6 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
             None => e.to_string(),
         },
     }
-}
-
-/// The password for this connection, where libpq looks: `PGPASSWORD`, then the password
-/// file (`PGPASSFILE`, else `~/.pgpass`), whose first line matching host, port, database
-/// and role wins.
-fn password(config: &postgres::Config) -> Option<Vec<u8>> {
-    if let Some(pw) = std::env::var_os("PGPASSWORD").filter(|p| !p.is_empty()) {
-        return Some(pw.into_encoded_bytes());
-    }
-    let file = std::env::var_os("PGPASSFILE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pgpass")))?;
-    let text = std::fs::read_to_string(file).ok()?;
-    let host = match config.get_hosts().first() {
-        Some(postgres::config::Host::Tcp(name)) => name.clone(),
-        Some(postgres::config::Host::Unix(_)) | None => "localhost".into(),
-    };
-    let port = config
-        .get_ports()
-        .first()
-        .copied()
-        .unwrap_or(5432)
-        .to_string();
-    let user = config.get_user().unwrap_or_default();
-    let db = config.get_dbname().unwrap_or(user);
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|line| pgpass_match(line, [&host, &port, db, user]))
-        .map(String::into_bytes)
-}
-
-/// A `.pgpass` line's password when its four fields match (`*` matches anything; `\:`
-/// and `\\` are a colon and a backslash).
-fn pgpass_match(line: &str, wanted: [&str; 4]) -> Option<String> {
-    let mut fields = Vec::with_capacity(5);
-    let mut field = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => field.extend(chars.next()),
-            ':' if fields.len() < 4 => fields.push(std::mem::take(&mut field)),
-            c => field.push(c),
-        }
-    }
-    fields.push(field);
-    if fields.len() != 5 {
-        return None;
-    }
-    let matches = fields[..4]
-        .iter()
-        .zip(wanted)
-        .all(|(have, want)| have == "*" || have == want);
-    matches.then(|| fields.pop().unwrap_or_default())
 }
 
 /// Brings the database to `version` (owl's schema version): made whole in one transaction
@@ -274,17 +221,5 @@ mod tests {
             "`UPDATE runs SET lease_until …`"
         );
         assert_eq!(statement_name("COMMIT"), "`COMMIT`");
-    }
-
-    #[test]
-    fn a_pgpass_line_matches_by_its_four_fields() {
-        let want = ["db", "5432", "owl", "owl"];
-        assert_eq!(
-            pgpass_match("db:5432:owl:owl:s3cret", want),
-            Some("s3cret".into())
-        );
-        assert_eq!(pgpass_match("*:*:*:owl:a\\:b", want), Some("a:b".into()));
-        assert_eq!(pgpass_match("other:5432:owl:owl:x", want), None);
-        assert_eq!(pgpass_match("db:5432:owl", want), None);
     }
 }

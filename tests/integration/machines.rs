@@ -514,6 +514,69 @@ fn show_of_another_machines_job_says_where_its_worktree_log_and_session_are() {
     assert_eq!(jobs[0]["machine"], "beta", "{jobs}");
 }
 
+#[test]
+fn a_store_that_cannot_be_reached_or_logged_in_to_says_why_in_words() {
+    let db = Arc::new(Database::new());
+    let env = TestEnv::machine(&db, "alpha", &["work"], LEASE);
+    let status = |config: &str, pgpass: Option<&str>| {
+        let file = env.dir.path().join("store.yaml");
+        let text = std::fs::read_to_string(&env.config).unwrap();
+        std::fs::write(&file, text.replace(&db.url(), config)).unwrap();
+        let mut cmd = env.owl();
+        cmd.env("OWL_CONFIG", &file).env_remove("PGPASSWORD");
+        let passfile = env.dir.path().join("pgpass");
+        match pgpass {
+            Some(line) => {
+                std::fs::write(&passfile, line).unwrap();
+                cmd.env("PGPASSFILE", &passfile);
+            }
+            None => {
+                cmd.env("PGPASSFILE", env.dir.path().join("no-such-pgpass"));
+            }
+        }
+        let out = cmd.arg("status").output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        crate::support::stderr_of(&out)
+    };
+    let port = crate::support::pg_server::port();
+    let name = db.url().rsplit('/').next().unwrap().to_string();
+    // No password anywhere: each place looked in is named.
+    let said = status(&db.url(), None);
+    assert!(
+        said.contains("the server asked for role owl's password and owl found none")
+            && said.contains("PGPASSWORD is not set")
+            && said.contains("no-such-pgpass cannot be read: it does not exist"),
+        "{said}"
+    );
+    // A database spelled otherwise than the password file's line: the likely mistake.
+    let line = format!(
+        "127.0.0.1:{port}:{name}:owl:{}\n",
+        crate::support::pg_server::PASSWORD
+    );
+    let typo = db.url().replace(&format!("/{name}"), "/owl_typo");
+    let said = status(&typo, Some(&line));
+    assert!(
+        said.contains(&format!("has no line for 127.0.0.1:{port}:owl_typo:owl"))
+            && said.contains("it has one for another database"),
+        "{said}"
+    );
+    // Nothing listening, and a host no one knows: said so, without an OS error number.
+    let said = status(&db.url().replace(&format!(":{port}/"), ":1/"), Some(&line));
+    assert!(
+        said.contains("nothing listens at 127.0.0.1:1 (connection refused)"),
+        "{said}"
+    );
+    assert!(!said.contains("os error"), "{said}");
+    let said = status(
+        &db.url().replace("127.0.0.1", "owl-no-such-host.invalid"),
+        Some(&line),
+    );
+    assert!(
+        said.contains("the host owl-no-such-host.invalid is not known"),
+        "{said}"
+    );
+}
+
 fn store_copy(env: &TestEnv, url: &str) -> std::process::Output {
     env.owl()
         .args(["store", "copy", "--to", url])
