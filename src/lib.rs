@@ -119,8 +119,10 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OWL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let colour = colour_on_stderr();
+    // No module path: a person reads these lines in cron.log and the journal.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_target(false)
         .with_ansi(colour);
     // Without colour every control character is shown, not obeyed (an agent's \r in a
     // stop reason cannot fake a line of cron.log); with it, tracing escapes ESC itself.

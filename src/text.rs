@@ -29,6 +29,13 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// `s` on one line of at most `max` characters: every run of whitespace (a traceback's
+/// newlines) one space, then truncated. For a reason said in a line of its own.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let joined: Vec<&str> = s.split_whitespace().collect();
+    truncate(&joined.join(" "), max)
+}
+
 /// `s` as one word of a POSIX shell command: as it is when only safe characters make it,
 /// otherwise in single quotes. Every value owl prints into a command to copy goes through it.
 pub(crate) fn shell_quote(s: &str) -> String {

@@ -370,7 +370,7 @@ fn print_recent_runs(recent_runs: &[RecentRunJson]) {
         let reason = r
             .stop_reason
             .as_deref()
-            .map(|s| format!(" — {}", crate::text::truncate(s, 80)))
+            .map(|s| format!(" — {}", crate::text::one_line(s, 80)))
             .unwrap_or_default();
         outln!(
             "  run {:<4} {:<12} {}{cost}{denied}{reason}",

@@ -543,9 +543,10 @@ fn report(json: bool, out: TickJson) -> Result<u8> {
         TickAction::Ran if out.dry_run => {}
         TickAction::Ran => {
             let outcome = out.outcome.map_or("?", |o| o.as_str());
+            // One line, as status says it: the whole reason is `owl show`'s.
             let reason = out
                 .stop_reason
-                .map(|r| format!(" ({r})"))
+                .map(|r| format!(" ({})", crate::text::one_line(&r, 120)))
                 .unwrap_or_default();
             outln!(
                 "ran: job {} run {} on {}: {outcome}{reason}; the job is now {}",

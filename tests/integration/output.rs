@@ -101,27 +101,33 @@ fn the_agents_control_characters_are_shown_not_obeyed() {
     );
 }
 
-/// A queued Job on an Account with a ceiling whose agent CLI is not there: the tick's
-/// probe fails with a warning on stderr.
+/// A tick that runs a Job and warns of what its own line does not say: its notify command
+/// failed.
 fn env_whose_tick_warns() -> TestEnv {
-    let env = TestEnv::with_config("    limits: {fiveHourMax: 60}\n");
-    std::fs::write(
-        &env.config,
-        std::fs::read_to_string(&env.config)
-            .unwrap()
-            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude"),
-    )
-    .unwrap();
-    env.add("Hello");
+    let env = TestEnv::new();
+    let accounts = env.accounts_block(&["work"]);
+    env.write_config(&format!(
+        "notify:\n  command: [sh, -c, 'exit 3']\n  on: [run-ended]\n{accounts}"
+    ));
+    // Two: a test may tick twice.
+    env.add("Runs, then its notify fails");
+    env.add("And again");
+    env.script(&done_script("success.jsonl", 0));
     env
 }
 
 #[test]
 fn warnings_in_a_file_carry_no_colour() {
     let env = env_whose_tick_warns();
-    let out = env.owl().args(["tick"]).assert().code(1);
+    let out = env.owl().args(["tick"]).assert().success();
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert!(stderr.contains("WARN"), "{stderr}");
+    assert!(
+        stderr.contains("WARN") && stderr.contains("notify command"),
+        "{stderr}"
+    );
+    // Said once, without a module path: a line a person reads in cron.log.
+    assert_eq!(stderr.matches("notify command").count(), 1, "{stderr}");
+    assert!(!stderr.contains("owl::"), "{stderr}");
     assert!(
         !stderr.contains('\x1b'),
         "colour codes in a file: {stderr:?}"
@@ -268,12 +274,60 @@ fn on_a_terminal_warnings_are_coloured_unless_no_color_is_set() {
     let on_a_terminal = |no_color| crate::support::on_a_terminal(&env, "tick", no_color);
     let coloured = on_a_terminal(None);
     assert!(
-        coloured.contains("WARN") && coloured.contains('\x1b'),
+        coloured.contains("WARN") && has_colour(&coloured),
         "{coloured:?}"
     );
     let plain = on_a_terminal(Some("1"));
+    // The live line still clears itself (`ESC [K`); no colour is set.
+    assert!(plain.contains("WARN") && !has_colour(&plain), "{plain:?}");
+}
+
+/// Whether `text` sets a colour or style (an SGR sequence, `ESC [ … m`).
+fn has_colour(text: &str) -> bool {
+    text.split('\x1b').skip(1).any(|rest| {
+        rest.strip_prefix('[').is_some_and(|seq| {
+            let params: String = seq
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == ';')
+                .collect();
+            seq[params.len()..].starts_with('m')
+        })
+    })
+}
+
+#[test]
+fn a_tick_says_each_thing_once_and_its_result_on_one_line() {
+    let env = TestEnv::with_config("");
+    std::fs::write(
+        &env.config,
+        std::fs::read_to_string(&env.config)
+            .unwrap()
+            .replace(env!("CARGO_BIN_EXE_owl-fake-agent"), "/nonexistent/claude"),
+    )
+    .unwrap();
+    env.add("Hello");
+    // What holds the tick back is its idle line (stdout), not that and a warning too: cron
+    // writes both into one log.
+    let out = env.owl().args(["tick"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("/nonexistent/claude"), "{said}");
+    let stderr = crate::support::stderr_of(&out);
+    assert!(!stderr.contains("/nonexistent/claude"), "{stderr}");
+    // A failed agent's traceback: the tick's result stays one line, as status says it.
+    let env = TestEnv::new();
+    env.add("Fails loudly");
+    let traceback: String = (1..=9)
+        .map(|i| format!("stderr   at frame {i} (agent.js:{i})\n"))
+        .collect();
+    env.script(&format!(
+        "read-prompt\nstderr Traceback (most recent call last):\n{traceback}exit 1\n"
+    ));
+    let out = env.owl().args(["tick"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said.trim_end().lines().count(), 1, "{said}");
     assert!(
-        plain.contains("WARN") && !plain.contains('\x1b'),
-        "{plain:?}"
+        said.contains("failed") && said.contains("Traceback"),
+        "{said}"
     );
 }

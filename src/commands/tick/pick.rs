@@ -146,8 +146,9 @@ pub(super) fn choose(
         }
         let Decision::Run { job_id, account } = &plan.decision else {
             if let Some(why) = held_by_this_machine(views, plan) {
-                // Not a wait but a problem to fix: said on stderr, and the exit code says it.
-                tracing::warn!("{why}");
+                // Not a wait but a problem to fix: the exit code says it, and stderr unless
+                // the tick's own line does already (cron logs both: said once).
+                warn_unless_said(&plan.decision, &why);
                 aside.machine_problem = true;
             }
             return Ok(Picked::Decided(plan.decision.clone()));
@@ -207,10 +208,18 @@ fn choose_held(
     };
     let mut unready = unready(views).filter(|(a, _)| count.waiting_for(a, now) > 0);
     if let Some((a, why)) = unready.next() {
-        tracing::warn!("{}: {why}", a.name);
+        warn_unless_said(&decision, &format!("{}: {why}", a.name));
         aside.machine_problem = true;
     }
     Ok(Some(Picked::Decided(decision)))
+}
+
+/// A problem of this machine's on stderr, unless the tick's idle line says it already.
+fn warn_unless_said(decision: &Decision, why: &str) {
+    match decision {
+        Decision::Idle { reason } if reason.contains(why) => {}
+        _ => tracing::warn!("{why}"),
+    }
 }
 
 /// Whether `now` is inside the schedule window (always, without one).
