@@ -397,7 +397,7 @@ fn sqlite_rows<T>(
 fn trace(sql: &str, rows: usize) {
     if tracing::enabled!(target: "owl::sql", tracing::Level::DEBUG) {
         let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
-        tracing::debug!(target: "owl::sql", rows, "{sql}");
+        tracing::debug!(target: "owl::sql", rows, "sql: {sql}");
     }
 }
 

@@ -11,7 +11,7 @@ fn statements(stderr: &str) -> Vec<(String, usize)> {
     stderr
         .lines()
         .filter_map(|line| {
-            let (_, said) = line.split_once(" owl::sql: ")?;
+            let (_, said) = line.split_once(" sql: ")?;
             let (sql, rows) = said.rsplit_once(" rows=")?;
             Some((sql.to_string(), rows.trim().parse().ok()?))
         })

@@ -70,8 +70,12 @@ fn without_a_usable_bubblewrap_a_sandboxed_job_stays_queued_and_says_why() {
     let id = env.add("Never unconfined");
     let out = env.owl().args(["tick", "--json"]).output().unwrap();
     assert_ne!(out.status.code(), Some(0));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("bubblewrap"), "{stderr}");
+    // Said in the tick's own result, once.
+    let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        tick["reason"].as_str().unwrap().contains("bubblewrap"),
+        "{tick}"
+    );
     // The agent never started: no record of it, no Run.
     assert!(!env.record.join("pid.txt").exists());
     let show = env.show(&id);

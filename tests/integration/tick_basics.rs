@@ -391,7 +391,7 @@ fn a_missing_agent_cli_exits_1_and_keeps_the_job() {
         .arg("tick")
         .assert()
         .code(1)
-        .stderr(predicate::str::contains(
+        .stdout(predicate::str::contains(
             "'/nonexistent/claude' does not exist",
         ));
     assert_eq!(env.show(&id)["state"], "queued");
