@@ -231,18 +231,21 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
         j.id,
         j.name.map(|n| format!(" ({n})")).unwrap_or_default()
     );
+    // Each thing once: where the Job stands now says its reason and its wait, when it does.
+    let said_now = |text: &str| now.as_deref().is_some_and(|n| n.contains(text));
     outln!(
         "  state:    {}{}",
         j.state,
         j.reason
             .as_ref()
+            .filter(|r| !said_now(r))
             .map(|r| format!(" — {r}"))
             .unwrap_or_default()
     );
     if let Some(now) = &now {
         outln!("  now:      {now}");
     }
-    if let Some(t) = &j.not_before {
+    if let Some(t) = j.not_before.as_ref().filter(|_| !said_now("waits until")) {
         outln!("  waits until {t}");
     }
     print_base(&j, summary.is_none());

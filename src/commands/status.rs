@@ -338,19 +338,36 @@ fn print_live_run(r: &RunningJson) {
 }
 
 /// The machines sharing the store, when there is more than this one.
-fn print_machines(machines: &[MachineJson]) {
+fn print_machines(machines: &[MachineJson], now: DateTime<Utc>) {
     if machines.len() < 2 {
         return;
     }
+    // Those seen in the last day in full; the others named on one line (each is forgotten
+    // after snapshotRetention unless something waits on it).
+    let recent = |m: &&MachineJson| {
+        m.this
+            || m.last_tick
+                .as_deref()
+                .and_then(crate::clock::parse)
+                .is_some_and(|t| now - t < chrono::Duration::days(1))
+    };
     outln!();
     outln!("Machines:");
-    for m in machines {
+    for m in machines.iter().filter(recent) {
         outln!(
             "  {:<16} last tick {}{}",
             m.name,
             m.last_tick.as_deref().unwrap_or("never"),
             if m.this { " (this one)" } else { "" }
         );
+    }
+    let quiet: Vec<&str> = machines
+        .iter()
+        .filter(|m| !recent(m))
+        .map(|m| m.name.as_str())
+        .collect();
+    if !quiet.is_empty() {
+        outln!("  not seen for a day or more: {}", quiet.join(", "));
     }
 }
 
@@ -408,7 +425,7 @@ fn emit(
         ..
     } = out;
     print_running(live_runs);
-    print_machines(machines);
+    print_machines(machines, now);
     outln!();
     outln!("Accounts:");
     for a in views {

@@ -82,6 +82,21 @@ impl Store {
         })
     }
 
+    /// Forgets the machines that have not ticked since `before` and that nothing waits on
+    /// (no unfinished Job, no live Run): a name once used is not listed for ever.
+    pub(crate) fn forget_machines(&mut self, before: DateTime<Utc>) -> Result<usize> {
+        self.write_unflushed(|tx| {
+            tx.execute(
+                "DELETE FROM machines WHERE last_tick < ?1 \
+                 AND name NOT IN (SELECT machine FROM jobs WHERE machine IS NOT NULL \
+                     AND state IN ('queued', 'waiting', 'running')) \
+                 AND name NOT IN (SELECT machine FROM runs WHERE machine IS NOT NULL \
+                     AND outcome IS NULL)",
+                params![rfc3339(before)],
+            )
+        })
+    }
+
     /// Every machine that ever ticked, by name.
     pub(crate) fn machines(&self) -> Result<Vec<Machine>> {
         self.db.query_map(

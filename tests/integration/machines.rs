@@ -577,6 +577,51 @@ fn a_store_that_cannot_be_reached_or_logged_in_to_says_why_in_words() {
     );
 }
 
+#[test]
+fn status_names_the_machines_that_tick_and_forgets_those_long_gone() {
+    let db = Arc::new(Database::new());
+    let mut gone = TestEnv::machine(&db, "gone", &["work"], LEASE);
+    gone.now = "2026-10-01T03:00:00Z".into();
+    assert_eq!(gone.tick()["action"], "idle");
+    let mut quiet = TestEnv::machine(&db, "quiet", &["work"], LEASE);
+    quiet.now = "2026-11-27T03:00:00Z".into();
+    assert_eq!(quiet.tick()["action"], "idle");
+    let waited_on = TestEnv::machine(&db, "waited-on", &["work"], LEASE);
+    let mut old = TestEnv::machine(&db, "old", &["work"], LEASE);
+    old.now = "2026-10-02T03:00:00Z".into();
+    assert_eq!(old.tick()["action"], "idle");
+    waited_on
+        .owl()
+        .args([
+            "add",
+            "--machine",
+            "old",
+            "--repo",
+            "/srv/repo",
+            "Waits for old",
+        ])
+        .assert()
+        .success();
+    let here = TestEnv::machine(&db, "here", &["work"], LEASE);
+    assert_eq!(here.tick()["action"], "idle");
+    // Past snapshotRetention (35 d) and waited on by nothing: forgotten by the tick.
+    let names: Vec<String> = here.status()["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["here", "old", "quiet"], "{names:?}");
+    // Not seen for days: named on one line, not listed as if it ticked.
+    let out = here.owl().arg("status").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("not seen for a day or more: old, quiet"),
+        "{said}"
+    );
+    assert!(!said.contains("quiet            last tick"), "{said}");
+}
+
 fn store_copy(env: &TestEnv, url: &str) -> std::process::Output {
     env.owl()
         .args(["store", "copy", "--to", url])

@@ -71,5 +71,9 @@ pub(super) fn prune(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<
     if pruned > 0 {
         tracing::debug!("pruned {pruned} Snapshots observed before {before}");
     }
+    let forgotten = store.forget_machines(before)?;
+    if forgotten > 0 {
+        tracing::debug!("forgot {forgotten} machines not seen since {before}");
+    }
     Ok(())
 }
