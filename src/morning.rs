@@ -68,6 +68,20 @@ impl Day {
         instant(tz, day.and_time(self.morning))
     }
 
+    /// When the night that ends at `morning` began: the day's end before it, seen in `tz`.
+    pub(crate) fn night_before<Tz: TimeZone>(
+        &self,
+        morning: DateTime<Utc>,
+        tz: &Tz,
+    ) -> DateTime<Utc> {
+        let date = morning.with_timezone(tz).naive_local().date();
+        let day = match self.ends <= self.morning {
+            true => date,
+            false => date.pred_opt().unwrap_or(date),
+        };
+        instant(tz, day.and_time(self.ends))
+    }
+
     /// The morning that ends the night `now` is in, seen in `tz`; `None` from inside the
     /// user's day (a Window closing at 15:00 seen at 12:00 is the user's).
     pub(crate) fn next_morning<Tz: TimeZone>(

@@ -114,12 +114,15 @@ pub(super) struct AccountReport {
     pub(crate) windows: Vec<WindowSeries>,
     /// Of each Window's instance open at the period's end: what owl used, and the rest.
     pub(crate) owl_share: Vec<AccountShare>,
-    /// With a morning configured: the night ceiling, drawn on the page, and the mornings in
-    /// the period.
+    /// With a morning configured: the night ceiling, drawn on the page, and each night
+    /// that meets the period, `(from the day's end, to the morning)`.
     #[serde(skip)]
-    pub(crate) night: Option<(f64, Vec<DateTime<Utc>>)>,
+    pub(crate) night: Option<(f64, Vec<Night>)>,
     pub(crate) runs: Vec<RunReport>,
 }
+
+/// One night, from the day's end to the morning.
+pub(super) type Night = (DateTime<Utc>, DateTime<Utc>);
 
 /// owl's share of a Window instance, beside its newest figure: the rest was the user's.
 #[derive(Debug, Serialize)]
@@ -385,23 +388,28 @@ fn next_step(job: &crate::model::Job) -> Option<String> {
         })
 }
 
-/// The Account's night ceiling and the mornings from `since` to `until`, with a morning
-/// configured and a ceiling for the night's to raise.
+/// The Account's night ceiling and the nights that meet `since` to `until` (each from the
+/// day's end to its morning), with a morning configured and a ceiling for the night's to
+/// raise.
 fn night_of(
     ctx: &Ctx,
     account: &crate::config::Account,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> Option<(f64, Vec<DateTime<Utc>>)> {
+) -> Option<(f64, Vec<Night>)> {
     let day = crate::morning::Day::of(&ctx.config, account)?;
     account.limits.as_ref().filter(|l| l.any_ceiling())?;
-    let mut mornings = Vec::new();
-    let mut at = day.following_morning(since, &chrono::Local);
-    while at <= until {
-        mornings.push(at);
-        at = day.following_morning(at + chrono::Duration::minutes(1), &chrono::Local);
+    let mut nights = Vec::new();
+    let mut morning = day.following_morning(since, &chrono::Local);
+    loop {
+        let starts = day.night_before(morning, &chrono::Local);
+        if starts >= until {
+            break;
+        }
+        nights.push((starts, morning));
+        morning = day.following_morning(morning + chrono::Duration::minutes(1), &chrono::Local);
     }
-    Some((crate::morning::night_max(account.limits.as_ref()), mornings))
+    Some((crate::morning::night_max(account.limits.as_ref()), nights))
 }
 
 /// One Account: each Window's figures in the period against its ceiling (a configured

@@ -185,7 +185,17 @@ fn chromium() -> std::path::PathBuf {
 #[ignore = "needs a real Chromium"]
 fn e2e_the_report_page_renders_its_chart_in_a_real_browser() {
     let (env, _) = night();
-    html_report(&env, "3h");
+    // A legend of more than one line: a weekly ceiling, and the night's.
+    let config = std::fs::read_to_string(&env.config)
+        .unwrap()
+        .replace(
+            "      fiveHourMax: 60\n",
+            "      fiveHourMax: 60\n      weeklyMax: 50\n      modelWeeklyMax: 40\n",
+        )
+        .replace("accounts:\n", "schedule:\n  morning: '07:00'\naccounts:\n");
+    std::fs::write(&env.config, config).unwrap();
+    let page_text = html_report(&env, "3h");
+    assert!(page_text.contains("night ceiling"), "{page_text}");
     let page = env.dir.path().join("night.html");
     let shot = env.dir.path().join("night.png");
     let out = std::process::Command::new(chromium())
@@ -256,6 +266,40 @@ fn e2e_the_report_page_renders_its_chart_in_a_real_browser() {
         .find(|y| (0..w).any(|x| near(pixel(x, *y), (0x1f, 0x6f, 0xeb))))
         .unwrap();
     assert!(ceiling_row < lowest_blue, "{ceiling_row} vs {lowest_blue}");
+    // Nothing runs past the page's column (1000 px, centred): in a window wider than it,
+    // every column right of it is white. The legend wraps within it.
+    let wide = env.dir.path().join("wide.png");
+    std::process::Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+        ])
+        .arg("--window-size=1400,1400")
+        .arg(format!("--screenshot={}", wide.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&wide).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.line_size / info.width as usize;
+    let (w, h) = (info.width as usize, info.height as usize);
+    let edge = (w + 1000) / 2 + 2;
+    let past: Vec<(usize, usize)> = (0..h)
+        .flat_map(|y| (edge..w).map(move |x| (x, y)))
+        .filter(|(x, y)| {
+            let i = y * info.line_size + x * channels;
+            (buf[i], buf[i + 1], buf[i + 2]) != (255, 255, 255)
+        })
+        .take(5)
+        .collect();
+    assert!(
+        past.is_empty(),
+        "drawn past the page's column (x {edge}): {past:?}"
+    );
 }
 
 #[test]
@@ -385,4 +429,55 @@ pub fn html_report(env: &TestEnv, since: &str) -> String {
         .assert()
         .success();
     std::fs::read_to_string(&page).unwrap()
+}
+
+#[test]
+fn the_report_page_draws_each_line_where_and_when_it_holds() {
+    let env = TestEnv::new();
+    env.write_config(
+        "usagePollInterval: 200ms\nschedule:\n  morning: '07:00'\n  dayEnds: '23:00'\n\
+         accounts:\n  work:\n    limits:\n      fiveHourMax: 50\n",
+    );
+    env.five_hour(&[20.0], "2026-11-30T05:00:00.000Z");
+    // A Run a person cancels.
+    env.script(&crate::support::held_run_script(&env.release_file(), ""));
+    let job = env.add("Cancelled by its person");
+    let tick = env.spawn_tick();
+    env.wait_running();
+    env.owl().args(["cancel", &job]).assert().success();
+    let _ = tick.wait_with_output().unwrap();
+    // 15:00 to 03:00: the night from 23:00 on, and no morning yet.
+    let page = html_report(&env, "12h");
+    let night = page
+        .lines()
+        .find(|l| l.starts_with("<line class=\"night\""))
+        .unwrap_or_else(|| panic!("no night line: {page}"));
+    let x1: f64 = attr(night, "x1");
+    // 23:00 is 8 of the period's 12 hours in: the plot runs from 64 to 944.
+    assert!((x1 - (64.0 + 880.0 * 8.0 / 12.0)).abs() < 1.0, "{night}");
+    assert!(
+        !page.contains("the morning</span>"),
+        "no morning is drawn, none is named"
+    );
+    assert!(page.contains("night ceiling 85% (dotted purple)"), "{page}");
+    // The ceiling's label names its Window, inside the plot: never on the axis's figures.
+    let label = page
+        .lines()
+        .find(|l| l.starts_with("<text class=\"ceiling-label\""))
+        .unwrap();
+    assert!(label.contains(">five_hour ceiling 50%<"), "{label}");
+    assert!(attr::<f64>(label, "x") > 64.0, "{label}");
+    // A person's cancel is drawn apart from a stop of owl's.
+    assert!(page.contains("<rect class=\"run cancelled\""), "{page}");
+    assert!(!page.contains("<rect class=\"run stopped\""), "{page}");
+}
+
+/// An attribute's value in one line of SVG.
+fn attr<T: std::str::FromStr>(line: &str, name: &str) -> T {
+    let value = line
+        .split(&format!(" {name}=\""))
+        .nth(1)
+        .and_then(|v| v.split('"').next())
+        .unwrap_or_else(|| panic!("no {name} in {line}"));
+    value.parse().unwrap_or_else(|_| panic!("{name}={value}"))
 }

@@ -22,8 +22,8 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}table{border-collapse:co
 td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical-align:top}\
 .muted{color:#656d76}svg{width:100%;height:auto;border:1px solid #d0d7de;background:#fff}\
 .ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.night{stroke:#8250df;stroke-width:2;stroke-dasharray:3 3}.morning{stroke:#bf8700;stroke-width:2}.reset{stroke:#656d76;stroke-dasharray:2 4}\
-.run{fill:#8c959f;stroke:#fff;stroke-width:1}.run.stopped{fill:#cf222e}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
-.legend span{margin-right:1.4em;white-space:nowrap}.legend i{display:inline-block;width:1.6em;height:.25em;vertical-align:middle;margin-right:.4em}\
+.run{fill:#8c959f;stroke:#fff;stroke-width:1}.run.stopped{fill:#cf222e}.run.cancelled{fill:#fff;stroke:#656d76;stroke-width:2}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
+.legend{display:flex;flex-wrap:wrap;gap:.2em 1.4em}.legend span{white-space:nowrap}.legend span.share{white-space:normal}.legend i{display:inline-block;width:1.6em;height:.25em;vertical-align:middle;margin-right:.4em}\
 details summary{cursor:pointer}@media print{body{margin:0}}";
 
 /// One Run of a Job's cell: how it ended, what owl noted, what its check found.
@@ -92,7 +92,7 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
     };
     for account in &report.accounts {
         out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
-        out.push_str(&legend(account));
+        out.push_str(&legend(account, &(report.since..=report.until)));
         out.push_str(&chart(account, &scale, &local));
     }
     out.push_str(&jobs_table(report, &local));
@@ -165,7 +165,7 @@ fn changes(commits: usize, files: usize, insertions: usize, deletions: usize) ->
 }
 
 /// The chart's key, above it where no data is drawn: each Window's colour, and its ceiling.
-fn legend(account: &AccountReport) -> String {
+fn legend(account: &AccountReport, period: &std::ops::RangeInclusive<DateTime<Utc>>) -> String {
     let items: Vec<String> = account
         .windows
         .iter()
@@ -182,12 +182,20 @@ fn legend(account: &AccountReport) -> String {
             )
         })
         .collect();
+    // Only what the chart draws: a night ceiling where a night meets the period, a
+    // morning where one falls in it.
     let night = match &account.night {
-        Some((max, _)) => format!(
-            "<span><i style=\"background:#8250df\"></i>night ceiling {}% (dotted purple)</span><span><i style=\"background:#bf8700\"></i>the morning</span>",
+        Some((max, nights)) if !nights.is_empty() => format!(
+            "<span><i style=\"background:#8250df\"></i>night ceiling {}% (dotted purple)</span>",
             crate::text::fmt_percent(*max)
         ),
-        None => String::new(),
+        _ => String::new(),
+    };
+    let morning = match &account.night {
+        Some((_, nights)) if nights.iter().any(|(_, m)| period.contains(m)) => {
+            "<span><i style=\"background:#bf8700\"></i>the morning</span>"
+        }
+        _ => "",
     };
     let shares: String = account
         .owl_share
@@ -200,7 +208,7 @@ fn legend(account: &AccountReport) -> String {
         })
         .collect();
     format!(
-        "<p class=\"legend\">{}{night}<span><i style=\"background:#8c959f\"></i>a Run (red: stopped by owl)</span>{shares}</p>\n",
+        "<p class=\"legend\">{}{night}{morning}<span><i style=\"background:#8c959f\"></i>a Run (red: stopped by owl; outlined: cancelled by you)</span>{shares}</p>\n",
         items.join("")
     )
 }
@@ -247,12 +255,14 @@ fn chart(
             Scale::y(at) + 4.0
         ));
     }
+    svg.push_str(&ceiling_labels(&account.windows));
     svg.push_str(&night_lines(account, scale, local));
     for (r, (x1, x2)) in account.runs.iter().zip(run_bars(account, scale)) {
-        let class = if r.stop.is_some() {
-            "run stopped"
-        } else {
-            "run"
+        // A person's cancel is theirs, not a stop of owl's: drawn apart.
+        let class = match r.stop {
+            Some(crate::model::StopKind::Cancelled) => "run cancelled",
+            Some(_) => "run stopped",
+            None => "run",
         };
         svg.push_str(&format!(
             "<rect class=\"{class}\" data-run=\"{}\" x=\"{x1:.1}\" y=\"{LANE}\" width=\"{:.1}\" height=\"10\"><title>run {} of job {}: {}{}</title></rect>\n",
@@ -275,14 +285,27 @@ fn night_lines(
     scale: &Scale,
     local: &dyn Fn(&DateTime<Utc>) -> String,
 ) -> String {
-    let Some((night_max, mornings)) = &account.night else {
+    let Some((night_max, nights)) = &account.night else {
         return String::new();
     };
     let y = Scale::y(*night_max);
-    let mut out = format!(
-        "<line class=\"night\" data-percent=\"{night_max}\" x1=\"{LEFT}\" x2=\"{RIGHT}\" y1=\"{y:.1}\" y2=\"{y:.1}\"><title>night ceiling {}%: a Window that resets before the morning may reach it</title></line>\n",
-        crate::text::fmt_percent(*night_max)
-    );
+    let mut out = String::new();
+    // Across each night only (from the day's end to the morning): by day the day's
+    // ceilings hold.
+    for (starts, morning) in nights {
+        let (x1, x2) = (
+            scale.x((*starts).max(scale.since)),
+            scale.x((*morning).min(scale.until)),
+        );
+        out.push_str(&format!(
+            "<line class=\"night\" data-percent=\"{night_max}\" x1=\"{x1:.1}\" x2=\"{x2:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\"><title>night ceiling {}%: a Window that resets before the morning may reach it</title></line>\n",
+            crate::text::fmt_percent(*night_max)
+        ));
+    }
+    let mornings = nights
+        .iter()
+        .map(|(_, m)| m)
+        .filter(|m| (scale.since..=scale.until).contains(m));
     for m in mornings {
         let x = scale.x(*m);
         out.push_str(&format!(
@@ -350,13 +373,32 @@ fn window_path(series: &WindowSeries, scale: &Scale, colour: &str) -> String {
             "<line class=\"reset\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{TOP}\" y2=\"{BOTTOM}\"/>\n"
         ));
     }
-    // Its ceiling's figure in the left margin, on the line's height, where no data is drawn;
-    // the key above the chart names the Windows.
-    if let Some(ceiling) = series.ceiling {
+    out
+}
+
+/// Each ceiling's label, its Window and figure, at the right end of its line and above it
+/// (the axis's figures stay in the margin, so the two never meet); a label that would
+/// overlap the one before is moved up a line.
+fn ceiling_labels(windows: &[WindowSeries]) -> String {
+    const LINE: f64 = 13.0;
+    let mut taken: Vec<f64> = Vec::new();
+    let mut out = String::new();
+    for (i, series) in windows.iter().enumerate() {
+        let Some(ceiling) = series.ceiling else {
+            continue;
+        };
+        let mut y = Scale::y(ceiling) - 4.0;
+        while taken.iter().any(|t| (t - y).abs() < LINE) {
+            y -= LINE;
+        }
+        let y = y.max(TOP + 10.0);
+        taken.push(y);
         out.push_str(&format!(
-            "<text class=\"ceiling-label\" x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" style=\"fill:{colour}\">{}%</text>\n",
-            LEFT - 6.0,
-            Scale::y(ceiling) + 4.0,
+            "<text class=\"ceiling-label\" data-window=\"{}\" x=\"{:.1}\" y=\"{y:.1}\" text-anchor=\"end\" style=\"fill:{}\">{} ceiling {}%</text>\n",
+            esc(&series.window),
+            RIGHT - 4.0,
+            COLOURS[i % COLOURS.len()],
+            esc(&series.window),
             crate::text::fmt_percent(ceiling)
         ));
     }
