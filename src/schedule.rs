@@ -132,6 +132,17 @@ impl Plan {
             .filter(|q| !q.eligible && !q.reason.is_empty())
             .map(|q| q.reason.as_str())
     }
+
+    /// Where an unfinished Job stands, in the words of `status`'s queue line (why it waits,
+    /// that it is ready behind another, or outside the schedule window); `None` when the
+    /// queue has nothing to say of it.
+    pub(crate) fn stands(&self, job_id: &str) -> Option<&str> {
+        self.queue
+            .iter()
+            .find(|q| q.job_id == job_id)
+            .map(|q| q.reason.as_str())
+            .filter(|r| !r.is_empty())
+    }
 }
 
 /// Orders the unfinished Jobs (highest priority first, then oldest) and picks the first

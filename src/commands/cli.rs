@@ -102,7 +102,7 @@ pub(crate) enum StoreCommand {
 /// several words left unquoted, which clap sees as arguments after the prompt.
 pub(crate) fn hint_for(error: &clap::Error, args: &[std::ffi::OsString]) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let adding = args.get(1).is_some_and(|a| a == "add");
+    let adding = subcommand(args).is_some_and(|a| a == "add");
     let extra = match error.get(ContextKind::InvalidArg) {
         Some(ContextValue::String(arg)) => arg.clone(),
         _ => return None,
@@ -112,6 +112,22 @@ pub(crate) fn hint_for(error: &clap::Error, args: &[std::ffi::OsString]) -> Opti
          please\"`), or give it in a file (`--prompt-file FILE`) or on stdin (`-`)"
             .to_string()
     })
+}
+
+/// The subcommand on a command line: the first word that is not a global option or its
+/// value (`owl --config FILE add …`).
+fn subcommand(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsString> {
+    let mut words = args.iter().skip(1);
+    while let Some(word) = words.next() {
+        match word.to_str() {
+            Some("--config") => {
+                words.next();
+            }
+            Some(w) if w.starts_with("--config=") => {}
+            _ => return Some(word),
+        }
+    }
+    None
 }
 
 /// `--priority N`: a whole number, higher first; said so when it is not one.

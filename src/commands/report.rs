@@ -346,7 +346,7 @@ fn job_report(
         name: job.name.clone(),
         state: job.state.to_string(),
         reason: plan
-            .waits_because(&job.id)
+            .stands(&job.id)
             .map(String::from)
             .or_else(|| job.reason.as_ref().map(|r| r.to_string())),
         branch: job.branch(),
@@ -526,6 +526,7 @@ fn print_job(job: &JobReport) {
     let name = job
         .name
         .as_deref()
+        .filter(|n| *n != job.id)
         .map(|n| format!(" ({n})"))
         .unwrap_or_default();
     let reason = job

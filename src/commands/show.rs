@@ -229,7 +229,10 @@ fn print_shown(ctx: &Ctx, shown: &Shown) {
     outln!(
         "Job {}{}",
         j.id,
-        j.name.map(|n| format!(" ({n})")).unwrap_or_default()
+        j.name
+            .filter(|n| *n != j.id)
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
     );
     // Each thing once: where the Job stands now says its reason and its wait, when it does.
     let said_now = |text: &str| now.as_deref().is_some_and(|n| n.contains(text));

@@ -110,6 +110,8 @@ const CASES: &[Case] = &[
     // Commands.
     args("a job name with a slash", &["add", "--name", "a/b", "Hello"], &["job name 'a/b'"]),
     args("an unquoted prompt", &["add", "Fix", "the", "parser", "please"], &["unexpected argument 'the'", "hint: a prompt of several words is one argument: quote it"]),
+    args("an unquoted prompt after a global option", &["--config", "/nonexistent/config.yaml", "add", "Fix", "the", "parser", "please"], &["unexpected argument 'the'", "hint: a prompt of several words is one argument: quote it"]),
+    args("an unquoted prompt after --config=", &["--config=/nonexistent/config.yaml", "add", "Fix", "the", "parser"], &["hint: a prompt of several words is one argument: quote it"]),
     args("a priority in words", &["add", "--priority", "high", "Hello"], &["'high' is not a priority: a whole number, higher runs first"]),
     args("a job name git refuses", &["add", "--name", "a.", "Hello"], &["cannot name a git branch"]),
     args("a job name taken", &["add", "--name", "first", "Hello"], &["a job named 'first' exists already"]),

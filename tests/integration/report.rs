@@ -121,8 +121,9 @@ fn the_report_of_a_night_agrees_in_text_json_and_html() {
             "{text}"
         );
     }
+    // A Job whose name is its id is named once.
     assert!(
-        text.contains("Job ") && text.contains("(done-job): done"),
+        text.contains(&format!("Job {done}: done")) && !text.contains("(done-job)"),
         "{text}"
     );
     assert!(text.contains("next: needs an API token"), "{text}");
@@ -480,4 +481,32 @@ fn attr<T: std::str::FromStr>(line: &str, name: &str) -> T {
         .and_then(|v| v.split('"').next())
         .unwrap_or_else(|| panic!("no {name} in {line}"));
     value.parse().unwrap_or_else(|_| panic!("{name}={value}"))
+}
+
+#[test]
+fn the_report_says_why_a_queued_job_waits_as_status_does() {
+    let env = TestEnv::new();
+    // A window that is closed at 03:00 (the test's clock): the Job is ready but waits.
+    env.write_config("schedule:\n  window: '22:00-02:00'\naccounts:\n  work: {}\n");
+    let job = env.add_with(&["--name", "later"], "Waits for the window");
+    let status = env.status();
+    let said = status["queue"][0]["reason"].as_str().unwrap().to_string();
+    assert!(said.contains("outside the schedule window"), "{status}");
+    let report = env
+        .owl()
+        .args(["report", "--since", "3h"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(report.stdout).unwrap();
+    assert!(
+        text.contains(&format!("Job {job}: queued — {said}")),
+        "{text}"
+    );
+    let json = env
+        .owl()
+        .args(["report", "--since", "3h", "--json"])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["jobs"][0]["reason"], said.as_str(), "{json}");
 }
