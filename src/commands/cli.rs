@@ -119,12 +119,10 @@ pub(crate) fn hint_for(error: &clap::Error, args: &[std::ffi::OsString]) -> Opti
 fn subcommand(args: &[std::ffi::OsString]) -> Option<&std::ffi::OsString> {
     let mut words = args.iter().skip(1);
     while let Some(word) = words.next() {
-        match word.to_str() {
-            Some("--config") => {
-                words.next();
-            }
-            Some(w) if w.starts_with("--config=") => {}
-            _ => return Some(word),
+        if word == "--config" {
+            words.next();
+        } else if !word.to_str().is_some_and(|w| w.starts_with("--config=")) {
+            return Some(word);
         }
     }
     None
