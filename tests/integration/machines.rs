@@ -1029,3 +1029,38 @@ fn another_machines_expired_lease_is_said_as_such_in_status() {
     a.release();
     finish(tick);
 }
+
+#[test]
+fn ci_stops_the_postgresql_server_it_started() {
+    // A cluster of its own, as .ci/postgres makes the shared one; then what .ci/run does
+    // as it ends, whatever way it ends.
+    let server = crate::support::pg_server::OwnServer::start();
+    let reachable = || std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok();
+    assert!(reachable());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
+    let out = std::process::Command::new(script)
+        .arg("stop")
+        .env("OWL_TEST_PG_DIR", server.dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!reachable(), "the server still listens on {}", server.port);
+    // Stopping what is stopped is no error, and .ci/run asks for it on exit.
+    let again = std::process::Command::new(script)
+        .arg("stop")
+        .env("OWL_TEST_PG_DIR", server.dir())
+        .output()
+        .unwrap();
+    assert!(again.status.success());
+    let run = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
+    assert!(run.contains("trap '.ci/postgres stop"), "{run}");
+    assert!(
+        run.contains("--no-install-recommends --no-upgrade"),
+        "{run}"
+    );
+    server.ctl("start");
+}

@@ -207,6 +207,11 @@ impl OwnServer {
         format!("postgres://owl@127.0.0.1:{}/owl", self.port)
     }
 
+    /// Where its cluster lives (`OWL_TEST_PG_DIR` for .ci/postgres).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     fn admin(&self) -> postgres::Client {
         postgres::Client::connect(
             &format!(
