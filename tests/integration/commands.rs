@@ -119,38 +119,30 @@ fn add_refuses_what_it_cannot_run() {
     // A path that is not there, and a prompt file that is not: said in words, without an
     // OS error number or libgit2's phrasing.
     let gone = env.dir.path().join("gone");
-    let out = env
-        .owl()
-        .args(["add", "--repo"])
-        .arg(&gone)
-        .arg("x")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let said = crate::support::stderr_of(&out);
+    let refused = |flag: &str, path: &std::path::Path| {
+        // A prompt beside --repo; --prompt-file is the prompt.
+        let prompt = (flag == "--repo").then_some("x");
+        let out = env
+            .owl()
+            .args(["add", flag])
+            .arg(path)
+            .args(prompt)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        crate::support::stderr_of(&out)
+    };
+    let said = refused("--repo", &gone);
     assert!(
         said.contains(&format!("{}: it does not exist", gone.display())),
         "{said}"
     );
-    let out = env
-        .owl()
-        .args(["add", "--prompt-file"])
-        .arg(&gone)
-        .output()
-        .unwrap();
-    let said = crate::support::stderr_of(&out);
+    let said = refused("--prompt-file", &gone);
     assert!(
         said.contains("it does not exist") && !said.contains("os error"),
         "{said}"
     );
-    let out = env
-        .owl()
-        .args(["add", "--repo"])
-        .arg(&not_git)
-        .arg("x")
-        .output()
-        .unwrap();
-    assert!(!crate::support::stderr_of(&out).contains("could not find repository"));
+    assert!(!refused("--repo", &not_git).contains("could not find repository"));
     for name in ["../escape", "a/b", ".hidden", "-x"] {
         env.owl()
             .args(["add", "--repo"])

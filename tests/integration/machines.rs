@@ -693,24 +693,34 @@ fn a_job_added_for_another_machine_runs_there_in_its_repository() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-#[test]
-fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_account() {
-    let db = Arc::new(Database::new());
-    let proxy = crate::support::pg_server::Proxy::start();
-    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
-    // alpha reaches the store through the proxy.
-    let through = through_proxy(&a, &db, &proxy);
-    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
+/// alpha's Run, live, when its path to the store breaks (`fault`), and what it left.
+struct Broken {
+    a: TestEnv,
+    job: String,
+    tick: Child,
+    /// The URL alpha reaches the store by, through the proxy.
+    through: String,
+}
+
+/// Starts a Run on alpha, which reaches the store through `proxy`, breaks the path with
+/// `fault`, and returns once beta took the Account: never while alpha's agent lived (two
+/// Runs on one plan at once).
+fn a_run_whose_path_breaks(
+    db: &Arc<Database>,
+    proxy: &crate::support::pg_server::Proxy,
+    fault: impl FnOnce(&crate::support::pg_server::Proxy),
+) -> Broken {
+    let a = TestEnv::machine(db, "alpha", &["work"], LEASE);
+    let through = through_proxy(&a, db, proxy);
+    let b = TestEnv::machine(db, "beta", &["work"], LEASE);
     a.script(&held_run_script(&a.release_file(), ""));
-    let job = a.add("Cut off");
+    let job = a.add("Behind a path that breaks");
     let tick = a.spawn_tick();
     a.wait_running();
     let agent = a.agent_pid();
-    proxy.cut();
+    fault(proxy);
     b.script(&done_script("success.jsonl", 0));
     b.add("Waits for the Account");
-    // beta starts on the Account only once alpha's lease expired, and alpha stopped its
-    // agent before that: never two Runs on one plan at once.
     wait_until("beta never took the Account", || {
         let ran = b.tick()["action"] == "ran";
         if ran {
@@ -718,6 +728,24 @@ fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_accou
         }
         ran
     });
+    Broken {
+        a,
+        job,
+        tick,
+        through,
+    }
+}
+
+#[test]
+fn a_machine_cut_off_from_the_store_stops_its_run_before_another_takes_the_account() {
+    let db = Arc::new(Database::new());
+    let proxy = crate::support::pg_server::Proxy::start();
+    let Broken {
+        a,
+        job,
+        tick,
+        through,
+    } = a_run_whose_path_breaks(&db, &proxy, crate::support::pg_server::Proxy::cut);
     let out = tick.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("lease"), "{said}");
@@ -777,26 +805,14 @@ fn a_silent_path_to_the_store_kills_the_agent_by_the_lease_clock_before_another_
 {
     let db = Arc::new(Database::new());
     let proxy = crate::support::pg_server::Proxy::start();
-    let a = TestEnv::machine(&db, "alpha", &["work"], LEASE);
-    let through = through_proxy(&a, &db, &proxy);
-    let b = TestEnv::machine(&db, "beta", &["work"], LEASE);
-    a.script(&held_run_script(&a.release_file(), ""));
-    let job = a.add("Silenced");
-    let tick = a.spawn_tick();
-    a.wait_running();
-    let agent = a.agent_pid();
     // Every byte alpha sends is acknowledged and held: no socket timeout ever fires, and
     // the renewal in flight never returns.
-    proxy.silence();
-    b.script(&done_script("success.jsonl", 0));
-    b.add("Waits for the Account");
-    wait_until("beta never took the Account", || {
-        let ran = b.tick()["action"] == "ran";
-        if ran {
-            assert!(!alive(agent), "beta started while alpha's agent still ran");
-        }
-        ran
-    });
+    let Broken {
+        a,
+        job,
+        tick,
+        through,
+    } = a_run_whose_path_breaks(&db, &proxy, crate::support::pg_server::Proxy::silence);
     // alpha's tick does not hang on the statement: it gives up, naming the store and what
     // it was doing, and says its agent was killed.
     let out = ended_within(tick, 30, "alpha's tick");
@@ -1037,12 +1053,8 @@ fn ci_stops_the_postgresql_server_it_started() {
     let server = crate::support::pg_server::OwnServer::start();
     let reachable = || std::net::TcpStream::connect(("127.0.0.1", server.port)).is_ok();
     assert!(reachable());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
-    let out = std::process::Command::new(script)
-        .arg("stop")
-        .env("OWL_TEST_PG_DIR", server.dir())
-        .output()
-        .unwrap();
+    let stop = || crate::support::pg_server::ci_postgres(server.dir(), &["stop"]);
+    let out = stop();
     assert!(
         out.status.success(),
         "{}",
@@ -1050,12 +1062,7 @@ fn ci_stops_the_postgresql_server_it_started() {
     );
     assert!(!reachable(), "the server still listens on {}", server.port);
     // Stopping what is stopped is no error, and .ci/run asks for it on exit.
-    let again = std::process::Command::new(script)
-        .arg("stop")
-        .env("OWL_TEST_PG_DIR", server.dir())
-        .output()
-        .unwrap();
-    assert!(again.status.success());
+    assert!(stop().status.success());
     let run = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
     assert!(run.contains("trap '.ci/postgres stop"), "{run}");
     assert!(

@@ -165,6 +165,16 @@ fn forward(
     let _ = to.shutdown(std::net::Shutdown::Both);
 }
 
+/// `.ci/postgres ARGS` on the cluster in `dir` (`OWL_TEST_PG_DIR`).
+pub fn ci_postgres(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
+    std::process::Command::new(script)
+        .args(args)
+        .env("OWL_TEST_PG_DIR", dir)
+        .output()
+        .unwrap()
+}
+
 /// A PostgreSQL server of its own (`.ci/postgres` in a directory of its own), for a test
 /// that stops and starts it: the shared one serves other tests meanwhile. Stopped and
 /// removed when dropped.
@@ -184,11 +194,7 @@ impl OwnServer {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
-        let out = std::process::Command::new(script)
-            .env("OWL_TEST_PG_DIR", &dir)
-            .output()
-            .unwrap();
+        let out = ci_postgres(&dir, &[]);
         assert!(
             out.status.success(),
             "{}",
