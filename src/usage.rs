@@ -244,6 +244,23 @@ pub(crate) fn parked_accounts(
 
 /// When the newest figure that still holds was observed (one from before its Window's
 /// reset says nothing about now).
+/// Whether an idle tick samples the Account's utilization now, to learn the user's day: in
+/// the day (`in_day`), its newest figure missing or older than `every`, and nothing known to
+/// stand in the read's way (a lost login, a back-off).
+pub(crate) fn sample_due(
+    in_day: bool,
+    view: &AccountView,
+    every: Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    // A read that would only find the login lost, or the API down, again.
+    let held = view.not_logged_in.is_some()
+        || view.store_empty
+        || view.agent_problem.is_some()
+        || view.backoff_until.is_some_and(|t| t > now);
+    in_day && !held && older_than(newest_figure(view), every, now)
+}
+
 fn newest_figure(view: &AccountView) -> Option<DateTime<Utc>> {
     view.windows
         .iter()
@@ -275,6 +292,53 @@ mod tests {
             windows: Vec::new(),
             on_credits: false,
         }
+    }
+
+    #[test]
+    fn the_day_is_sampled_when_its_figure_is_older_than_sample_every_and_nothing_holds_it() {
+        let now = t("2026-11-30T12:00:00Z");
+        let config = crate::config::parse(
+            "stateDir: /tmp/owl\naccounts:\n  work:\n    limits: {fiveHourMax: 60}\n",
+            "test",
+        )
+        .unwrap();
+        let figure = |at: &str| crate::model::Snapshot {
+            account: "work".into(),
+            window: "five_hour".into(),
+            percent: 20.0,
+            resets_at: Some(t("2026-11-30T15:00:00Z")),
+            observed_at: t(at),
+            source: SnapshotSource::Probe,
+            run_id: None,
+            model: None,
+        };
+        let every = Duration::from_secs(30 * 60);
+        let view = |snaps: &[crate::model::Snapshot]| {
+            crate::schedule::account_views(&config, snaps, &Default::default(), now).remove(0)
+        };
+        // No figure yet, and one older than the interval: due; a fresh one: not.
+        assert!(sample_due(true, &view(&[]), every, now));
+        assert!(sample_due(
+            true,
+            &view(&[figure("2026-11-30T11:20:00Z")]),
+            every,
+            now
+        ));
+        assert!(!sample_due(
+            true,
+            &view(&[figure("2026-11-30T11:45:00Z")]),
+            every,
+            now
+        ));
+        // In the night (the tick's own probe serves there), never.
+        assert!(!sample_due(false, &view(&[]), every, now));
+        // A lost login or a back-off: a read would only find it again.
+        let mut lost = view(&[]);
+        lost.not_logged_in = Some("not logged in".into());
+        assert!(!sample_due(true, &lost, every, now));
+        let mut backing_off = view(&[]);
+        backing_off.backoff_until = Some(t("2026-11-30T12:30:00Z"));
+        assert!(!sample_due(true, &backing_off, every, now));
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod live;
 mod observer;
 mod pick;
 mod round;
+mod sample;
 mod seats;
 mod settle;
 mod start;
@@ -100,7 +101,14 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     let chosen = loop {
         match round(ctx, args, &latch, &mut learned, &mut tidied)? {
             Round::Again => continue,
-            Round::Ended(code) => return Ok(code),
+            Round::Ended(code) => {
+                // No Run started: in the user's day, this tick reads what the day spends.
+                if !args.dry_run && args.job.is_none() {
+                    let now = crate::clock::now()?;
+                    sample::sample_the_day(ctx, args.account.as_deref(), now)?;
+                }
+                return Ok(code);
+            }
             Round::Chosen(chosen) => break *chosen,
         }
     };

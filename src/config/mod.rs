@@ -12,6 +12,7 @@ use crate::text::format_size;
 
 mod positions;
 mod raw;
+mod repos;
 mod units;
 mod validate;
 
@@ -20,7 +21,7 @@ pub(crate) use raw::did_you_mean;
 use raw::{describe_yaml_error, RawConfig};
 pub(crate) use raw::{explain_structure, explain_unknown_key, explain_yaml_error};
 pub(crate) use units::{format_duration, parse_duration, DEFAULT_MIN_FREE_SPACE};
-use units::{ser_duration, ser_opt_duration, ser_opt_time, ser_size};
+use units::{ser_duration, ser_opt_time, ser_size};
 
 mod codex_config;
 mod drivers;
@@ -28,6 +29,7 @@ mod limits;
 mod store;
 pub(crate) use drivers::*;
 pub(crate) use limits::Limits;
+pub(crate) use repos::RepoDefaults;
 pub(crate) use store::PgUrl;
 
 /// A Run's lease on a shared store, unless `leaseLength` says otherwise, and its bounds:
@@ -62,8 +64,7 @@ pub(crate) struct Config {
     /// SQLite file. Printed without a password (it never holds one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) store: Option<PgUrl>,
-    /// This machine's name among those sharing a store: recorded on its Runs and the
-    /// Jobs added here. Default: the host name.
+    /// This machine's name among those sharing a store (default: the host name).
     pub(crate) machine: String,
     /// How long a live Run's lease lasts unless its supervisor renews it (a shared store
     /// only): after it, any machine's tick records the Run lost.
@@ -75,6 +76,9 @@ pub(crate) struct Config {
     pub(crate) usage_poll_interval: Duration,
     #[serde(serialize_with = "ser_duration")]
     pub(crate) probe_max_age: Duration,
+    /// In the user's day, how old a figure grows before an idle tick reads it (zero-token).
+    #[serde(serialize_with = "ser_duration")]
+    pub(crate) sample_every: Duration,
     #[serde(serialize_with = "ser_duration")]
     pub(crate) stall_timeout: Duration,
     /// Below this much free space on the state dir's or a Job's repository's filesystem,
@@ -100,38 +104,6 @@ pub(crate) struct Config {
     /// Per-repository defaults (`repos:`), keyed by the repository's path as written,
     /// resolved (`~` expanded, made canonical when it exists).
     pub(crate) repos: BTreeMap<PathBuf, RepoDefaults>,
-}
-
-/// What one repository's Jobs get unless `owl add` overrides it: `repos.<path>`.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RepoDefaults {
-    pub(crate) check: Option<Vec<String>>,
-    #[serde(serialize_with = "ser_opt_duration")]
-    pub(crate) check_timeout: Option<Duration>,
-}
-
-impl Config {
-    /// The check a Job in `repo` gets unless `owl add` says otherwise: its repository's,
-    /// else `defaults.check`; with its timeout, likewise.
-    pub(crate) fn default_check(&self, repo: &Path) -> Option<crate::model::Check> {
-        let own = self.repos.get(repo);
-        let argv = own
-            .and_then(|r| r.check.clone())
-            .or_else(|| self.defaults.check.clone())?;
-        Some(crate::model::Check {
-            argv,
-            timeout_secs: self.check_timeout(repo).as_secs(),
-        })
-    }
-
-    /// How long a check of a Job in `repo` may run.
-    pub(crate) fn check_timeout(&self, repo: &Path) -> Duration {
-        self.repos
-            .get(repo)
-            .and_then(|r| r.check_timeout)
-            .unwrap_or(self.defaults.check_timeout)
-    }
 }
 
 /// What owl tells a command after a Run: `notify:` in config.yaml.
@@ -428,8 +400,7 @@ pub(crate) struct Account {
     /// More hosts its sandboxed Runs (and their checks) may reach through owl's proxy,
     /// beyond `sandbox.allowHosts` (`allowHosts:`).
     pub(crate) allow_hosts: Vec<String>,
-    /// Runs may spend a login that bills per token, which has no plan and no ceiling
-    /// (`allowBilledUsage:`): a Gemini API key. Off, owl starts nothing on such a login.
+    /// Runs may spend a login billed per token, with no plan to bound it (`allowBilledUsage`).
     pub(crate) allow_billed_usage: bool,
     /// The line of its `codexConfig:` key, for the Driver's refusal of it.
     #[serde(skip)]

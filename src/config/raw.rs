@@ -24,6 +24,8 @@ pub(super) struct RawConfig {
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) probe_max_age: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]
+    pub(super) sample_every: Option<Duration>,
+    #[serde(default, deserialize_with = "de_duration")]
     pub(super) stall_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "de_size")]
     pub(super) min_free_space: Option<u64>,

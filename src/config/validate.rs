@@ -124,11 +124,10 @@ pub(super) fn validate(
         grace_window: raw.grace_window.unwrap_or(Duration::from_secs(30)),
         usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
+        sample_every: raw.sample_every.unwrap_or(DEFAULT_SAMPLE_EVERY),
         stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
         min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
-        snapshot_retention: raw
-            .snapshot_retention
-            .unwrap_or(Duration::from_secs(35 * 86_400)),
+        snapshot_retention: raw.snapshot_retention.unwrap_or(SNAPSHOT_RETENTION),
         agent_verification: raw.agent_verification.unwrap_or_default(),
         commit_author: raw
             .commit_author
@@ -199,6 +198,12 @@ fn repos(
     Ok(repos)
 }
 
+/// How often an idle tick in the user's day reads an Account's utilization (`sampleEvery`).
+const DEFAULT_SAMPLE_EVERY: Duration = Duration::from_secs(30 * 60);
+
+/// How long utilization figures are kept (`snapshotRetention`).
+const SNAPSHOT_RETENTION: Duration = Duration::from_secs(35 * 86_400);
+
 /// Each duration at or above its minimum.
 fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
     for (path, value, min) in [
@@ -209,6 +214,8 @@ fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
             Duration::from_millis(100),
         ),
         ("probeMaxAge", raw.probe_max_age, Duration::from_secs(1)),
+        // More often would read the plan's figures faster than they move.
+        ("sampleEvery", raw.sample_every, Duration::from_secs(60)),
         ("stallTimeout", raw.stall_timeout, Duration::from_secs(1)),
         // Under a day would prune figures a Window of five hours still needs.
         (

@@ -746,3 +746,63 @@ fn what_doctor_probes_is_recorded_so_status_need_not_ask_again() {
     let five = crate::support::window(&after, "work", "five_hour");
     assert_eq!(five["percent"], 20.0, "{after}");
 }
+
+#[test]
+fn an_idle_tick_in_the_day_samples_the_users_use_without_a_run_or_a_token() {
+    let mut env = TestEnv::new();
+    let gemini = env.dir.path().join("gemini");
+    let gemini_ran = env.dir.path().join("gemini-ran");
+    std::fs::write(
+        &gemini,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.61.0; exit 0; }}\ntouch {}\n",
+            gemini_ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let accounts = env.accounts_block(&["work"]);
+    // Under the prefix's `drivers:` (the fake agent's), the Gemini CLI's line.
+    env.write_config(&format!(
+        "  gemini:\n    command: {}\nschedule:\n  window: '23:00-07:00'\n{accounts}    \
+         limits: {{fiveHourMax: 60}}\n  flash:\n    driver: gemini\n",
+        gemini.display()
+    ));
+    let job = env.add_with(&["--account", "work"], "Waits for the night");
+    env.five_hour(&[20.0], "2026-11-30T15:00:00.000Z");
+    // Noon: outside the window, nothing runs; the day is read.
+    env.now = "2026-11-30T12:00:00Z".into();
+    assert_eq!(env.tick()["action"], "idle");
+    let last_probe = |env: &TestEnv| {
+        let status = env.status();
+        let accounts = status["accounts"].as_array().unwrap().clone();
+        let work = accounts.iter().find(|a| a["name"] == "work").unwrap();
+        work["last_probe_at"].clone()
+    };
+    assert_eq!(last_probe(&env), "2026-11-30T12:00:00Z");
+    let status = env.status();
+    assert_eq!(
+        crate::support::window(&status, "work", "five_hour")["percent"],
+        20.0
+    );
+    assert!(
+        env.show(&job)["runs"].as_array().unwrap().is_empty(),
+        "no Run, no token"
+    );
+    // Not again before sampleEvery (30m); again after it.
+    env.five_hour(&[26.0], "2026-11-30T15:00:00.000Z");
+    env.now = "2026-11-30T12:20:00Z".into();
+    env.tick();
+    assert_eq!(last_probe(&env), "2026-11-30T12:00:00Z");
+    env.now = "2026-11-30T12:31:00Z".into();
+    env.tick();
+    assert_eq!(last_probe(&env), "2026-11-30T12:31:00Z");
+    let status = env.status();
+    assert_eq!(
+        crate::support::window(&status, "work", "five_hour")["percent"],
+        26.0
+    );
+    // A Driver with no zero-token read is never started to be sampled.
+    assert!(!gemini_ran.exists(), "the Gemini CLI was started to sample");
+    assert!(env.show(&job)["runs"].as_array().unwrap().is_empty());
+}
