@@ -31,6 +31,7 @@ mod sys;
 mod text;
 mod untrusted;
 mod usage;
+mod user_use;
 mod wait;
 mod watchdog;
 mod workspace;

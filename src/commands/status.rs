@@ -77,6 +77,17 @@ struct AccountJson {
     /// With a morning configured: each Window as it will stand at the next one.
     #[serde(skip_serializing_if = "Option::is_none")]
     morning: Option<MorningJson>,
+    /// What was learned of the user's own use (the last four weeks); null for an Account
+    /// whose Driver has no zero-token read (it is not sampled).
+    learned: Option<LearnedJson>,
+}
+
+/// What was learned of the user's use, with its words.
+#[derive(Debug, Serialize)]
+struct LearnedJson {
+    #[serde(flatten)]
+    learned: crate::user_use::Learned,
+    said: String,
 }
 
 /// The next morning, and each Window as it will stand then if nothing more runs.
@@ -211,7 +222,33 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
         .collect();
     let mut out = report(live, &views, &plan, attention, recent);
     out.machines = machines;
+    for account in out.accounts.iter_mut() {
+        account.learned = learned(ctx, &store, &account.name, now)?;
+    }
     emit(ctx, json, &out, &views, now)
+}
+
+/// The quantile status says the user's use at.
+const LEARNED_QUANTILE: f64 = 0.9;
+
+/// What was learned of the user's use of an Account over the last four weeks; `None` when
+/// its Driver cannot be sampled without a token.
+fn learned(
+    ctx: &Ctx,
+    store: &crate::store::Store,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<LearnedJson>> {
+    let account = &ctx.config.accounts[name];
+    if !crate::driver::offers_probe(crate::driver::for_kind(account.driver).as_ref(), account) {
+        return Ok(None);
+    }
+    let since = now - chrono::Duration::weeks(4);
+    let week = store.user_use_since(name, "weekly", since)?;
+    let five = store.user_use_since(name, "five_hour", since)?;
+    let learned = crate::user_use::learn(&week, &five, &chrono::Local, LEARNED_QUANTILE);
+    let said = crate::user_use::describe(&learned, LEARNED_QUANTILE);
+    Ok(Some(LearnedJson { learned, said }))
 }
 
 /// Every Run in progress, oldest first: this machine's with whether its tick lives,
@@ -422,6 +459,7 @@ fn emit(
         recent_runs,
         summary,
         machines,
+        accounts,
         ..
     } = out;
     print_running(live_runs);
@@ -430,6 +468,13 @@ fn emit(
     outln!("Accounts:");
     for a in views {
         super::plan::print_account(a, now);
+        let learned = accounts
+            .iter()
+            .find(|j| j.name == a.name)
+            .and_then(|j| j.learned.as_ref());
+        if let Some(learned) = learned {
+            outln!("    your own use: {}", learned.said);
+        }
     }
     outln!();
     let said_above = said_above(views);
@@ -539,6 +584,8 @@ fn account_json(a: &AccountView) -> AccountJson {
             at: rfc3339(*at),
             windows: windows.clone(),
         }),
+        // Filled by `status` from the store.
+        learned: None,
     }
 }
 

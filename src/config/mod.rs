@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::text::format_size;
 
+mod defaults;
 mod positions;
 mod raw;
 mod repos;
@@ -79,6 +80,9 @@ pub(crate) struct Config {
     /// In the user's day, how old a figure grows before an idle tick reads it (zero-token).
     #[serde(serialize_with = "ser_duration")]
     pub(crate) sample_every: Duration,
+    /// How long the user's use by hour is kept.
+    #[serde(serialize_with = "ser_duration")]
+    pub(crate) user_use_retention: Duration,
     #[serde(serialize_with = "ser_duration")]
     pub(crate) stall_timeout: Duration,
     /// Below this much free space on the state dir's or a Job's repository's filesystem,

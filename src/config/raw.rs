@@ -26,6 +26,8 @@ pub(super) struct RawConfig {
     #[serde(default, deserialize_with = "de_duration")]
     pub(super) sample_every: Option<Duration>,
     #[serde(default, deserialize_with = "de_duration")]
+    pub(super) user_use_retention: Option<Duration>,
+    #[serde(default, deserialize_with = "de_duration")]
     pub(super) stall_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "de_size")]
     pub(super) min_free_space: Option<u64>,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::defaults::*;
 use super::positions::Positions;
 use super::raw::{did_you_mean, RawConfig};
 use super::units::format_duration;
@@ -58,9 +59,6 @@ impl Place<'_> {
         }
     }
 }
-
-/// How long a check may run unless config.yaml says otherwise.
-const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 pub(super) fn validate(
     raw: RawConfig,
@@ -125,6 +123,7 @@ pub(super) fn validate(
         usage_poll_interval: raw.usage_poll_interval.unwrap_or(Duration::from_secs(60)),
         probe_max_age: raw.probe_max_age.unwrap_or(Duration::from_secs(600)),
         sample_every: raw.sample_every.unwrap_or(DEFAULT_SAMPLE_EVERY),
+        user_use_retention: raw.user_use_retention.unwrap_or(USER_USE_RETENTION),
         stall_timeout: raw.stall_timeout.unwrap_or(Duration::from_secs(15 * 60)),
         min_free_space: raw.min_free_space.unwrap_or(DEFAULT_MIN_FREE_SPACE),
         snapshot_retention: raw.snapshot_retention.unwrap_or(SNAPSHOT_RETENTION),
@@ -198,12 +197,6 @@ fn repos(
     Ok(repos)
 }
 
-/// How often an idle tick in the user's day reads an Account's utilization (`sampleEvery`).
-const DEFAULT_SAMPLE_EVERY: Duration = Duration::from_secs(30 * 60);
-
-/// How long utilization figures are kept (`snapshotRetention`).
-const SNAPSHOT_RETENTION: Duration = Duration::from_secs(35 * 86_400);
-
 /// Each duration at or above its minimum.
 fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
     for (path, value, min) in [
@@ -216,6 +209,12 @@ fn check_minimums(raw: &RawConfig, place: &Place) -> Result<(), Error> {
         ("probeMaxAge", raw.probe_max_age, Duration::from_secs(1)),
         // More often would read the plan's figures faster than they move.
         ("sampleEvery", raw.sample_every, Duration::from_secs(60)),
+        // Under a week would forget the week the profile is learned by.
+        (
+            "userUseRetention",
+            raw.user_use_retention,
+            Duration::from_secs(7 * 86_400),
+        ),
         ("stallTimeout", raw.stall_timeout, Duration::from_secs(1)),
         // Under a day would prune figures a Window of five hours still needs.
         (

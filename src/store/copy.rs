@@ -6,7 +6,7 @@ use super::engine::{params, Db, Param, ToParam};
 use super::Store;
 
 /// owl's tables in the order their references need: each row's Job and Run first.
-const TABLES: [&str; 11] = [
+const TABLES: [&str; 13] = [
     "jobs",
     "job_deps",
     "runs",
@@ -18,6 +18,8 @@ const TABLES: [&str; 11] = [
     "run_events",
     "machines",
     "machine_notes",
+    "user_use",
+    "user_use_folded",
 ];
 
 /// The columns whose numbers PostgreSQL hands out: moved past the copied ones.

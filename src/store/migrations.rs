@@ -408,7 +408,30 @@ const MIGRATIONS: &[&str] = &[
     UPDATE runs SET machine = NULL WHERE machine IS NOT NULL;
     DELETE FROM machines;
     "#,
+    // 28: the user's own use of each Account's Windows, by hour (see `user_use`).
+    super::migrations::USER_USE,
 ];
+
+/// Migration 28, written alike for SQLite and PostgreSQL: the user's use of an Account's
+/// five-hour and weekly Windows by hour (`points`, 0 for an hour observed still), and the
+/// last figure of each Window folded into it.
+pub(super) const USER_USE: &str = r#"
+    CREATE TABLE user_use (
+        account TEXT NOT NULL,
+        kind    TEXT NOT NULL,
+        hour    TEXT NOT NULL,
+        points  REAL NOT NULL,
+        PRIMARY KEY (account, kind, hour)
+    );
+    CREATE TABLE user_use_folded (
+        account     TEXT NOT NULL,
+        "window"    TEXT NOT NULL,
+        observed_at TEXT NOT NULL,
+        percent     REAL NOT NULL,
+        resets_at   TEXT,
+        PRIMARY KEY (account, "window")
+    );
+    "#;
 
 /// Migration 26, written alike for SQLite and PostgreSQL.
 pub(super) const JOB_ALLOW_HOSTS: &str =

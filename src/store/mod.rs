@@ -18,6 +18,7 @@ mod snapshots;
 mod suite;
 #[cfg(test)]
 pub(crate) mod testing;
+mod user_use;
 mod verdicts;
 
 use std::fs::OpenOptions;

@@ -96,6 +96,8 @@ const MIGRATIONS: &[&str] = &[
     super::migrations::JOB_ALLOW_HOSTS,
     // 27: nothing here: on a shared store every row names its machine (see SQLite's 27).
     "SELECT 1",
+    // 28: the user's own use by hour (see SQLite's 28).
+    super::migrations::USER_USE,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, its session

@@ -71,6 +71,14 @@ pub(super) fn prune(ctx: &Ctx, store: &mut Store, now: DateTime<Utc>) -> Result<
     if pruned > 0 {
         tracing::debug!("pruned {pruned} Snapshots observed before {before}");
     }
+    // The user's use: the figures since the last tick folded in, the oldest let go.
+    let accounts: Vec<String> = ctx.config.accounts.keys().cloned().collect();
+    store.fold_user_use(&accounts, now)?;
+    let keep =
+        chrono::Duration::from_std(ctx.config.user_use_retention).unwrap_or(chrono::Duration::MAX);
+    if let Some(old) = now.checked_sub_signed(keep) {
+        store.prune_user_use(old)?;
+    }
     let forgotten = store.forget_machines(before)?;
     if forgotten > 0 {
         tracing::debug!("forgot {forgotten} machines not seen since {before}");
