@@ -10,6 +10,11 @@ use crate::config::{Config, Limits};
 /// Run's last response room to land under 100, where a plan would refuse or bill.
 pub(crate) const DEFAULT_NIGHT_MAX: f64 = 85.0;
 
+/// The largest move of one response in the recorded transcripts, in percentage points: the
+/// margin a bound keeps below what it must not reach, since a figure is only as new as the
+/// last response.
+pub(crate) const LARGEST_RESPONSE_MOVE: f64 = 13.0;
+
 /// Where the user's day ends when only the morning is named.
 pub(crate) const DEFAULT_DAY_ENDS: NaiveTime = match NaiveTime::from_hms_opt(22, 0, 0) {
     Some(t) => t,

@@ -203,6 +203,52 @@ pub(crate) fn describe(learned: &Learned, q: f64) -> String {
     text
 }
 
+/// The user's use forecast from `from` to `until`, hour by hour: the `q` quantile of their
+/// use in the same hour of the week over the weeks in `history`; an hour of the week never
+/// observed takes its hour of the day's quantile over every observed day; an hour of the
+/// day never observed (the night, which owl works in and does not sample) counts 0, its
+/// Windows kept by the night ceiling. Hours are the user's local ones, so a change of
+/// clocks moves them with the user.
+pub(crate) fn forecast<Tz: chrono::TimeZone>(
+    history: &[(DateTime<Utc>, f64)],
+    (from, until): (DateTime<Utc>, DateTime<Utc>),
+    tz: &Tz,
+    q: f64,
+) -> f64 {
+    use chrono::{Datelike, Timelike};
+    use std::collections::BTreeMap;
+    let mut of_week: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+    let mut of_day: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for (hour, points) in history {
+        let local = hour.with_timezone(tz);
+        let (day, h) = (local.weekday().num_days_from_monday(), local.hour());
+        of_week.entry((day, h)).or_default().push(*points);
+        of_day.entry(h).or_default().push(*points);
+    }
+    let quantile = |values: &Vec<f64>| spread(values.clone(), q).map_or(0.0, |s| s.quantile);
+    let mut total = 0.0;
+    let mut hour = hour_of(from);
+    while hour < until {
+        let local = hour.with_timezone(tz);
+        let key = (local.weekday().num_days_from_monday(), local.hour());
+        total += match (of_week.get(&key), of_day.get(&key.1)) {
+            (Some(values), _) => quantile(values),
+            (None, Some(values)) => quantile(values),
+            (None, None) => 0.0,
+        };
+        hour += Duration::hours(1);
+    }
+    crate::model::round_percent(total)
+}
+
+/// A Window's bound under a learned reserve: what the user will use until its reset
+/// (`forecast`) and the margin kept back, never less than `floor`, and never above the
+/// night ceiling.
+pub(crate) fn bound(forecast: f64, floor: f64, night_max: f64) -> f64 {
+    let kept = (forecast + crate::morning::LARGEST_RESPONSE_MOVE).max(floor);
+    crate::model::round_percent((100.0 - kept).clamp(0.0, night_max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +374,57 @@ mod tests {
         let learned = learn(&week, &[], &zone, 0.9);
         assert_eq!(learned.days, 1);
         assert_eq!(learned.weekday.unwrap().typical, 9.0);
+    }
+
+    #[test]
+    fn a_forecast_sums_each_hours_quantile_until_the_reset() {
+        // Three Mondays: 10:00 used 2, 4 and 9; 11:00 used 1 on one Monday only.
+        let history = hours(&[(9, 10, 2.0), (16, 10, 4.0), (23, 10, 9.0), (23, 11, 1.0)]);
+        let monday = |h: u32| t(&format!("2026-11-30T{h:02}:00:00Z"));
+        // Monday 10:00 to 12:00: P90 of 10:00 (9) and of 11:00 (1).
+        assert_eq!(
+            forecast(&history, (monday(10), monday(12)), &Utc, 0.9),
+            10.0
+        );
+        // The median instead: 4 + 1.
+        assert_eq!(forecast(&history, (monday(10), monday(12)), &Utc, 0.5), 5.0);
+        // A Tuesday never seen at 10:00 takes 10:00 of any day; 3:00, never seen, is 0.
+        let tuesday = |h: u32| t(&format!("2026-12-01T{h:02}:00:00Z"));
+        assert_eq!(
+            forecast(&history, (tuesday(3), tuesday(11)), &Utc, 0.9),
+            9.0
+        );
+        // Nothing observed: nothing forecast (the caller holds the configured ceilings).
+        assert_eq!(forecast(&[], (monday(10), monday(12)), &Utc, 0.9), 0.0);
+    }
+
+    #[test]
+    fn a_forecast_follows_the_users_clock_across_a_change_of_time() {
+        // Europe/Berlin-like: UTC+1 in winter, UTC+2 in summer. The user works at 10:00
+        // local; after the change that is 08:00 UTC, not 09:00.
+        let winter = chrono::FixedOffset::east_opt(3600).unwrap();
+        let summer = chrono::FixedOffset::east_opt(7200).unwrap();
+        let history = [(t("2026-03-23T09:00:00Z"), 6.0)];
+        let learned_in = |tz: &chrono::FixedOffset, at: &str| {
+            forecast(&history, (t(at), t(at) + Duration::hours(1)), tz, 0.9)
+        };
+        assert_eq!(learned_in(&winter, "2026-03-23T09:00:00Z"), 6.0);
+        assert_eq!(
+            learned_in(&summer, "2026-03-30T08:00:00Z"),
+            0.0,
+            "09:00 UTC was 10:00"
+        );
+    }
+
+    #[test]
+    fn a_bound_keeps_the_forecast_and_the_margin_never_less_than_the_floor() {
+        // 25 pp forecast + 13 margin: 62.
+        assert_eq!(bound(25.0, 10.0, 85.0), 62.0);
+        // A light user: the floor (20) binds before the margin alone (13).
+        assert_eq!(bound(0.0, 20.0, 85.0), 80.0);
+        // Never above the night ceiling.
+        assert_eq!(bound(0.0, 0.0, 85.0), 85.0);
+        // A heavy user: nothing left for owl, never below 0.
+        assert_eq!(bound(95.0, 10.0, 85.0), 0.0);
     }
 }

@@ -17,7 +17,21 @@ pub(super) fn check_capabilities(config: &Config) -> Result<(), crate::error::Er
         }
     }
     for (name, account) in &config.accounts {
-        let taken = crate::driver::for_kind(account.driver).takes_codex_config();
+        let driver = crate::driver::for_kind(account.driver);
+        if account.learned_reserve.is_some()
+            && !crate::driver::offers_probe(driver.as_ref(), account)
+        {
+            return Err(config.error_at(
+                account.learned_reserve_line,
+                &format!(
+                    "accounts.{name}.learnedReserve needs your day sampled at no token cost, \
+                     and the {} driver has no zero-token read of utilization for this \
+                     Account's login",
+                    account.driver.name()
+                ),
+            ));
+        }
+        let taken = driver.takes_codex_config();
         if account.codex_config.is_some() && !taken {
             return Err(config.error_at(
                 account.codex_config_line,

@@ -17,6 +17,7 @@ mod move_jobs;
 mod plan;
 mod probe;
 mod report;
+mod reserve;
 mod shell;
 mod show;
 mod status;

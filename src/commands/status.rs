@@ -80,6 +80,9 @@ struct AccountJson {
     /// What was learned of the user's own use (the last four weeks); null for an Account
     /// whose Driver has no zero-token read (it is not sampled).
     learned: Option<LearnedJson>,
+    /// With a learned reserve configured: each Window's bound and why, in words (or how many
+    /// days remain before it replaces the configured ceilings); null without one.
+    reserve: Option<Vec<String>>,
 }
 
 /// What was learned of the user's use, with its words.
@@ -169,8 +172,21 @@ pub(crate) struct StatusArgs {
 }
 
 pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
-    let json = args.json;
     let now = crate::clock::now()?;
+    // A learned reserve in force sets the ceilings status reads, as the tick's.
+    match super::reserve::in_force(ctx, now)? {
+        Some((reserved, said)) => run_at(&reserved, args, now, &said),
+        None => run_at(ctx, args, now, &Default::default()),
+    }
+}
+
+fn run_at(
+    ctx: &Ctx,
+    args: &StatusArgs,
+    now: DateTime<Utc>,
+    reserves: &super::reserve::Said,
+) -> Result<u8> {
+    let json = args.json;
     let Some(store) = ctx.read_store()? else {
         let views = super::plan::account_views(ctx, &[], Default::default(), now);
         let plan = crate::schedule::plan(&[], &views, ctx.config.schedule.window, now);
@@ -224,6 +240,7 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
     out.machines = machines;
     for account in out.accounts.iter_mut() {
         account.learned = learned(ctx, &store, &account.name, now)?;
+        account.reserve = reserves.get(&account.name).cloned();
     }
     emit(ctx, json, &out, &views, now)
 }
@@ -475,6 +492,13 @@ fn emit(
         if let Some(learned) = learned {
             outln!("    your own use: {}", learned.said);
         }
+        let reserve = accounts
+            .iter()
+            .find(|j| j.name == a.name)
+            .and_then(|j| j.reserve.as_ref());
+        for line in reserve.into_iter().flatten() {
+            outln!("    {line}");
+        }
     }
     outln!();
     let said_above = said_above(views);
@@ -586,6 +610,7 @@ fn account_json(a: &AccountView) -> AccountJson {
         }),
         // Filled by `status` from the store.
         learned: None,
+        reserve: None,
     }
 }
 

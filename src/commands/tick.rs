@@ -90,6 +90,9 @@ pub(crate) struct TickArgs {
 
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     refuse_bad_input(ctx, args)?;
+    // A learned reserve in force sets the ceilings this tick plans and stops under.
+    let reserved = super::reserve::in_force(ctx, crate::clock::now()?)?;
+    let ctx = reserved.as_ref().map_or(ctx, |(reserved, _)| reserved);
     // From the first moment to the last, a stop signal is kept, not owl's death (whatever
     // the tick inherited: a script's background job has SIGINT ignored): before a Run is
     // recorded it starts nothing and ends the tick; after, the Run ends at once and is

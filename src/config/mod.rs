@@ -29,7 +29,7 @@ mod drivers;
 mod limits;
 mod store;
 pub(crate) use drivers::*;
-pub(crate) use limits::Limits;
+pub(crate) use limits::{LearnedReserve, Limits};
 pub(crate) use repos::RepoDefaults;
 pub(crate) use store::PgUrl;
 
@@ -406,6 +406,10 @@ pub(crate) struct Account {
     pub(crate) allow_hosts: Vec<String>,
     /// Runs may spend a login billed per token, with no plan to bound it (`allowBilledUsage`).
     pub(crate) allow_billed_usage: bool,
+    /// A reserve learned from the user's own days (`learnedReserve:`); `None`: off.
+    pub(crate) learned_reserve: Option<LearnedReserve>,
+    #[serde(skip)]
+    pub(crate) learned_reserve_line: Option<usize>,
     /// The line of its `codexConfig:` key, for the Driver's refusal of it.
     #[serde(skip)]
     pub(crate) codex_config_line: Option<usize>,
@@ -433,6 +437,8 @@ impl Account {
             codex_config: None,
             allow_hosts: Vec::new(),
             allow_billed_usage: false,
+            learned_reserve: None,
+            learned_reserve_line: None,
             codex_config_line: None,
             limits_line: None,
         }

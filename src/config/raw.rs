@@ -137,6 +137,8 @@ pub(super) struct RawAccount {
     /// Runs may spend a login that bills per token (an API key with no plan behind it).
     #[serde(default)]
     pub(super) allow_billed_usage: bool,
+    /// A reserve learned from the user's own days, in place of guessed ceilings.
+    pub(super) learned_reserve: Option<super::limits::LearnedReserve>,
 }
 
 /// `drivers:`, by each Driver's name; a name no Driver has is refused in validation.

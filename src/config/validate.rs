@@ -307,6 +307,8 @@ fn accounts(
             codex_config,
             allow_hosts,
             allow_billed_usage: acc.allow_billed_usage,
+            learned_reserve: acc.learned_reserve,
+            learned_reserve_line: place.positions.key_line(&format!("{here}.learnedReserve")),
             codex_config_line: place.positions.key_line(&format!("{here}.codexConfig")),
             driver: acc.driver.unwrap_or_default(),
             credential_store,
@@ -356,21 +358,8 @@ fn schedule(raw: super::raw::RawSchedule, place: &Place) -> Result<Schedule, Err
 /// A night ceiling is the most a Window that resets before the morning may reach: one
 /// under a configured ceiling would hold the night's Windows tighter than the day's.
 fn check_night_max(name: &str, limits: Option<&Limits>, place: &Place) -> Result<(), Error> {
-    let Some(limits) = limits else {
-        return Ok(());
-    };
-    let Some(night) = limits.night_max else {
-        return Ok(());
-    };
-    let over = [
-        ("fiveHourMax", limits.five_hour_max),
-        ("weeklyMax", limits.weekly_max),
-        ("modelWeeklyMax", limits.model_weekly_max),
-    ]
-    .into_iter()
-    .find_map(|(key, c)| c.filter(|c| *c > night).map(|c| (key, c)));
-    match over {
-        Some((key, ceiling)) => Err(place.at(
+    match limits.and_then(Limits::over_the_night) {
+        Some((key, ceiling, night)) => Err(place.at(
             &format!("accounts.{name}.limits.nightMax"),
             format!(
                 "nightMax {night} is under {key} {ceiling}: the night ceiling is what a Window \

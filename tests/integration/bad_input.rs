@@ -107,6 +107,10 @@ const CASES: &[Case] = &[
     config("a tab on a blank line", "stateDir: @\naccounts:\n  work: {}\n\n\t\n", &["line 5", "a tab in the indentation"]),
     config("a tab after a colon", "stateDir: @\naccounts:\n  work:\n    driver:\tclaude-code\n", &["line 4", "a tab after a key's ':'", "`driver: claude-code`"]),
     config("a key indented unlike its siblings", "stateDir: @\ndefaults:\n  maxRuns: 3\n maxRunTime: 1h\naccounts: {work: {}}\n", &["line 4", "'maxRunTime: 1h' is indented 1 spaces", "lines up with no key"]),
+    config("a learned reserve's floor over 100", "stateDir: @\naccounts:\n  work:\n    learnedReserve: {floor: 120}\n", &["line 4", "'120' is out of range: a floor is percentage points from 0 to 100"]),
+    config("a learned reserve's quantile of 0", "stateDir: @\naccounts:\n  work:\n    learnedReserve:\n      quantile: 0\n", &["line 5", "a quantile is above 0 and at most 1"]),
+    config("a learned reserve's quantile over 1", "stateDir: @\naccounts:\n  work:\n    learnedReserve:\n      quantile: 1.5\n", &["line 5", "a quantile is above 0 and at most 1"]),
+    config("a learned reserve on a Driver that cannot be sampled", "stateDir: @\naccounts:\n  flash:\n    driver: gemini\n    learnedReserve: {}\n", &["line 5", "accounts.flash.learnedReserve needs your day sampled at no token cost", "the gemini driver has no zero-token read"]),
     // Commands.
     args("a job name with a slash", &["add", "--name", "a/b", "Hello"], &["job name 'a/b'"]),
     args("an unquoted prompt", &["add", "Fix", "the", "parser", "please"], &["unexpected argument 'the'", "hint: a prompt of several words is one argument: quote it"]),

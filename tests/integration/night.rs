@@ -849,3 +849,78 @@ fn the_days_figures_become_what_owl_learned_of_your_own_use() {
         "{text}"
     );
 }
+
+/// Idle ticks on Monday 30 November at `at` (UTC), the week and the five hours both at
+/// each `percent`: the user's day, sampled.
+fn sample_a_monday(env: &mut TestEnv, figures: &[(&str, f64)]) {
+    for (at, percent) in figures {
+        let week = r#""seven_day":{"utilization":P,"resets_at":"2026-12-04T00:00:00.000Z"}"#;
+        let line = format!(
+            r#"{{"five_hour":{{"utilization":{percent},"resets_at":"2026-11-30T15:00:00.000Z"}},{}}}"#,
+            week.replace('P', &percent.to_string())
+        );
+        std::fs::write(&env.usage, line).unwrap();
+        env.now = format!("2026-11-30T{at}:00Z");
+        assert_eq!(env.tick()["action"], "idle");
+    }
+}
+
+#[test]
+fn a_learned_reserve_keeps_what_you_use_and_replaces_the_ceiling_after_enough_days() {
+    let mut env = TestEnv::new();
+    let accounts = env.accounts_block(&["work"]);
+    let config = |min_days: u32| {
+        format!(
+            "schedule:\n  morning: '07:00'\n{accounts}    learnedReserve: {{minDays: {min_days}}}\n"
+        )
+    };
+    env.write_config(&config(2));
+    sample_a_monday(
+        &mut env,
+        &[
+            ("10:00", 20.0),
+            ("10:31", 25.0),
+            ("11:02", 27.0),
+            ("11:33", 27.0),
+        ],
+    );
+    // One day seen of two: the configured ceilings (none) hold, and status says so.
+    let reserve = env.status()["accounts"][0]["reserve"].clone();
+    assert!(
+        reserve[0]
+            .as_str()
+            .unwrap()
+            .contains("1 of 2 days of your use seen"),
+        "{reserve}"
+    );
+    // Enough days: the week keeps what you use until its reset (Monday 11:00 and the same
+    // hours of Tuesday to Thursday: 2 + 3 × 7 = 23 pp) and the margin (13): 64%.
+    env.write_config(&config(1));
+    let status = env.status();
+    let reserve = status["accounts"][0]["reserve"].clone();
+    let week = reserve
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l.as_str().unwrap().starts_with("week"));
+    assert_eq!(
+        week.and_then(|l| l.as_str()),
+        Some("week: ceiling 64%: 23 pp kept for you until Fri 00:00 (P90 of your use over 1 days) + 13 pp margin"),
+        "{status}"
+    );
+    // At 70% of the week, a Job waits where no ceiling was configured at all.
+    std::fs::write(
+        &env.usage,
+        r#"{"five_hour":{"utilization":10,"resets_at":"2026-11-30T15:00:00.000Z"},"seven_day":{"utilization":70,"resets_at":"2026-12-04T00:00:00.000Z"}}"#,
+    )
+    .unwrap();
+    env.owl().args(["probe", "work"]).assert().success();
+    env.script(&done_script("success.jsonl", 0));
+    let job = env.add("Waits for the week");
+    let tick = env.tick();
+    assert_eq!(tick["action"], "idle", "{tick}");
+    assert!(env.show(&job)["runs"].as_array().unwrap().is_empty());
+    // Without the reserve the same Job runs.
+    env.write_config(&format!("schedule:\n  morning: '07:00'\n{accounts}"));
+    assert_eq!(env.tick()["job_id"], job.as_str());
+}
