@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 
 use crate::sys::{self, Sig};
 
-/// What the watchdog watches: the exchange in flight, and the agent that must not outlive
-/// owl.
+/// What the watchdog watches: the exchanges in flight (each thread's, by a number of its
+/// own), and the agent that must not outlive owl.
 #[derive(Default)]
 struct Watched {
-    exchange: Option<Exchange>,
+    exchanges: std::collections::BTreeMap<u64, Exchange>,
+    next: u64,
     /// The process group of a live Run's agent.
     agent: Option<i32>,
 }
@@ -71,15 +72,24 @@ pub(crate) fn bounded<T>(
     exchange: impl FnOnce() -> T,
 ) -> T {
     let w = watchdog();
-    let outer = lock(w).exchange.replace(Exchange {
-        store: store.to_string(),
-        step: step.to_string(),
-        bound,
-        deadline: Instant::now() + bound,
-    });
+    let id = {
+        let mut watched = lock(w);
+        watched.next += 1;
+        let id = watched.next;
+        watched.exchanges.insert(
+            id,
+            Exchange {
+                store: store.to_string(),
+                step: step.to_string(),
+                bound,
+                deadline: Instant::now() + bound,
+            },
+        );
+        id
+    };
     w.changed.notify_all();
     let done = exchange();
-    lock(w).exchange = outer;
+    lock(w).exchanges.remove(&id);
     w.changed.notify_all();
     done
 }
@@ -96,7 +106,7 @@ pub(crate) fn guard_agent(group: Option<i32>) {
 fn watch(w: &Watchdog) {
     let mut watched = lock(w);
     loop {
-        let due = watched.exchange.as_ref().map(|e| e.deadline);
+        let due = watched.exchanges.values().map(|e| e.deadline).min();
         watched = match due {
             None => w.changed.wait(watched).unwrap_or_else(|e| e.into_inner()),
             Some(at) if Instant::now() >= at => give_up(&watched),
@@ -113,7 +123,8 @@ fn watch(w: &Watchdog) {
 
 /// Kills the guarded agent's group, says why on stderr, and ends owl with exit 1.
 fn give_up(watched: &Watched) -> ! {
-    let mut line = match &watched.exchange {
+    let late = watched.exchanges.values().min_by_key(|e| e.deadline);
+    let mut line = match late {
         Some(e) => format!(
             "owl: the store {} did not answer within {} s ({}); giving up",
             e.store,
@@ -138,15 +149,47 @@ fn give_up(watched: &Watched) -> ! {
 mod tests {
     use super::*;
 
+    /// Whether an exchange with this step is watched now.
+    fn watching(step: &str) -> bool {
+        lock(watchdog()).exchanges.values().any(|e| e.step == step)
+    }
+
     #[test]
-    fn an_exchange_within_its_bound_returns_its_answer_and_leaves_nothing_watched() {
-        let answer = bounded(
-            &"postgres://owl@db:5432/owl",
-            "reading",
-            Duration::from_secs(5),
-            || 42,
-        );
+    fn an_exchange_is_watched_while_it_lasts_and_not_after() {
+        // Other tests' exchanges run beside this one: each is known by its own step.
+        let step = "reading in the watchdog's own test";
+        let answer = bounded(&"db", step, Duration::from_secs(5), || {
+            assert!(watching(step));
+            42
+        });
         assert_eq!(answer, 42);
-        assert!(lock(watchdog()).exchange.is_none());
+        assert!(!watching(step));
+    }
+
+    #[test]
+    fn exchanges_on_two_threads_are_each_watched_apart() {
+        let (a, b) = ("thread a's exchange", "thread b's exchange");
+        let (a_in, b_in, a_out) = (
+            std::sync::Barrier::new(2),
+            std::sync::Barrier::new(2),
+            std::sync::Barrier::new(2),
+        );
+        std::thread::scope(|s| {
+            // a starts first and ends first, while b still runs.
+            s.spawn(|| {
+                bounded(&"db", a, Duration::from_secs(5), || {
+                    a_in.wait();
+                    b_in.wait();
+                });
+                a_out.wait();
+            });
+            a_in.wait();
+            bounded(&"db", b, Duration::from_secs(5), || {
+                b_in.wait();
+                a_out.wait();
+                assert!(!watching(a) && watching(b), "b's bound went with a");
+            });
+            assert!(!watching(b));
+        });
     }
 }
