@@ -489,7 +489,8 @@ fn emit(
             .iter()
             .find(|j| j.name == a.name)
             .and_then(|j| j.learned.as_ref());
-        if let Some(learned) = learned {
+        // Said once something was learned; before that the JSON says days: 0.
+        if let Some(learned) = learned.filter(|l| l.learned.days > 0) {
             outln!("    your own use: {}", learned.said);
         }
         let reserve = accounts
