@@ -816,26 +816,13 @@ fn the_days_figures_become_what_owl_learned_of_your_own_use() {
     ));
     let learned = |env: &TestEnv| env.status()["accounts"][0]["learned"].clone();
     // Monday 30 November, in your day: 20%, then 25% half an hour on, then 27%.
-    for (at, percent) in [
-        ("10:00", 20.0),
-        ("10:31", 25.0),
-        ("11:02", 27.0),
-        ("11:33", 27.0),
-    ] {
-        // The week and the five hours alike.
-        let week = r#""seven_day":{"utilization":P,"resets_at":"2026-12-04T00:00:00.000Z"}"#;
-        let line = format!(
-            r#"{{"five_hour":{{"utilization":{percent},"resets_at":"2026-11-30T15:00:00.000Z"}},{}}}"#,
-            week.replace('P', &percent.to_string())
-        );
-        std::fs::write(&env.usage, line).unwrap();
-        env.now = format!("2026-11-30T{at}:00Z");
-        assert_eq!(env.tick()["action"], "idle");
-        if at == "10:00" {
-            // One figure is no movement: nothing learned yet, and said so (never 0 use).
-            assert_eq!(learned(&env)["days"], 0, "{}", learned(&env));
-        }
-    }
+    sample_a_monday(&mut env, &[("10:00", 20.0)]);
+    // One figure is no movement: nothing learned yet, and said so (never 0 use).
+    assert_eq!(learned(&env)["days"], 0, "{}", learned(&env));
+    sample_a_monday(
+        &mut env,
+        &[("10:31", 25.0), ("11:02", 27.0), ("11:33", 27.0)],
+    );
     // Folded by each tick: 10:00 to 11:00 the week rose 5 points, 11:00 to 12:00 2 more.
     let said = learned(&env);
     assert_eq!(said["days"], 1, "{said}");
