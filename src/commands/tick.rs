@@ -92,6 +92,14 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     refuse_bad_input(ctx, args)?;
     // A learned reserve in force sets the ceilings this tick plans and stops under.
     let reserved = super::reserve::in_force(ctx, crate::clock::now()?)?;
+    if let Some((_, said)) = reserved.as_ref().filter(|_| args.dry_run && !args.json) {
+        // What a dry run explains first: the bounds the plan below is made under.
+        for (name, lines) in said {
+            for line in lines {
+                outln!("{name}: {line}");
+            }
+        }
+    }
     let ctx = reserved.as_ref().map_or(ctx, |(reserved, _)| reserved);
     // From the first moment to the last, a stop signal is kept, not owl's death (whatever
     // the tick inherited: a script's background job has SIGINT ignored): before a Run is

@@ -895,6 +895,13 @@ fn a_learned_reserve_keeps_what_you_use_and_replaces_the_ceiling_after_enough_da
         Some("week: ceiling 64%: 23 pp kept for you until Fri 00:00 (P90 of your use over 1 days) + 13 pp margin"),
         "{status}"
     );
+    // A dry run explains the bounds it plans under, first.
+    let dry = env.owl().args(["tick", "--dry-run"]).output().unwrap();
+    let dry = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.starts_with("work: ") && dry.contains("work: week: ceiling 64%: 23 pp kept for you"),
+        "{dry}"
+    );
     // At 70% of the week, a Job waits where no ceiling was configured at all.
     std::fs::write(
         &env.usage,
