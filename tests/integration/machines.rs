@@ -1024,8 +1024,26 @@ fn another_machines_expired_lease_is_said_as_such_in_status() {
     a.add("Leased");
     let tick = a.spawn_tick();
     a.wait_running();
-    // alpha's supervisor renews nothing while it is stopped; its lease runs out.
-    unsafe { libc::kill(tick.id() as i32, libc::SIGSTOP) };
+    // alpha's supervisor renews nothing while it is stopped; its lease runs out. Stopped
+    // outside a transaction: one held open would hold the Run's row, and the update below
+    // would wait on it for ever.
+    let stop = |signal| unsafe { libc::kill(tick.id() as i32, signal) };
+    wait_until("alpha was never stopped outside a transaction", || {
+        stop(libc::SIGSTOP);
+        let open: i64 = db
+            .admin()
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 \
+                 AND application_name = 'owl' AND state LIKE 'idle in transaction%'",
+                &[&db.name],
+            )
+            .unwrap()
+            .get(0);
+        if open > 0 {
+            stop(libc::SIGCONT);
+        }
+        open == 0
+    });
     db.admin()
         .batch_execute("UPDATE runs SET lease_until = now() - interval '1 second'")
         .unwrap();
@@ -1041,7 +1059,7 @@ fn another_machines_expired_lease_is_said_as_such_in_status() {
         "{text}"
     );
     assert!(!text.contains("lease until"), "{text}");
-    unsafe { libc::kill(tick.id() as i32, libc::SIGCONT) };
+    stop(libc::SIGCONT);
     a.release();
     finish(tick);
 }
