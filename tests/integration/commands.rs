@@ -527,17 +527,7 @@ fn limits_on_a_driver_that_reports_no_utilization_are_refused_naming_the_line() 
 fn a_gemini_api_key_is_not_spent_unless_the_account_allows_billed_usage() {
     let env = TestEnv::new();
     // A CLI that says its version, and leaves a mark if a Run ever starts it.
-    let gemini = env.dir.path().join("gemini");
-    let ran = env.dir.path().join("ran");
-    std::fs::write(
-        &gemini,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.61.0; exit 0; }}\ntouch {}\n",
-            ran.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (gemini, ran) = crate::support::marking_gemini(&env);
     let config = |leave: &str| {
         format!(
             "  gemini:\n    command: {}\naccounts:\n  flash:\n    driver: gemini\n{leave}    \

@@ -750,17 +750,7 @@ fn what_doctor_probes_is_recorded_so_status_need_not_ask_again() {
 #[test]
 fn an_idle_tick_in_the_day_samples_the_users_use_without_a_run_or_a_token() {
     let mut env = TestEnv::new();
-    let gemini = env.dir.path().join("gemini");
-    let gemini_ran = env.dir.path().join("gemini-ran");
-    std::fs::write(
-        &gemini,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.61.0; exit 0; }}\ntouch {}\n",
-            gemini_ran.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (gemini, gemini_ran) = crate::support::marking_gemini(&env);
     let accounts = env.accounts_block(&["work"]);
     // Under the prefix's `drivers:` (the fake agent's), the Gemini CLI's line.
     env.write_config(&format!(

@@ -738,3 +738,20 @@ pub fn on_a_terminal(env: &TestEnv, args: &str, no_color: Option<&str>) -> Strin
     let out = script.output().expect("running script(1) from util-linux");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// A stand-in Gemini CLI in the test's dir: it says its version (0.61.0) and, started for
+/// anything else, leaves the file it returns as a mark. Returns `(its path, the mark)`.
+pub fn marking_gemini(env: &TestEnv) -> (PathBuf, PathBuf) {
+    let gemini = env.dir.path().join("gemini");
+    let ran = env.dir.path().join("gemini-ran");
+    std::fs::write(
+        &gemini,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 0.61.0; exit 0; }}\ntouch {}\n",
+            ran.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (gemini, ran)
+}
