@@ -299,6 +299,7 @@ impl Executor for SandboxExecutor {
         let init = (signal != Sig::KILL).then(|| init_under(pgid)).flatten();
         match init {
             Some(pid) => {
+                tracing::info!(pid, "{signal:?} to owl's init in the sandbox");
                 if let Err(e) = sys::signal_pid(pid, signal) {
                     tracing::warn!(pid, "could not signal the sandbox's init: {e}");
                 }

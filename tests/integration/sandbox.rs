@@ -242,6 +242,16 @@ accounts:
 #[test]
 fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
     let env = TestEnv::sandboxed("");
+    // The grace between SIGTERM and SIGKILL is 10 s here, not the suite's 2: the relay
+    // (owl, bubblewrap, owl's init, the agent's handler) is four debug-built processes, and
+    // on a loaded CI machine 2 s was once not enough. A working relay ends the Run at
+    // once; the wider window costs nothing unless the signal is lost.
+    let config = std::fs::read_to_string(&env.config).unwrap();
+    std::fs::write(
+        &env.config,
+        config.replacen("graceWindow: 2s", "graceWindow: 10s", 1),
+    )
+    .unwrap();
     // The agent never answers the interrupt on stdin, so owl's stop goes on to SIGTERM
     // (after the interrupt and close waits), which bubblewrap would not pass on: owl's
     // init inside hands it to the agent.
@@ -249,7 +259,15 @@ fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
         "read-prompt\nnote-sigterm\ndeaf-to-interrupt\nreplay success.jsonl 1 1\nsleep 60000\n",
     );
     let id = env.add("Stop me");
-    let tick = env.spawn_tick();
+    // Each step of the stop in the tick's stderr, for a failure to show where it went.
+    let tick = env
+        .owl_std()
+        .args(["tick", "--json"])
+        .env("OWL_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     env.wait_running();
     let _ = env.agent_pid();
     unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
