@@ -386,6 +386,7 @@ mod tests {
             min_headroom: None,
             owl_five_hour_max: None,
             owl_weekly_max: None,
+            learned: Default::default(),
         };
         let snap = |window: &str, percent, resets: &str| Snapshot {
             account: "work".into(),
@@ -438,6 +439,7 @@ mod tests {
             min_headroom: None,
             owl_five_hour_max: None,
             owl_weekly_max: None,
+            learned: Default::default(),
         };
         let crossed = |s: &Snapshot, l: &Limits, m: Option<&str>| match crossing(
             std::slice::from_ref(s),

@@ -8,6 +8,10 @@
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
 
+mod profile;
+
+pub(crate) use profile::{margin, start_of_day, Kept, Profile};
+
 /// One figure of a Window as folding reads it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Figure {
@@ -41,17 +45,23 @@ pub(crate) fn by_hour(before: Option<&Figure>, figures: &[Figure]) -> Vec<(DateT
     hours
 }
 
+/// The longest pair of figures whose move is placed in the hour of its second: a longer
+/// gap (the machine asleep, a night without a tick) says what was used, not when.
+pub(crate) const MAX_PAIR_SPAN: Duration = Duration::hours(2);
+
 /// The user's part of the move from `a` to `b`; `None` when the move is owl's (a Run was
-/// live) or cannot be placed (a figure naming no instance).
+/// live) or cannot be placed (a figure naming no instance, or too long after `a`).
 fn users_move(a: &Figure, b: &Figure) -> Option<f64> {
-    if b.owl {
+    if b.owl || b.at - a.at > MAX_PAIR_SPAN {
         return None;
     }
     match (a.resets_at, b.resets_at) {
-        // The same instance: what it rose by (a figure never falls but by a reset).
-        (Some(x), Some(y)) if x == y => Some((b.percent - a.percent).max(0.0)),
-        // A new instance since: all of it is the user's (no Run of owl's in between).
-        (Some(x), Some(y)) if y > x => Some(b.percent.max(0.0)),
+        // `a`'s instance reset before `b` was read: all of `b`'s is the new instance's,
+        // the user's (no Run of owl's in between).
+        (Some(x), Some(_)) if b.at >= x => Some(b.percent.max(0.0)),
+        // The same instance, its reset moved or not (the plan moves a week's reset now and
+        // then): what it rose by (a figure never falls but by a reset).
+        (Some(_), Some(_)) => Some((b.percent - a.percent).max(0.0)),
         _ => None,
     }
 }
@@ -169,6 +179,37 @@ fn spread(mut values: Vec<f64>, q: f64) -> Option<Spread> {
     })
 }
 
+/// A Window instance the user reached 100% of in their day after owl's Runs had used some
+/// of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub(crate) struct UserLimited {
+    pub(crate) window: String,
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub(crate) resets_at: DateTime<Utc>,
+    /// When a figure first showed it full.
+    #[serde(serialize_with = "crate::clock::ser")]
+    pub(crate) at: DateTime<Utc>,
+    pub(crate) percent: f64,
+    /// The points owl's Runs used of it.
+    pub(crate) owl_points: f64,
+}
+
+/// A Window instance the user found full, in words: "Tue 10:40: five_hour at 100%, owl
+/// used 31 pp of it".
+pub(crate) fn describe_limited<Tz: chrono::TimeZone>(limited: &UserLimited, tz: &Tz) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let pct = crate::text::fmt_percent;
+    format!(
+        "{}: {} at {}%, owl used {} pp of it",
+        limited.at.with_timezone(tz).format("%a %H:%M"),
+        limited.window,
+        pct(limited.percent),
+        pct(limited.owl_points)
+    )
+}
+
 /// What was learned, in words: "learned from 19 days: weekdays 9 pp of the week (P90 14),
 /// weekends 2 pp (P90 3); your first five hours 18 pp of a five-hour window (P90 26)".
 pub(crate) fn describe(learned: &Learned, q: f64) -> String {
@@ -201,52 +242,6 @@ pub(crate) fn describe(learned: &Learned, q: f64) -> String {
         ));
     }
     text
-}
-
-/// The user's use forecast from `from` to `until`, hour by hour: the `q` quantile of their
-/// use in the same hour of the week over the weeks in `history`; an hour of the week never
-/// observed takes its hour of the day's quantile over every observed day; an hour of the
-/// day never observed (the night, which owl works in and does not sample) counts 0, its
-/// Windows kept by the night ceiling. Hours are the user's local ones, so a change of
-/// clocks moves them with the user.
-pub(crate) fn forecast<Tz: chrono::TimeZone>(
-    history: &[(DateTime<Utc>, f64)],
-    (from, until): (DateTime<Utc>, DateTime<Utc>),
-    tz: &Tz,
-    q: f64,
-) -> f64 {
-    use chrono::{Datelike, Timelike};
-    use std::collections::BTreeMap;
-    let mut of_week: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
-    let mut of_day: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for (hour, points) in history {
-        let local = hour.with_timezone(tz);
-        let (day, h) = (local.weekday().num_days_from_monday(), local.hour());
-        of_week.entry((day, h)).or_default().push(*points);
-        of_day.entry(h).or_default().push(*points);
-    }
-    let quantile = |values: &Vec<f64>| spread(values.clone(), q).map_or(0.0, |s| s.quantile);
-    let mut total = 0.0;
-    let mut hour = hour_of(from);
-    while hour < until {
-        let local = hour.with_timezone(tz);
-        let key = (local.weekday().num_days_from_monday(), local.hour());
-        total += match (of_week.get(&key), of_day.get(&key.1)) {
-            (Some(values), _) => quantile(values),
-            (None, Some(values)) => quantile(values),
-            (None, None) => 0.0,
-        };
-        hour += Duration::hours(1);
-    }
-    crate::model::round_percent(total)
-}
-
-/// A Window's bound under a learned reserve: what the user will use until its reset
-/// (`forecast`) and the margin kept back, never less than `floor`, and never above the
-/// night ceiling.
-pub(crate) fn bound(forecast: f64, floor: f64, night_max: f64) -> f64 {
-    let kept = (forecast + crate::morning::LARGEST_RESPONSE_MOVE).max(floor);
-    crate::model::round_percent((100.0 - kept).clamp(0.0, night_max))
 }
 
 #[cfg(test)]
@@ -306,10 +301,19 @@ mod tests {
         let reset = "2026-12-04T00:00:00Z";
         let figures = [
             fig("2026-11-30T09:30:00Z", 10.0, reset, false),
-            fig("2026-11-30T13:30:00Z", 12.0, reset, false),
+            fig("2026-11-30T10:30:00Z", 11.0, reset, false),
+            // Four hours asleep: the 2 points are not placed in any hour.
+            fig("2026-11-30T14:30:00Z", 13.0, reset, false),
+            fig("2026-11-30T15:00:00Z", 13.0, reset, false),
         ];
-        // Only the hour the second figure is in; 10:00 to 12:00 are unknown, not 0.
-        assert_eq!(by_hour(None, &figures), [(t("2026-11-30T13:00:00Z"), 2.0)]);
+        // 11:00 to 14:00 are unknown, not 0; 15:00 is observed, at 0.
+        assert_eq!(
+            by_hour(None, &figures),
+            [
+                (t("2026-11-30T10:00:00Z"), 1.0),
+                (t("2026-11-30T15:00:00Z"), 0.0)
+            ]
+        );
     }
 
     /// Hours of use: `(local day of November 2026, hour, points)`, UTC.
@@ -377,54 +381,25 @@ mod tests {
     }
 
     #[test]
-    fn a_forecast_sums_each_hours_quantile_until_the_reset() {
-        // Three Mondays: 10:00 used 2, 4 and 9; 11:00 used 1 on one Monday only.
-        let history = hours(&[(9, 10, 2.0), (16, 10, 4.0), (23, 10, 9.0), (23, 11, 1.0)]);
-        let monday = |h: u32| t(&format!("2026-11-30T{h:02}:00:00Z"));
-        // Monday 10:00 to 12:00: P90 of 10:00 (9) and of 11:00 (1).
+    fn a_weekly_reset_that_moves_is_the_same_instance_until_it_passes() {
+        // The plan moved the week's reset from Thursday to Friday with the Window at 40:
+        // the user used 1 point, not 41.
+        let figures = [
+            fig("2026-11-30T10:10:00Z", 40.0, "2026-12-03T05:00:00Z", false),
+            fig("2026-11-30T10:40:00Z", 41.0, "2026-12-04T05:00:00Z", false),
+            // Moved back, to Wednesday: still the same instance.
+            fig("2026-11-30T11:10:00Z", 43.0, "2026-12-02T05:00:00Z", false),
+            // Sampled on Wednesday: past its reset, a new instance, at 2.
+            fig("2026-12-02T04:50:00Z", 43.0, "2026-12-02T05:00:00Z", false),
+            fig("2026-12-02T06:10:00Z", 2.0, "2026-12-09T05:00:00Z", false),
+        ];
         assert_eq!(
-            forecast(&history, (monday(10), monday(12)), &Utc, 0.9),
-            10.0
+            by_hour(None, &figures),
+            [
+                (t("2026-11-30T10:00:00Z"), 1.0),
+                (t("2026-11-30T11:00:00Z"), 2.0),
+                (t("2026-12-02T06:00:00Z"), 2.0),
+            ]
         );
-        // The median instead: 4 + 1.
-        assert_eq!(forecast(&history, (monday(10), monday(12)), &Utc, 0.5), 5.0);
-        // A Tuesday never seen at 10:00 takes 10:00 of any day; 3:00, never seen, is 0.
-        let tuesday = |h: u32| t(&format!("2026-12-01T{h:02}:00:00Z"));
-        assert_eq!(
-            forecast(&history, (tuesday(3), tuesday(11)), &Utc, 0.9),
-            9.0
-        );
-        // Nothing observed: nothing forecast (the caller holds the configured ceilings).
-        assert_eq!(forecast(&[], (monday(10), monday(12)), &Utc, 0.9), 0.0);
-    }
-
-    #[test]
-    fn a_forecast_follows_the_users_clock_across_a_change_of_time() {
-        // Europe/Berlin-like: UTC+1 in winter, UTC+2 in summer. The user works at 10:00
-        // local; after the change that is 08:00 UTC, not 09:00.
-        let winter = chrono::FixedOffset::east_opt(3600).unwrap();
-        let summer = chrono::FixedOffset::east_opt(7200).unwrap();
-        let history = [(t("2026-03-23T09:00:00Z"), 6.0)];
-        let learned_in = |tz: &chrono::FixedOffset, at: &str| {
-            forecast(&history, (t(at), t(at) + Duration::hours(1)), tz, 0.9)
-        };
-        assert_eq!(learned_in(&winter, "2026-03-23T09:00:00Z"), 6.0);
-        assert_eq!(
-            learned_in(&summer, "2026-03-30T08:00:00Z"),
-            0.0,
-            "09:00 UTC was 10:00"
-        );
-    }
-
-    #[test]
-    fn a_bound_keeps_the_forecast_and_the_margin_never_less_than_the_floor() {
-        // 25 pp forecast + 13 margin: 62.
-        assert_eq!(bound(25.0, 10.0, 85.0), 62.0);
-        // A light user: the floor (20) binds before the margin alone (13).
-        assert_eq!(bound(0.0, 20.0, 85.0), 80.0);
-        // Never above the night ceiling.
-        assert_eq!(bound(0.0, 0.0, 85.0), 85.0);
-        // A heavy user: nothing left for owl, never below 0.
-        assert_eq!(bound(95.0, 10.0, 85.0), 0.0);
     }
 }

@@ -15,6 +15,9 @@ use crate::store::Store;
 /// What every command works from.
 pub(crate) struct Ctx {
     pub(crate) config: Config,
+    /// The learned reserve in force for each Account that has one (`reserve::in_force`):
+    /// the bounds in `config` as they stand at any later moment of a Run.
+    pub(crate) reserves: std::collections::BTreeMap<String, super::reserve::Reserve>,
 }
 
 impl Ctx {

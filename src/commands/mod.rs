@@ -43,7 +43,10 @@ pub(crate) fn dispatch(cli: Cli) -> Result<u8> {
     }
     let config = crate::config::load(cli.config.as_deref())?;
     check_capabilities(&config)?;
-    let ctx = Ctx { config };
+    let ctx = Ctx {
+        config,
+        reserves: Default::default(),
+    };
     match cli.command {
         Command::Tick(args) => tick::run(&ctx, &args),
         Command::Status(args) => status::run(&ctx, &args),

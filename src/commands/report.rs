@@ -667,7 +667,10 @@ mod tests {
             "x.yaml",
         )
         .unwrap();
-        let ctx = Ctx { config: cfg };
+        let ctx = Ctx {
+            config: cfg,
+            reserves: Default::default(),
+        };
         let args = ReportArgs {
             since: None,
             night: false,

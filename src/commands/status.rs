@@ -83,6 +83,18 @@ struct AccountJson {
     /// With a learned reserve configured: each Window's bound and why, in words (or how many
     /// days remain before it replaces the configured ceilings); null without one.
     reserve: Option<Vec<String>>,
+    /// The Window instances that were full in your day after owl's Runs had used some of
+    /// them, over the last four weeks, oldest first: each grows a learned reserve's margin.
+    limited: Vec<LimitedJson>,
+}
+
+/// A Window instance you found full after owl's Runs had used some of it.
+#[derive(Debug, Serialize)]
+struct LimitedJson {
+    #[serde(flatten)]
+    limited: crate::user_use::UserLimited,
+    /// "Tue 10:40: five_hour at 100%, owl used 31 pp of it".
+    said: String,
 }
 
 /// What was learned of the user's use, with its words.
@@ -175,7 +187,7 @@ pub(super) fn run(ctx: &Ctx, args: &StatusArgs) -> Result<u8> {
     let now = crate::clock::now()?;
     // A learned reserve in force sets the ceilings status reads, as the tick's.
     match super::reserve::in_force(ctx, now)? {
-        Some((reserved, said)) => run_at(&reserved, args, now, &said),
+        Some(reserved) => run_at(&reserved.ctx, args, now, &reserved.said),
         None => run_at(ctx, args, now, &Default::default()),
     }
 }
@@ -241,6 +253,14 @@ fn run_at(
     for account in out.accounts.iter_mut() {
         account.learned = learned(ctx, &store, &account.name, now)?;
         account.reserve = reserves.get(&account.name).cloned();
+        account.limited = store
+            .user_limited_since(&account.name, now - chrono::Duration::weeks(4))?
+            .into_iter()
+            .map(|limited| LimitedJson {
+                said: crate::user_use::describe_limited(&limited, &chrono::Local),
+                limited,
+            })
+            .collect();
     }
     emit(ctx, json, &out, &views, now)
 }
@@ -485,19 +505,17 @@ fn emit(
     outln!("Accounts:");
     for a in views {
         super::plan::print_account(a, now);
-        let learned = accounts
-            .iter()
-            .find(|j| j.name == a.name)
-            .and_then(|j| j.learned.as_ref());
+        let Some(json) = accounts.iter().find(|j| j.name == a.name) else {
+            continue;
+        };
         // Said once something was learned; before that the JSON says days: 0.
-        if let Some(learned) = learned.filter(|l| l.learned.days > 0) {
+        if let Some(learned) = json.learned.as_ref().filter(|l| l.learned.days > 0) {
             outln!("    your own use: {}", learned.said);
         }
-        let reserve = accounts
-            .iter()
-            .find(|j| j.name == a.name)
-            .and_then(|j| j.reserve.as_ref());
-        for line in reserve.into_iter().flatten() {
+        for day in &json.limited {
+            outln!("    you were limited: {}", day.said);
+        }
+        for line in json.reserve.iter().flatten() {
             outln!("    {line}");
         }
     }
@@ -612,6 +630,7 @@ fn account_json(a: &AccountView) -> AccountJson {
         // Filled by `status` from the store.
         learned: None,
         reserve: None,
+        limited: Vec::new(),
     }
 }
 

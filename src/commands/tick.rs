@@ -92,15 +92,15 @@ pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     refuse_bad_input(ctx, args)?;
     // A learned reserve in force sets the ceilings this tick plans and stops under.
     let reserved = super::reserve::in_force(ctx, crate::clock::now()?)?;
-    if let Some((_, said)) = reserved.as_ref().filter(|_| args.dry_run && !args.json) {
+    if let Some(reserved) = reserved.as_ref().filter(|_| args.dry_run && !args.json) {
         // What a dry run explains first: the bounds the plan below is made under.
-        for (name, lines) in said {
+        for (name, lines) in &reserved.said {
             for line in lines {
                 outln!("{name}: {line}");
             }
         }
     }
-    let ctx = reserved.as_ref().map_or(ctx, |(reserved, _)| reserved);
+    let ctx = reserved.as_ref().map_or(ctx, |reserved| &reserved.ctx);
     // From the first moment to the last, a stop signal is kept, not owl's death (whatever
     // the tick inherited: a script's background job has SIGINT ignored): before a Run is
     // recorded it starts nothing and ends the tick; after, the Run ends at once and is
@@ -507,6 +507,7 @@ fn execute(
         job.model.as_deref(),
     );
     watch_as_asked(&mut observer, ctx, shared, ignore_ceiling);
+    observer.keep_reserve(ctx.reserves.get(account).cloned());
     let report = supervise::supervise(spec, executor, &mut observer)
         .with_context(|| format!("starting the agent '{}'", invocation.program.display()));
     observer.finish();

@@ -35,6 +35,17 @@ pub(crate) struct Limits {
     /// default: the first sign of it stops the Run.
     #[serde(default)]
     pub(crate) allow_extra_usage: bool,
+    /// Which of the ceilings above a learned reserve set (never read from a file): what a
+    /// stop names as its limit.
+    #[serde(skip)]
+    pub(crate) learned: LearnedCeilings,
+}
+
+/// The ceilings a learned reserve set on an Account's limits, in force of the configured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct LearnedCeilings {
+    pub(crate) five_hour: bool,
+    pub(crate) weekly: bool,
 }
 
 impl Limits {

@@ -321,13 +321,31 @@ pub(crate) fn ceiling_for(
 ) -> Option<(&'static str, f64)> {
     let limits = limits?;
     match WindowKind::of(window) {
-        WindowKind::FiveHour => limits.five_hour_max.map(|x| ("fiveHourMax", x)),
-        WindowKind::Weekly => limits.weekly_max.map(|x| ("weeklyMax", x)),
+        WindowKind::FiveHour => limits
+            .five_hour_max
+            .map(|x| (learned_or(limits.learned.five_hour, "fiveHourMax"), x)),
+        WindowKind::Weekly => weekly(limits),
         WindowKind::ModelWeekly => limits
             .model_weekly_max
             .map(|x| ("modelWeeklyMax", x))
-            .or(limits.weekly_max.map(|x| ("weeklyMax", x))),
+            .or_else(|| weekly(limits)),
         WindowKind::Other => None,
+    }
+}
+
+/// The weekly ceiling, by the key that set it.
+fn weekly(limits: &crate::config::Limits) -> Option<(&'static str, f64)> {
+    limits
+        .weekly_max
+        .map(|x| (learned_or(limits.learned.weekly, "weeklyMax"), x))
+}
+
+/// `learnedReserve` for a ceiling a learned reserve set, else the configured `key`.
+fn learned_or(learned: bool, key: &'static str) -> &'static str {
+    if learned {
+        "learnedReserve"
+    } else {
+        key
     }
 }
 

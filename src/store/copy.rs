@@ -6,7 +6,7 @@ use super::engine::{params, Db, Param, ToParam};
 use super::Store;
 
 /// owl's tables in the order their references need: each row's Job and Run first.
-const TABLES: [&str; 13] = [
+const TABLES: [&str; 14] = [
     "jobs",
     "job_deps",
     "runs",
@@ -20,6 +20,7 @@ const TABLES: [&str; 13] = [
     "machine_notes",
     "user_use",
     "user_use_folded",
+    "user_limited",
 ];
 
 /// The columns whose numbers PostgreSQL hands out: moved past the copied ones.

@@ -410,6 +410,8 @@ const MIGRATIONS: &[&str] = &[
     "#,
     // 28: the user's own use of each Account's Windows, by hour (see `user_use`).
     super::migrations::USER_USE,
+    // 29: the Window instances the user was limited by after owl's Runs used them.
+    super::migrations::USER_LIMITED,
 ];
 
 /// Migration 28, written alike for SQLite and PostgreSQL: the user's use of an Account's
@@ -430,6 +432,21 @@ pub(super) const USER_USE: &str = r#"
         percent     REAL NOT NULL,
         resets_at   TEXT,
         PRIMARY KEY (account, "window")
+    );
+    "#;
+
+/// Migration 29, written alike for SQLite and PostgreSQL: each Window instance the user
+/// reached 100% of in their day after owl's Runs had used some of it (one row an instance:
+/// when it was first seen full, and owl's points of it then).
+pub(super) const USER_LIMITED: &str = r#"
+    CREATE TABLE user_limited (
+        account    TEXT NOT NULL,
+        "window"   TEXT NOT NULL,
+        resets_at  TEXT NOT NULL,
+        at         TEXT NOT NULL,
+        percent    REAL NOT NULL,
+        owl_points REAL NOT NULL,
+        PRIMARY KEY (account, "window", resets_at)
     );
     "#;
 

@@ -98,6 +98,7 @@ const MIGRATIONS: &[&str] = &[
     "SELECT 1",
     // 28: the user's own use by hour (see SQLite's 28).
     super::migrations::USER_USE,
+    super::migrations::USER_LIMITED,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, its session

@@ -32,6 +32,9 @@ macro_rules! suite {
     };
 }
 
+mod user_use;
+use user_use::*;
+
 suite!(
     jobs_are_kept_listed_and_moved,
     a_job_after_others_is_released_when_they_are_done,
@@ -42,6 +45,7 @@ suite!(
     owls_share_is_kept_when_a_run_settles,
     the_open_jobs_are_counted_as_the_plan_reads_them,
     the_users_use_is_folded_by_hour_without_owls_runs,
+    a_window_owl_used_and_the_user_found_full_is_recorded_once,
 );
 
 fn at(s: &str) -> DateTime<Utc> {
@@ -518,81 +522,4 @@ fn the_open_jobs_are_counted_as_the_plan_reads_them(store: &mut Store) {
     let (counted, _) = counted_and_read(store);
     let g = (None, "queued", None, false, true);
     assert_eq!(counted.get(&g), Some(&1), "{counted:?}");
-}
-
-/// Issue 47: the day's figures folded into the user's use by hour, each tick from where the
-/// last stopped; the interval a Run of owl's was live in (on any machine sharing the store)
-/// says nothing of the user.
-fn the_users_use_is_folded_by_hour_without_owls_runs(store: &mut Store) {
-    let week = |percent: f64, observed: &str| Snapshot {
-        window: "seven_day".into(),
-        resets_at: Some(at("2026-12-04T00:00:00Z")),
-        source: SnapshotSource::Probe,
-        ..snapshot("seven_day", percent, observed)
-    };
-    let accounts = ["work".to_string()];
-    store
-        .insert_snapshots(&[
-            week(20.0, "2026-11-30T10:00:00Z"),
-            week(25.0, "2026-11-30T10:30:00Z"),
-        ])
-        .unwrap();
-    store
-        .fold_user_use(&accounts, at("2026-11-30T10:40:00Z"))
-        .unwrap();
-    // A Run of owl's from 11:00 to 12:10 (another machine's, say), then the day again.
-    store
-        .insert_job(&job("j", &[]), at("2026-11-30T10:50:00Z"))
-        .unwrap();
-    let run = store
-        .start_run(&start("j", at("2026-11-30T11:00:00Z")))
-        .unwrap()
-        .unwrap();
-    let finish = RunFinish {
-        outcome: Some(RunOutcome::Succeeded),
-        cause: Some(Cause::Job),
-        ..Default::default()
-    };
-    store
-        .finish_run(
-            run,
-            &finish,
-            JobState::Done,
-            None,
-            None,
-            at("2026-11-30T12:10:00Z"),
-        )
-        .unwrap();
-    store
-        .insert_snapshots(&[
-            week(40.0, "2026-11-30T11:30:00Z"),
-            week(41.0, "2026-11-30T12:30:00Z"),
-            week(44.0, "2026-11-30T13:00:00Z"),
-        ])
-        .unwrap();
-    store
-        .fold_user_use(&accounts, at("2026-11-30T13:10:00Z"))
-        .unwrap();
-    // Folding again finds nothing new: nothing counted twice.
-    store
-        .fold_user_use(&accounts, at("2026-11-30T13:20:00Z"))
-        .unwrap();
-    let hours = store
-        .user_use_since("work", "weekly", at("2026-11-30T00:00:00Z"))
-        .unwrap();
-    // 10:00: +5; 11:00 and 12:00 moved while the Run was live (12:30's move from 11:30
-    // spans its end): not the user's, not observed; 13:00: +3.
-    assert_eq!(
-        hours,
-        [
-            (at("2026-11-30T10:00:00Z"), 5.0),
-            (at("2026-11-30T13:00:00Z"), 3.0)
-        ]
-    );
-    // Pruned by age.
-    store.prune_user_use(at("2026-11-30T11:00:00Z")).unwrap();
-    let left = store
-        .user_use_since("work", "weekly", at("2026-11-30T00:00:00Z"))
-        .unwrap();
-    assert_eq!(left, [(at("2026-11-30T13:00:00Z"), 3.0)]);
 }

@@ -7,7 +7,7 @@ use super::engine::{params, Db};
 use super::{time_col, Store};
 use crate::clock::rfc3339;
 use crate::model::WindowKind;
-use crate::user_use::Figure;
+use crate::user_use::{Figure, UserLimited};
 
 /// A Run's start, and its end (`None`: live).
 type RunSpan = (DateTime<Utc>, Option<DateTime<Utc>>);
@@ -63,7 +63,24 @@ impl Store {
             return Ok(0);
         };
         let hours = crate::user_use::by_hour(before.as_ref(), &figures);
+        let limited = self.limited_by(account, window, &figures)?;
         self.write(|tx| {
+            for limit in &limited {
+                tx.execute(
+                    "INSERT INTO user_limited \
+                     (account, \"window\", resets_at, at, percent, owl_points) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                     ON CONFLICT (account, \"window\", resets_at) DO NOTHING",
+                    params![
+                        account,
+                        window,
+                        rfc3339(limit.resets_at),
+                        rfc3339(limit.at),
+                        limit.percent,
+                        limit.owl_points
+                    ],
+                )?;
+            }
             for (hour, points) in &hours {
                 tx.execute(
                     "INSERT INTO user_use (account, kind, hour, points) VALUES (?1, ?2, ?3, ?4) \
@@ -75,6 +92,57 @@ impl Store {
             mark(tx, account, window, &last)
         })?;
         Ok(hours.len())
+    }
+
+    /// The instances among `figures` the user found full (a figure of theirs at 100%) after
+    /// owl's Runs had used some of them.
+    fn limited_by(
+        &self,
+        account: &str,
+        window: &str,
+        figures: &[Figure],
+    ) -> Result<Vec<UserLimited>> {
+        let mut out: Vec<UserLimited> = Vec::new();
+        for f in figures.iter().filter(|f| !f.owl && f.percent >= 100.0) {
+            let Some(reset) = f.resets_at else { continue };
+            if out.iter().any(|l| l.resets_at == reset) {
+                continue;
+            }
+            let (owl_points, _) = self.instance_share(account, window, reset)?;
+            if owl_points > 0.0 {
+                out.push(UserLimited {
+                    window: window.to_string(),
+                    resets_at: reset,
+                    at: f.at,
+                    percent: f.percent,
+                    owl_points,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The Window instances the user was limited by after owl's Runs used them, seen full
+    /// from `since` on, oldest first.
+    pub(crate) fn user_limited_since(
+        &self,
+        account: &str,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<UserLimited>> {
+        self.db.query_map(
+            "SELECT \"window\", resets_at, at, percent, owl_points FROM user_limited \
+             WHERE account = ?1 AND at >= ?2 ORDER BY at",
+            params![account, rfc3339(since)],
+            |r| {
+                Ok(UserLimited {
+                    window: r.get(0)?,
+                    resets_at: time_col(r.get(1)?).unwrap_or_default(),
+                    at: time_col(r.get(2)?).unwrap_or_default(),
+                    percent: r.get(3)?,
+                    owl_points: r.get(4)?,
+                })
+            },
+        )
     }
 
     /// The last figure of a Window folded in already.
@@ -130,6 +198,10 @@ impl Store {
             return Ok(0);
         }
         self.write(|tx| {
+            tx.execute(
+                "DELETE FROM user_limited WHERE at < ?1",
+                params![rfc3339(before)],
+            )?;
             tx.execute(
                 "DELETE FROM user_use WHERE hour < ?1",
                 params![rfc3339(before)],

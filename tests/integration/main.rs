@@ -19,6 +19,7 @@ mod gemini;
 mod history;
 mod hostile;
 mod json_contract;
+mod learned;
 mod machines;
 mod morning;
 mod night;

@@ -41,6 +41,9 @@ pub(super) struct TickObserver<'a> {
     live: Option<super::live::LiveLine>,
     /// The Run's lease on a shared store, renewed while it goes on; `None` on SQLite.
     lease: Option<Lease>,
+    /// The Account's learned reserve in force: the bound at each response as it stands
+    /// then.
+    reserve: Option<crate::commands::reserve::Reserve>,
 }
 
 /// A live Run's lease: renewed every `every`, and given up before it expires when the
@@ -89,7 +92,13 @@ impl<'a> TickObserver<'a> {
             pending: Vec::new(),
             live: super::live::LiveLine::on_terminal(job_id, account),
             lease: None,
+            reserve: None,
         }
+    }
+
+    /// Keeps the learned reserve's bounds current at each response of the Run.
+    pub(super) fn keep_reserve(&mut self, reserve: Option<crate::commands::reserve::Reserve>) {
+        self.reserve = reserve;
     }
 
     /// Keeps the Run's lease on a shared store: renewed every sixth of its length (2 to
@@ -224,8 +233,12 @@ impl TickObserver<'_> {
                 }));
             }
         }
-        // The bound in force at this response: a Window that closes before the morning is
-        // held to the night ceiling, the one a Run opened after it to its own.
+        // The bound in force at this response: a learned reserve's as it stands now; a
+        // Window that closes before the morning is held to the night ceiling, the one a Run
+        // opened after it to its own.
+        if let (Some(reserve), Some(limits)) = (&self.reserve, self.limits.as_mut()) {
+            reserve.update(limits, &snapshots, now);
+        }
         let tonight = self.day.and_then(|day| {
             crate::morning::Tonight::of_day(day, self.limits.as_ref(), now, &chrono::Local)
         });

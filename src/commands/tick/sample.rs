@@ -10,6 +10,7 @@ pub(super) fn sample_the_day(ctx: &Ctx, only: Option<&str>, now: DateTime<Utc>) 
         return Ok(());
     };
     let views = super::super::plan::views_around(ctx, &store, now, &Default::default())?;
+    let mut sampled = Vec::new();
     for view in &views {
         if only.is_some_and(|name| name != view.name) || !can_probe(ctx, &view.name) {
             continue;
@@ -20,7 +21,12 @@ pub(super) fn sample_the_day(ctx: &Ctx, only: Option<&str>, now: DateTime<Utc>) 
         if usage::sample_due(in_day, view, ctx.config.sample_every, now) {
             tracing::debug!("{}: sampling the user's day", view.name);
             probe_account(ctx, &mut store, &view.name, now)?;
+            sampled.push(view.name.clone());
         }
+    }
+    // Folded at once: today's use counts at the next decision, not a tick later.
+    if !sampled.is_empty() {
+        store.fold_user_use(&sampled, now)?;
     }
     Ok(())
 }
