@@ -266,6 +266,17 @@ impl Reserve {
         text
     }
 
+    /// The user's use of a Window of `kind` forecast from `from` until `until`; `None` for
+    /// a kind the reserve does not learn.
+    pub(crate) fn forecast(&self, kind: WindowKind, from: DateTime<Utc>, until: DateTime<Utc>) -> Option<f64> {
+        let keeping = match kind {
+            WindowKind::FiveHour => &self.five,
+            WindowKind::Weekly => &self.week,
+            _ => return None,
+        };
+        Some(keeping.profile.forecast((from, until)))
+    }
+
     /// Keeps `limits` at the bounds in force at `now` for the five-hour and weekly Windows
     /// `snapshots` name: a Run's ceiling rises as the hours the user would have used pass.
     pub(crate) fn update(
@@ -281,6 +292,24 @@ impl Reserve {
             }
             if let Some(reset) = s.resets_at.filter(|r| *r > now) {
                 self.set(limits, kind, reset, now);
+            }
+        }
+    }
+}
+
+/// Puts on each Account's morning forecast what its learned reserve forecasts the user will
+/// use of each Window from the morning until the Window's reset.
+pub(super) fn forecast_the_morning(ctx: &Ctx, views: &mut [crate::schedule::AccountView]) {
+    for view in views {
+        let Some(reserve) = ctx.reserves.get(&view.name) else {
+            continue;
+        };
+        let Some((morning, windows)) = view.morning.as_mut() else {
+            continue;
+        };
+        for w in windows.iter_mut().filter(|w| !w.fresh) {
+            if let Some(reset) = w.resets_at {
+                w.your_use = reserve.forecast(WindowKind::of(&w.window), *morning, reset);
             }
         }
     }

@@ -205,7 +205,8 @@ fn run_at(
         let out = report(Vec::new(), &views, &plan, Vec::new(), Vec::new());
         return emit(ctx, json, &out, &views, now);
     };
-    let (views, plan) = super::plan::make_plan(ctx, &store, now)?;
+    let (mut views, plan) = super::plan::make_plan(ctx, &store, now)?;
+    super::reserve::forecast_the_morning(ctx, &mut views);
     let live = live_runs(ctx, &store, now)?;
     let machines = store
         .machines()?

@@ -18,6 +18,9 @@ pub(crate) struct MorningWindow {
     pub(crate) owl_points: Option<f64>,
     /// That cap (points).
     pub(crate) owl_cap: Option<f64>,
+    /// With a learned reserve in force: what the user is forecast to use of it from the
+    /// morning until its reset (points); `None` otherwise.
+    pub(crate) your_use: Option<f64>,
 }
 
 /// Each of `view`'s Windows with a figure as it will stand at `morning`: a Window that
@@ -46,6 +49,7 @@ pub(crate) fn at_morning(
                 ceiling: by_day,
                 owl_points: owl_cap.map(|_| view.owl_points(w)),
                 owl_cap,
+                your_use: None,
             }
         })
         .collect()
@@ -70,6 +74,9 @@ pub(crate) fn describe(morning: DateTime<Utc>, windows: &[MorningWindow]) -> Opt
             let mut notes = Vec::new();
             if let Some(c) = w.ceiling {
                 notes.push(format!("ceiling {}%", fmt_percent(c)));
+            }
+            if let Some(yours) = w.your_use {
+                notes.push(format!("your use until its reset {} pp", fmt_percent(yours)));
             }
             if let (Some(points), Some(cap)) = (w.owl_points, w.owl_cap) {
                 notes.push(format!(

@@ -118,6 +118,15 @@ fn a_learned_reserve_replaces_the_ceiling_after_enough_days_under_the_users_own(
         "week: ceiling 52%: 28 pp kept for you until Fri 00:00 (P90 of your use over 2 days) \
          + 7 pp you run ahead of your usual today + 13 pp margin"
     );
+    // The morning forecast says what the user will use of the week from Tuesday 07:00 to
+    // its reset (10:00 and 11:00 of Tuesday to Thursday: 21 pp); the five hours are fresh.
+    let status = env.status();
+    let morning = &status["accounts"][0]["morning"]["windows"];
+    let week = morning.as_array().unwrap().iter().find(|w| w["window"] == "seven_day");
+    assert_eq!(week.map(|w| w["your_use"].clone()), Some(21.0.into()), "{status}");
+    let text = env.owl().arg("status").output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("your use until its reset 21 pp"), "{text}");
     // At 60% of the week a Job waits where no ceiling was configured at all.
     std::fs::write(
         &env.usage,
