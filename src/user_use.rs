@@ -24,22 +24,40 @@ pub(crate) struct Figure {
     pub(crate) owl: bool,
 }
 
-/// The user's use in each hour the figures observe: `(the hour's start, points)`, in order,
-/// one entry an hour (0 where the Window did not move; none where only owl's Runs moved it). `before`
-/// is the last figure folded already, the start of the first pair.
-pub(crate) fn by_hour(before: Option<&Figure>, figures: &[Figure]) -> Vec<(DateTime<Utc>, f64)> {
-    let mut hours: Vec<(DateTime<Utc>, f64)> = Vec::new();
+/// What the kind of owl's own use by hour starts with in the store (`owl_weekly`): kept
+/// beside the user's, for the report to draw them side by side.
+pub(crate) const OWLS: &str = "owl_";
+
+/// The use in each hour the figures observe, the user's and owl's apart.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Hours {
+    /// `(the hour's start, points)`, in order, one entry an hour (0 where the Window did not
+    /// move; none where only owl's Runs moved it).
+    pub(crate) users: Vec<(DateTime<Utc>, f64)>,
+    /// The same of owl's Runs (the user's use beside a Run counted as owl's).
+    pub(crate) owls: Vec<(DateTime<Utc>, f64)>,
+}
+
+/// The use in each hour the figures observe. `before` is the last figure folded already,
+/// the start of the first pair.
+pub(crate) fn by_hour(before: Option<&Figure>, figures: &[Figure]) -> Hours {
+    let mut hours = Hours::default();
     let all: Vec<&Figure> = before.into_iter().chain(figures).collect();
     for pair in all.windows(2) {
         let (a, b) = (pair[0], pair[1]);
         // A move of owl's tells nothing of the user (their use beside it is owl's).
-        let Some(points) = users_move(a, b) else {
+        let Some(points) = moved(a, b) else {
             continue;
         };
+        let side = if b.owl {
+            &mut hours.owls
+        } else {
+            &mut hours.users
+        };
         let hour = hour_of(b.at);
-        match hours.last_mut() {
+        match side.last_mut() {
             Some((h, p)) if *h == hour => *p += points,
-            _ => hours.push((hour, points)),
+            _ => side.push((hour, points)),
         }
     }
     hours
@@ -49,10 +67,10 @@ pub(crate) fn by_hour(before: Option<&Figure>, figures: &[Figure]) -> Vec<(DateT
 /// gap (the machine asleep, a night without a tick) says what was used, not when.
 pub(crate) const MAX_PAIR_SPAN: Duration = Duration::hours(2);
 
-/// The user's part of the move from `a` to `b`; `None` when the move is owl's (a Run was
-/// live) or cannot be placed (a figure naming no instance, or too long after `a`).
-fn users_move(a: &Figure, b: &Figure) -> Option<f64> {
-    if b.owl || b.at - a.at > MAX_PAIR_SPAN {
+/// The move from `a` to `b`; `None` when it cannot be placed (a figure naming no
+/// instance, or too long after `a`).
+fn moved(a: &Figure, b: &Figure) -> Option<f64> {
+    if b.at - a.at > MAX_PAIR_SPAN {
         return None;
     }
     match (a.resets_at, b.resets_at) {
@@ -274,12 +292,17 @@ mod tests {
         ];
         let before = fig("2026-11-30T09:50:00Z", 7.0, reset, false);
         assert_eq!(
-            by_hour(Some(&before), &figures),
+            by_hour(Some(&before), &figures).users,
             [
                 (t("2026-11-30T10:00:00Z"), 7.0),
                 (t("2026-11-30T11:00:00Z"), 0.0),
                 (t("2026-11-30T12:00:00Z"), 3.0),
             ]
+        );
+        // owl's, apart: 14 to 30 at 11:40.
+        assert_eq!(
+            by_hour(Some(&before), &figures).owls,
+            [(t("2026-11-30T11:00:00Z"), 16.0)]
         );
     }
 
@@ -290,7 +313,7 @@ mod tests {
             fig("2026-11-30T15:20:00Z", 6.0, "2026-11-30T20:00:00Z", false),
         ];
         assert_eq!(
-            by_hour(None, &figures),
+            by_hour(None, &figures).users,
             [(t("2026-11-30T15:00:00Z"), 6.0)],
             "the first figure starts the pairs; the second is the new instance's"
         );
@@ -308,7 +331,7 @@ mod tests {
         ];
         // 11:00 to 14:00 are unknown, not 0; 15:00 is observed, at 0.
         assert_eq!(
-            by_hour(None, &figures),
+            by_hour(None, &figures).users,
             [
                 (t("2026-11-30T10:00:00Z"), 1.0),
                 (t("2026-11-30T15:00:00Z"), 0.0)
@@ -394,7 +417,7 @@ mod tests {
             fig("2026-12-02T06:10:00Z", 2.0, "2026-12-09T05:00:00Z", false),
         ];
         assert_eq!(
-            by_hour(None, &figures),
+            by_hour(None, &figures).users,
             [
                 (t("2026-11-30T10:00:00Z"), 1.0),
                 (t("2026-11-30T11:00:00Z"), 2.0),

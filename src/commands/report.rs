@@ -1,7 +1,9 @@
 //! `owl report`: the night at a glance — every Job a Run touched, and each Account's utilization across the period against its ceiling, with the Runs' spans and stops; as text, JSON or one self-contained HTML page.
 
+mod by_hour;
 mod chart;
 mod html;
+mod text;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -119,6 +121,8 @@ pub(super) struct AccountReport {
     #[serde(skip)]
     pub(crate) night: Option<(f64, Vec<Night>)>,
     pub(crate) runs: Vec<RunReport>,
+    /// Your use and owl's of the week, by hour, where observed.
+    pub(crate) by_hour: Vec<by_hour::HourUse>,
 }
 
 /// One night, from the day's end to the morning.
@@ -185,7 +189,7 @@ pub(super) fn run(ctx: &Ctx, args: &ReportArgs) -> Result<u8> {
     if args.json {
         print_json(&report)?;
     } else if args.html.is_none() {
-        print_text(&report);
+        text::print_text(&report);
     }
     Ok(0)
 }
@@ -266,6 +270,7 @@ fn empty(ctx: &Ctx, since: DateTime<Utc>, until: DateTime<Utc>) -> Report {
             owl_share: Vec::new(),
             night: None,
             runs: Vec::new(),
+            by_hour: Vec::new(),
         })
         .collect();
     Report {
@@ -475,6 +480,7 @@ fn account_report(
             .filter(|r| r.account == name)
             .map(run_report)
             .collect(),
+        by_hour: by_hour::of(store, name, (since, until))?,
     })
 }
 
@@ -520,121 +526,6 @@ fn run_report(r: &Run) -> RunReport {
     }
 }
 
-/// One Job of the report as text: its state, branch, cost, Runs and next step.
-fn print_job(job: &JobReport) {
-    outln!();
-    let name = job
-        .name
-        .as_deref()
-        .filter(|n| *n != job.id)
-        .map(|n| format!(" ({n})"))
-        .unwrap_or_default();
-    let reason = job
-        .reason
-        .as_deref()
-        .map(|r| format!(" — {r}"))
-        .unwrap_or_default();
-    let verified = if job.verified { " (verified)" } else { "" };
-    outln!("Job {}{name}: {}{verified}{reason}", job.id, job.state);
-    if let Some(check) = &job.check {
-        outln!("  check: {}", crate::model::command_line(check));
-    }
-    if !job.after.is_empty() {
-        outln!("  after: {}", job.after.join(", "));
-    }
-    if let Some(used) = &job.owl_share_said {
-        outln!("  owl's share: {used}");
-    }
-    if let Some(commits) = job.commits {
-        outln!(
-            "  {}: {commits} commit{}, {} file{} changed, +{} -{}",
-            job.branch,
-            if commits == 1 { "" } else { "s" },
-            job.files_changed.unwrap_or(0),
-            if job.files_changed == Some(1) {
-                ""
-            } else {
-                "s"
-            },
-            job.insertions.unwrap_or(0),
-            job.deletions.unwrap_or(0)
-        );
-    }
-    let left = job
-        .budget_left_usd
-        .map(|b| format!(", ${b:.2} of its budget left"))
-        .unwrap_or_default();
-    outln!("  cost ${:.2}{left}", job.cost_usd);
-    for r in &job.runs {
-        let outcome = r.outcome.as_deref().unwrap_or("running");
-        let why = r
-            .stop_reason
-            .as_deref()
-            .map(|s| format!(" ({s})"))
-            .unwrap_or_default();
-        outln!(
-            "  run {} on {} at {}: {outcome}{why}",
-            r.id,
-            r.account,
-            local_hm(r.started_at)
-        );
-        if let Some(note) = &r.note {
-            outln!("    note: {note}");
-        }
-        if let Some(said) = &r.check_said {
-            outln!("    check: {said}");
-        }
-    }
-    for d in &job.denied_tools {
-        outln!("  denied: {} {}", d.tool_name, d.detail);
-    }
-    match &job.next_step {
-        Some(next) => outln!("  next: {next}"),
-        None => outln!("  next: none (no Handoff yet)"),
-    }
-}
-
-fn print_text(report: &Report) {
-    let colour = crate::output::colour();
-    let (since, until) =
-        crate::clock::span_ends(report.since, report.until, &chrono::Local, "%a %H:%M");
-    outln!("owl report: {since} → {until}");
-    outln!("{}", report.summary);
-    for job in &report.jobs {
-        print_job(job);
-    }
-    for account in &report.accounts {
-        outln!();
-        outln!("Account {}", account.name);
-        for line in chart::account_rows(account, report.since, report.until, colour) {
-            outln!("  {line}");
-        }
-        for share in &account.owl_share {
-            outln!("  {}", share_said(share));
-        }
-    }
-}
-
-/// "owl used 18 pp of seven_day, the rest (29 pp) was yours".
-fn share_said(s: &AccountShare) -> String {
-    let pct = crate::text::fmt_percent;
-    let rest = (s.percent - s.points).max(0.0);
-    match s.upper_bound {
-        false => format!(
-            "owl used {} pp of {}, the rest ({} pp) was yours",
-            pct(s.points),
-            s.window,
-            pct(rest)
-        ),
-        true => format!(
-            "owl used at most {} pp of {}, at least {} pp was yours",
-            pct(s.points),
-            s.window,
-            pct(rest)
-        ),
-    }
-}
-
 /// The Windows an Account's limits put a ceiling on by name (a per-model week is named
 /// only once observed).
 fn configured_windows(limits: Option<&crate::config::Limits>) -> Vec<&'static str> {
@@ -649,11 +540,6 @@ fn configured_windows(limits: Option<&crate::config::Limits>) -> Vec<&'static st
         names.push("seven_day");
     }
     names
-}
-
-/// A time as the reader's clock shows it: `Mon 22:05`.
-fn local_hm(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Local).format("%a %H:%M").to_string()
 }
 
 #[cfg(test)]

@@ -268,7 +268,12 @@ impl Reserve {
 
     /// The user's use of a Window of `kind` forecast from `from` until `until`; `None` for
     /// a kind the reserve does not learn.
-    pub(crate) fn forecast(&self, kind: WindowKind, from: DateTime<Utc>, until: DateTime<Utc>) -> Option<f64> {
+    pub(crate) fn forecast(
+        &self,
+        kind: WindowKind,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Option<f64> {
         let keeping = match kind {
             WindowKind::FiveHour => &self.five,
             WindowKind::Weekly => &self.week,

@@ -76,7 +76,10 @@ pub(crate) fn describe(morning: DateTime<Utc>, windows: &[MorningWindow]) -> Opt
                 notes.push(format!("ceiling {}%", fmt_percent(c)));
             }
             if let Some(yours) = w.your_use {
-                notes.push(format!("your use until its reset {} pp", fmt_percent(yours)));
+                notes.push(format!(
+                    "your use until its reset {} pp",
+                    fmt_percent(yours)
+                ));
             }
             if let (Some(points), Some(cap)) = (w.owl_points, w.owl_cap) {
                 notes.push(format!(

@@ -7,7 +7,7 @@ use super::engine::{params, Db};
 use super::{time_col, Store};
 use crate::clock::rfc3339;
 use crate::model::WindowKind;
-use crate::user_use::{Figure, UserLimited};
+use crate::user_use::{Figure, UserLimited, OWLS};
 
 /// A Run's start, and its end (`None`: live).
 type RunSpan = (DateTime<Utc>, Option<DateTime<Utc>>);
@@ -81,17 +81,21 @@ impl Store {
                     ],
                 )?;
             }
-            for (hour, points) in &hours {
-                tx.execute(
-                    "INSERT INTO user_use (account, kind, hour, points) VALUES (?1, ?2, ?3, ?4) \
-                     ON CONFLICT (account, kind, hour) DO UPDATE \
-                     SET points = user_use.points + excluded.points",
-                    params![account, kind, rfc3339(*hour), *points],
-                )?;
+            let owls = format!("{OWLS}{kind}");
+            let sides = [(kind, &hours.users), (owls.as_str(), &hours.owls)];
+            for (kind, hours) in sides {
+                for (hour, points) in hours {
+                    tx.execute(
+                        "INSERT INTO user_use (account, kind, hour, points) \
+                         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (account, kind, hour) DO UPDATE \
+                         SET points = user_use.points + excluded.points",
+                        params![account, kind, rfc3339(*hour), *points],
+                    )?;
+                }
             }
             mark(tx, account, window, &last)
         })?;
-        Ok(hours.len())
+        Ok(hours.users.len() + hours.owls.len())
     }
 
     /// The instances among `figures` the user found full (a figure of theirs at 100%) after

@@ -122,8 +122,16 @@ fn a_learned_reserve_replaces_the_ceiling_after_enough_days_under_the_users_own(
     // its reset (10:00 and 11:00 of Tuesday to Thursday: 21 pp); the five hours are fresh.
     let status = env.status();
     let morning = &status["accounts"][0]["morning"]["windows"];
-    let week = morning.as_array().unwrap().iter().find(|w| w["window"] == "seven_day");
-    assert_eq!(week.map(|w| w["your_use"].clone()), Some(21.0.into()), "{status}");
+    let week = morning
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["window"] == "seven_day");
+    assert_eq!(
+        week.map(|w| w["your_use"].clone()),
+        Some(21.0.into()),
+        "{status}"
+    );
     let text = env.owl().arg("status").output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("your use until its reset 21 pp"), "{text}");
@@ -190,11 +198,13 @@ fn a_day_owl_left_you_short_is_shown_and_grows_the_margin() {
     let accounts = env.accounts_block(&["work"]);
     env.write_config(&config(&accounts, "    learnedReserve: {minDays: 1}\n"));
     a_monday_of_use(&mut env);
-    // Monday 30 November, 03:00: 10% of the five hours before a Run of owl's, 41% during.
+    // Monday 30 November: 10% of the five hours at 02:50, before a Run of owl's at 03:00;
+    // 41% during it.
     let five = "2026-11-30T08:00:00.000Z";
-    env.now = "2026-11-30T03:00:00Z".into();
+    env.now = "2026-11-30T02:50:00Z".into();
     std::fs::write(&env.usage, usage((10.0, five), (20.0, WEEK))).unwrap();
     env.owl().args(["probe", "work"]).assert().success();
+    env.now = "2026-11-30T03:00:00Z".into();
     std::fs::write(&env.usage, usage((41.0, five), (22.0, WEEK))).unwrap();
     env.script(&done_script("success.jsonl", 0));
     env.add("Use the night");
@@ -218,6 +228,46 @@ fn a_day_owl_left_you_short_is_shown_and_grows_the_margin() {
     assert!(
         text.contains("you were limited: Mon 07:20: five_hour at 100%, owl used 31 pp of it"),
         "{text}"
+    );
+    // The report draws the user's hours beside owl's: Monday 23's 10:00 and 11:00 were
+    // the user's; owl's Run moved the week by 2 at 03:00 today.
+    let report = env
+        .owl()
+        .args(["report", "--json", "--since", "8d"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let hours = &report["accounts"][0]["by_hour"];
+    let hour = |at: &str| {
+        hours
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["hour"] == at)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {at} in {hours}"))
+    };
+    assert_eq!(hour("2026-11-23T10:00:00Z")["yours"], 5.0);
+    assert_eq!(hour("2026-11-30T03:00:00Z")["owls"], 2.0);
+    assert!(hour("2026-11-30T03:00:00Z")["yours"].is_null());
+    let text = env
+        .owl()
+        .args(["report", "--since", "8d"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Mon 10:00: you 5 pp"), "{text}");
+    assert!(text.contains("Mon 03:00: owl 2 pp"), "{text}");
+    let page = env.dir.path().join("report.html");
+    env.owl()
+        .args(["report", "--since", "8d", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        page.contains("<caption>Your use and owl's of the week by hour"),
+        "{page}"
     );
     // The margin grew by 5 pp after it: the week keeps 18, not 13.
     let week = line(&reserve(&env), "week").to_string();

@@ -179,6 +179,7 @@ mod tests {
             windows: vec![s],
             owl_share: Vec::new(),
             night: None,
+            by_hour: Vec::new(),
             runs: vec![RunReport {
                 id: 1,
                 job_id: "j".into(),

@@ -24,7 +24,8 @@ td,th{border-bottom:1px solid #d0d7de;padding:.3em .5em;text-align:left;vertical
 .ceiling{stroke:#cf222e;stroke-width:2;stroke-dasharray:8 5}.night{stroke:#8250df;stroke-width:2;stroke-dasharray:3 3}.morning{stroke:#bf8700;stroke-width:2}.reset{stroke:#656d76;stroke-dasharray:2 4}\
 .run{fill:#8c959f;stroke:#fff;stroke-width:1}.run.stopped{fill:#cf222e}.run.cancelled{fill:#fff;stroke:#656d76;stroke-width:2}.axis{stroke:#d0d7de}text{font:12px system-ui,sans-serif;fill:#656d76}\
 .legend{display:flex;flex-wrap:wrap;gap:.2em 1.4em}.legend span{white-space:nowrap}.legend span.share{white-space:normal}.legend i{display:inline-block;width:1.6em;height:.25em;vertical-align:middle;margin-right:.4em}\
-details summary{cursor:pointer}@media print{body{margin:0}}";
+details summary{cursor:pointer}@media print{body{margin:0}}\
+.by-hour{width:auto;margin-top:.8em}.by-hour caption{text-align:left;color:#656d76}.bar{display:inline-block;height:.7em}.bar.yours{background:#0969da}.bar.owls{background:#8c959f}";
 
 /// One Run of a Job's cell: how it ended, what owl noted, what its check found.
 fn run_line(r: &super::RunReport, local: &dyn Fn(&DateTime<Utc>) -> String) -> String {
@@ -94,6 +95,7 @@ pub(super) fn page(report: &Report, offset: &FixedOffset) -> String {
         out.push_str(&format!("<h2>Account {}</h2>\n", esc(&account.name)));
         out.push_str(&legend(account, &(report.since..=report.until)));
         out.push_str(&chart(account, &scale, &local));
+        out.push_str(&super::by_hour::table(&account.by_hour, &local));
     }
     out.push_str(&jobs_table(report, &local));
     out.push_str("</body></html>\n");
@@ -203,7 +205,7 @@ fn legend(account: &AccountReport, period: &std::ops::RangeInclusive<DateTime<Ut
         .map(|s| {
             format!(
                 "<span class=\"share\">{}</span>",
-                esc(&super::share_said(s))
+                esc(&super::text::share_said(s))
             )
         })
         .collect();

@@ -73,6 +73,17 @@ pub(super) fn the_users_use_is_folded_by_hour_without_owls_runs(store: &mut Stor
             (at("2026-11-30T13:00:00Z"), 3.0)
         ]
     );
+    // owl's own, apart: 25 to 40 by 11:30, 41 by 12:30.
+    let owls = store
+        .user_use_since("work", "owl_weekly", at("2026-11-30T00:00:00Z"))
+        .unwrap();
+    assert_eq!(
+        owls,
+        [
+            (at("2026-11-30T11:00:00Z"), 15.0),
+            (at("2026-11-30T12:00:00Z"), 1.0)
+        ]
+    );
     // Pruned by age.
     store.prune_user_use(at("2026-11-30T11:00:00Z")).unwrap();
     let left = store
