@@ -13,16 +13,20 @@ pub(crate) const MARGIN_GROWTH: f64 = 5.0;
 /// The most the margin grows by, however many such days there were.
 pub(crate) const MARGIN_GROWTH_MAX: f64 = 20.0;
 
-/// The user's use by hour of the week, as a quantile of the weeks observed: what a forecast
-/// sums. Hours are the user's local ones (`tz`), so a change of clocks moves them with the
-/// user.
+/// The user's use by hour, as observed, and its quantiles by hour of the week: what a
+/// forecast is made of. Hours are the user's local ones (`tz`), so a change of clocks moves
+/// them with the user.
 #[derive(Debug, Clone)]
 pub(crate) struct Profile<Tz: TimeZone> {
-    /// The quantile of each (weekday from Monday, hour) observed.
+    /// Each observed hour's points.
+    observed: BTreeMap<DateTime<Utc>, f64>,
+    /// The quantile of each (weekday from Monday, hour) observed: for an hour of a past week
+    /// that was not.
     of_week: BTreeMap<(u32, u32), f64>,
     /// The quantile of each hour of the day observed, over every day: for an hour of the
     /// week never observed.
     of_day: BTreeMap<u32, f64>,
+    q: f64,
     tz: Tz,
 }
 
@@ -38,30 +42,77 @@ impl<Tz: TimeZone> Profile<Tz> {
         }
         let quantile = |values: Vec<f64>| spread(values, q).map_or(0.0, |s| s.quantile);
         Profile {
+            observed: history.iter().copied().collect(),
             of_week: of_week.into_iter().map(|(k, v)| (k, quantile(v))).collect(),
             of_day: of_day.into_iter().map(|(k, v)| (k, quantile(v))).collect(),
+            q,
             tz,
         }
     }
 
-    /// The user's use forecast from `from` to `until`, hour by hour: the hour of the
-    /// week's quantile; an hour of the week never observed takes its hour of the day's; an
-    /// hour of the day never observed (the night, which owl works in and does not sample)
-    /// counts 0, its Windows kept by the night ceiling.
+    /// The user's use forecast from `from` to `until`: the quantile, over the past weeks,
+    /// of what the user used in the same span of each (the same local hours a week, two
+    /// weeks… before), a week counted where any hour of its span was observed. An hour of
+    /// such a span not observed takes its hour of the week's quantile, else its hour of the
+    /// day's; an hour never observed at all (the night, which owl works in and does not
+    /// sample) counts 0, its Windows kept by the night ceiling. With no week observed in
+    /// the span, the same fill alone is the forecast.
+    ///
+    /// A quantile of the spans' totals, not a total of each hour's quantile: one heavy day a
+    /// week falls on a different day each week, and the total of each hour's P90 would keep
+    /// a heavy day for every day.
     pub(crate) fn forecast(&self, (from, until): (DateTime<Utc>, DateTime<Utc>)) -> f64 {
-        let mut total = 0.0;
-        let mut hour = hour_of(from);
-        while hour < until {
-            let key = week_hour(hour, &self.tz);
-            total += self
-                .of_week
-                .get(&key)
-                .or_else(|| self.of_day.get(&key.1))
-                .copied()
-                .unwrap_or(0.0);
-            hour += Duration::hours(1);
+        let hours = hours_between(hour_of(from), until);
+        let Some(earliest) = self.observed.keys().next().copied() else {
+            return 0.0;
+        };
+        let mut totals = Vec::new();
+        for weeks in 1.. {
+            let shifted: Vec<DateTime<Utc>> = hours
+                .iter()
+                .filter_map(|h| self.weeks_before(*h, weeks))
+                .collect();
+            if shifted.last().is_none_or(|last| *last < earliest) {
+                break;
+            }
+            if shifted.iter().any(|h| self.observed.contains_key(h)) {
+                totals.push(shifted.iter().map(|h| self.points(*h)).sum::<f64>());
+            }
         }
+        let total = match spread(totals, self.q) {
+            Some(s) => s.quantile,
+            None => hours.iter().map(|h| self.filled(*h)).sum(),
+        };
         crate::model::round_percent(total)
+    }
+
+    /// The hour `weeks` weeks before `hour` by the user's clock; `None` for a local time
+    /// that did not exist then (skipped by a change of clocks).
+    fn weeks_before(&self, hour: DateTime<Utc>, weeks: i64) -> Option<DateTime<Utc>> {
+        let local = hour.with_timezone(&self.tz).naive_local() - Duration::weeks(weeks);
+        self.tz
+            .from_local_datetime(&local)
+            .earliest()
+            .map(|t| t.with_timezone(&Utc))
+    }
+
+    /// An hour's points: as observed, else filled.
+    fn points(&self, hour: DateTime<Utc>) -> f64 {
+        self.observed
+            .get(&hour)
+            .copied()
+            .unwrap_or_else(|| self.filled(hour))
+    }
+
+    /// The points of an hour not observed: its hour of the week's quantile, else its hour
+    /// of the day's, else 0.
+    fn filled(&self, hour: DateTime<Utc>) -> f64 {
+        let key = week_hour(hour, &self.tz);
+        self.of_week
+            .get(&key)
+            .or_else(|| self.of_day.get(&key.1))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// How far the user's use today (local) runs ahead of the forecast for the hours of
@@ -77,6 +128,17 @@ impl<Tz: TimeZone> Profile<Tz> {
         let expected = self.forecast((today, hour_of(now) + Duration::hours(1)));
         crate::model::round_percent((used - expected).max(0.0))
     }
+}
+
+/// The start of each hour from `from` (an hour's start) to `until`.
+fn hours_between(from: DateTime<Utc>, until: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let mut hours = Vec::new();
+    let mut hour = from;
+    while hour < until {
+        hours.push(hour);
+        hour += Duration::hours(1);
+    }
+    hours
 }
 
 /// The (weekday from Monday, hour) of `t` in `tz`.

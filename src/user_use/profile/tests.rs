@@ -196,3 +196,29 @@ fn the_margin_grows_with_each_day_the_user_was_limited_up_to_a_most() {
         crate::morning::LARGEST_RESPONSE_MOVE + MARGIN_GROWTH_MAX
     );
 }
+
+#[test]
+fn a_heavy_day_that_moves_each_week_is_kept_once_a_week_not_every_day() {
+    // Four weeks from Monday 2 November: 4 points at 10:00 each weekday, and one day a week
+    // at 8, a different day each week; the weekends' 10:00 observed unused.
+    let mut history = Vec::new();
+    for week in 0..4 {
+        for day in 0..7 {
+            let at = t("2026-11-02T10:00:00Z") + Duration::weeks(week) + Duration::days(day);
+            let points = match day {
+                5 | 6 => 0.0,
+                _ if day == week => 8.0,
+                _ => 4.0,
+            };
+            history.push((at, points));
+        }
+    }
+    let profile = Profile::learn(&history, Utc, 0.9);
+    // The week from Monday 30 November: each past week came to 24; a total of each hour's
+    // P90 (8 on every weekday) would keep 40.
+    let monday = t("2026-11-30T00:00:00Z");
+    assert_eq!(
+        profile.forecast((monday, monday + Duration::weeks(1))),
+        24.0
+    );
+}
