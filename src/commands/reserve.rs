@@ -73,7 +73,7 @@ pub(super) fn in_force(ctx: &Ctx, now: DateTime<Utc>) -> Result<Option<InForce>>
                 let mut limits = account.limits.unwrap_or_default();
                 let words = reserve.apply(&mut limits, resets, now);
                 account.limits = Some(limits);
-                out.ctx.reserves.insert(name.clone(), reserve);
+                out.ctx.reserves.insert(name.clone(), *reserve);
                 words
             }
         };
@@ -89,7 +89,7 @@ enum Learned {
     TooFew {
         days: usize,
     },
-    Enough(Reserve),
+    Enough(Box<Reserve>),
 }
 
 /// Learns an Account's reserve from its user's hours since `since`.
@@ -122,7 +122,7 @@ fn learn(
             profile,
         }
     };
-    Ok(Learned::Enough(Reserve {
+    Ok(Learned::Enough(Box::new(Reserve {
         five: keeping(&five),
         week: keeping(&week),
         margin: crate::user_use::margin(limited),
@@ -131,7 +131,7 @@ fn learn(
         quantile: q,
         days,
         configured: None,
-    }))
+    })))
 }
 
 /// A learned reserve in force for one Account: what it keeps of its five-hour and weekly
