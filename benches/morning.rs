@@ -12,13 +12,15 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "common/world.rs"]
+mod world;
+
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
 use support::TestEnv;
+use world::{at, iso, World, SCRIPT, WORLDS};
 
-/// A Run's work before it hands off: 24 steps of five simulated minutes.
-const SCRIPT: &str = "read-prompt\nplan-work 24\nwrite .owl/handoff.md status: continue\\n\\nMore to do.\\n\ncommit owl handoff\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n";
 /// The first night starts Monday 22:00; the week resets early on Thursday morning.
 const FIRST_EVENING: &str = "2026-11-30T22:00:00Z";
 const WEEK_RESET: &str = "2026-12-03T05:00:00Z";
@@ -28,26 +30,6 @@ const USER_WEEK_PER_DAY: f64 = 4.0;
 const NIGHTS: i64 = 7;
 /// How often the timer starts a tick, in simulated minutes.
 const TIMER_MINUTES: i64 = 10;
-
-/// A world: what an hour of agent work costs of the five-hour window and of the week.
-struct World {
-    name: &'static str,
-    five_per_hour: f64,
-    week_per_hour: f64,
-}
-
-const WORLDS: [World; 2] = [
-    World {
-        name: "the five-hour window binds",
-        five_per_hour: 20.0,
-        week_per_hour: 1.0,
-    },
-    World {
-        name: "the week binds",
-        five_per_hour: 10.0,
-        week_per_hour: 3.0,
-    },
-];
 
 /// What a week of nights came to.
 struct Week {
@@ -91,14 +73,6 @@ fn main() {
             ninety.agent_hours / fixed.agent_hours
         );
     }
-}
-
-fn at(s: &str) -> DateTime<Utc> {
-    s.parse().unwrap()
-}
-
-fn iso(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// One week of nights under `schedule` (empty: the static ceilings, no morning known), the

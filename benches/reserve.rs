@@ -12,13 +12,19 @@
 #[allow(dead_code)]
 mod support;
 
+#[path = "common/world.rs"]
+mod world;
+
+#[path = "../tests/fake-agent/plan.rs"]
+#[allow(dead_code)]
+mod plan;
+
 use chrono::{DateTime, Duration, Timelike, Utc};
 use serde_json::{json, Value};
 
 use support::TestEnv;
+use world::{at, iso, World, SCRIPT, WORLDS};
 
-/// A Run's work before it hands off: 24 steps of five simulated minutes.
-const SCRIPT: &str = "read-prompt\nplan-work 24\nwrite .owl/handoff.md status: continue\\n\\nMore to do.\\n\ncommit owl handoff\nreplay success.jsonl\nwait-stdin-eof\nexit 0\n";
 /// The measured weeks start on a Monday; the four before it are the user's history, sampled
 /// by idle ticks in the day (owl samples whether a reserve is on or not).
 const START: &str = "2026-11-02T00:00:00Z";
@@ -30,26 +36,6 @@ const DAY_STEP: i64 = 30;
 /// The margin every bound keeps (the largest move of one response) and the night ceiling.
 const MARGIN: f64 = 13.0;
 const NIGHT_MAX: f64 = 85.0;
-
-/// A world: what an hour of agent work costs of the five-hour window and of the week.
-struct World {
-    name: &'static str,
-    five_per_hour: f64,
-    week_per_hour: f64,
-}
-
-const WORLDS: [World; 2] = [
-    World {
-        name: "the five-hour window binds",
-        five_per_hour: 20.0,
-        week_per_hour: 1.0,
-    },
-    World {
-        name: "the week binds",
-        five_per_hour: 10.0,
-        week_per_hour: 3.0,
-    },
-];
 
 /// A user: their weekday's use of the week (points), a weekend day's, what an hour of their
 /// work costs of the five-hour window, and the hours they work (local, each a whole hour).
@@ -176,14 +162,6 @@ fn main() {
     }
 }
 
-fn at(s: &str) -> DateTime<Utc> {
-    s.parse().unwrap()
-}
-
-fn iso(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 /// A small seeded generator (xorshift64*): the same user every run.
 struct Seeded(u64);
 
@@ -230,30 +208,13 @@ fn user_days(user: &User, weeks: i64) -> Vec<(DateTime<Utc>, Want)> {
     out
 }
 
-/// The plan's state, as the fake agent keeps it: a window past its reset is closed, a week
-/// past its reset starts again from 0.
-fn rolled(mut state: Value, t: DateTime<Utc>) -> Value {
-    let t = t.timestamp();
-    if state["five_hour"]["resets_at"]
-        .as_i64()
-        .is_some_and(|r| r <= t)
-    {
-        state["five_hour"] = json!({"resets_at": null, "used": 0.0});
-    }
-    while state["week"]["resets_at"].as_i64().is_some_and(|r| r <= t) {
-        let next = state["week"]["resets_at"].as_i64().unwrap() + 7 * 86_400;
-        state["week"] = json!({"resets_at": next, "used": 0.0});
-    }
-    state
-}
-
 /// Spends the user's wish at `t` on the plan; the minutes they were limited (a Window at 100%
 /// kept some of it from them).
 fn spend(plan: &std::path::Path, t: DateTime<Utc>, want: Want) -> i64 {
     if want.five == 0.0 && want.week == 0.0 {
         return 0;
     }
-    let mut state = rolled(read(plan), t);
+    let mut state = plan::rolled(read(plan), t.timestamp());
     if state["five_hour"]["resets_at"].is_null() {
         state["five_hour"]["resets_at"] = json!((t + Duration::hours(5)).timestamp());
     }
@@ -365,7 +326,7 @@ fn oracle_config(
     t: DateTime<Utc>,
     wants: &[(DateTime<Utc>, Want)],
 ) -> String {
-    let state = rolled(read(plan), t);
+    let state = plan::rolled(read(plan), t.timestamp());
     let until = |window: &str, default: DateTime<Utc>| {
         state[window]["resets_at"]
             .as_i64()

@@ -36,8 +36,8 @@ fn iso(t: i64) -> String {
 }
 
 /// The state as of `t`: a five-hour window past its reset is closed (none open), a week past
-/// its reset starts again from 0.
-fn rolled(mut state: Value, t: i64) -> Value {
+/// its reset starts again from 0. (The learned reserve's bench rolls the user's day with it.)
+pub fn rolled(mut state: Value, t: i64) -> Value {
     if state["five_hour"]["resets_at"]
         .as_i64()
         .is_some_and(|r| r <= t)
