@@ -15,6 +15,7 @@ mod disk;
 mod driver;
 mod error;
 mod handoff;
+mod journal;
 mod lock;
 mod model;
 mod morning;
@@ -93,7 +94,8 @@ pub fn run() -> ExitCode {
             });
         }
     };
-    init_tracing();
+    let journaled = journal::is_stderr();
+    init_tracing(journaled);
     let result = commands::dispatch(cli);
     // What the command cost in memory, for `OWL_LOG=owl::peak=debug`: the figure the tests
     // bound for each hostile input (a child's rusage would include what its parent held).
@@ -104,21 +106,35 @@ pub fn run() -> ExitCode {
         Ok(code) => match output::stdout_failure() {
             // The command did its work; what it printed was lost.
             Some(e) => {
-                errln!("owl: writing to stdout: {e}");
+                errln!(
+                    "{}owl: writing to stdout: {e}",
+                    journal::error_prefix(journaled)
+                );
                 ExitCode::from(error::EXIT_FAILURE)
             }
             None => ExitCode::from(code),
         },
         Err(e) => {
-            errln!("owl: {e:#}");
+            errln!("{}owl: {e:#}", journal::error_prefix(journaled));
             ExitCode::from(error::exit_code(&e))
         }
     }
 }
 
-fn init_tracing() {
+/// Log lines on stderr: for a person (coloured at a terminal), or for the journal under
+/// systemd (each line's level as its priority, no time: the journal keeps its own).
+fn init_tracing(journaled: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OWL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    if journaled {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .event_format(journal::JournalFormat)
+            .with_writer(|| output::InertStderr)
+            .try_init();
+        return;
+    }
     let colour = colour_on_stderr();
     // No module path: a person reads these lines in cron.log and the journal.
     let builder = tracing_subscriber::fmt()

@@ -57,6 +57,13 @@ pub(crate) fn peak_rss_kib() -> Option<u64> {
         .ok()
 }
 
+/// The `(device, inode)` of the file owl's stderr is, as `fstat` gives them; `None` when
+/// stderr is closed.
+pub(crate) fn stderr_file_id() -> Option<(u64, u64)> {
+    let stat = rustix::fs::fstat(std::io::stderr()).ok()?;
+    Some((stat.st_dev, stat.st_ino))
+}
+
 /// owl's own pid.
 pub(crate) fn own_pid() -> i32 {
     rustix::process::getpid().as_raw_nonzero().get()

@@ -21,6 +21,7 @@ mod hostile;
 mod json_contract;
 mod learned;
 mod machines;
+mod monitoring;
 mod morning;
 mod night;
 mod notify;
