@@ -47,6 +47,21 @@ pub(crate) fn try_lock(path: &Path) -> Result<Option<Held>> {
     )
 }
 
+/// [`try_lock`], waiting for it at most `wait`: `None` when another process held it all
+/// that time.
+pub(crate) fn within(path: &Path, wait: Duration) -> Result<Option<Held>> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if let Some(held) = try_lock(path)? {
+            return Ok(Some(held));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Takes the pick lock without waiting: an flock on the state dir itself, which no `rm` of a
 /// file in it can undo (a directory holding owl's database is not removed under a live owl),
 /// with owl's pid written in `pid_file` for people. `Ok(None)` when another tick holds it.

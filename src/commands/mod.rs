@@ -13,6 +13,7 @@ mod doctor;
 mod job_json;
 mod jobs;
 mod logs;
+mod metrics;
 mod move_jobs;
 mod plan;
 mod probe;

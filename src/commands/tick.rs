@@ -89,6 +89,16 @@ pub(crate) struct TickArgs {
 }
 
 pub(super) fn run(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
+    let result = run_tick(ctx, args);
+    // What monitoring reads, whatever the tick came to (a dry run changes nothing).
+    if !args.dry_run {
+        let now = crate::clock::now().unwrap_or_else(|_| Utc::now());
+        super::metrics::write(ctx, result.is_ok(), now);
+    }
+    result
+}
+
+fn run_tick(ctx: &Ctx, args: &TickArgs) -> Result<u8> {
     refuse_bad_input(ctx, args)?;
     // A learned reserve in force sets the ceilings this tick plans and stops under.
     let reserved = super::reserve::in_force(ctx, crate::clock::now()?)?;
@@ -292,7 +302,8 @@ fn run_job(
         return not_started(store, &job, account);
     };
 
-    // From here on the Run is recorded whatever happens.
+    // From here on the Run is recorded whatever happens; monitoring sees it running.
+    super::metrics::write(ctx, false, now);
     let run = StartedRun {
         job: &job,
         account: &account,

@@ -61,6 +61,8 @@ pub(crate) struct Config {
     #[serde(skip)]
     pub(crate) source: String,
     pub(crate) state_dir: PathBuf,
+    /// Where every tick writes what monitoring reads (`metricsFile`); `None`: nowhere.
+    pub(crate) metrics_file: Option<PathBuf>,
     /// PostgreSQL, when machines share one state (`store:`); `None`: the state dir's
     /// SQLite file. Printed without a password (it never holds one).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -13,6 +13,7 @@ use super::{DriverKind, Env, Limits, TimeWindow};
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawConfig {
     pub(super) state_dir: Option<String>,
+    pub(super) metrics_file: Option<String>,
     pub(super) store: Option<String>,
     pub(super) machine: Option<String>,
     #[serde(default, deserialize_with = "de_duration")]

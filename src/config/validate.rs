@@ -95,6 +95,9 @@ pub(super) fn validate(
     let notify = notify(raw.notify, &place)?;
     let sandbox = sandbox(raw.sandbox.unwrap_or_default(), &place)?;
     let state_dir = state_dir(raw.state_dir.as_deref(), &place)?;
+    let metrics_file = (raw.metrics_file.as_deref())
+        .map(|file| place.path("metricsFile", file))
+        .transpose()?;
     let store = raw
         .store
         .as_deref()
@@ -103,19 +106,12 @@ pub(super) fn validate(
     let machine = machine(raw.machine, &place)?;
     let lease_length = lease_length(raw.lease_length, &place)?;
     let repos = repos(raw.repos.unwrap_or_default(), &place)?;
-    if raw.max_concurrent_runs == Some(0) {
-        return Err(place.at(
-            "maxConcurrentRuns",
-            "maxConcurrentRuns must be at least 1".into(),
-        ));
-    }
-    let max_concurrent_runs = raw
-        .max_concurrent_runs
-        .unwrap_or(accounts.len().max(1) as u32);
+    let max_concurrent_runs = max_concurrent_runs(raw.max_concurrent_runs, accounts.len(), &place)?;
     let schedule = schedule(raw.schedule.unwrap_or_default(), &place)?;
     Ok(Config {
         source: source.to_string(),
         state_dir,
+        metrics_file,
         store,
         machine,
         lease_length,
@@ -519,6 +515,18 @@ fn allowed_host(key: &str, host: String, place: &Place) -> Result<String, Error>
         ));
     }
     Ok(host)
+}
+
+/// How many Runs one state dir takes at once: as set (at least 1), else one per Account.
+fn max_concurrent_runs(raw: Option<u32>, accounts: usize, place: &Place) -> Result<u32, Error> {
+    match raw {
+        Some(0) => Err(place.at(
+            "maxConcurrentRuns",
+            "maxConcurrentRuns must be at least 1".into(),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(accounts.max(1) as u32),
+    }
 }
 
 fn state_dir(raw: Option<&str>, place: &Place) -> Result<PathBuf, Error> {

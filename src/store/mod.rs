@@ -5,6 +5,7 @@ mod copy;
 mod engine;
 mod jobs;
 mod machines;
+mod metrics;
 mod migrations;
 mod notes;
 mod pgpass;

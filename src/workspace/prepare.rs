@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The longest a tick waits for another's worktree add (each takes milliseconds).
+const ADD_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Creates the Job's branch from its base ref and its worktree, or reuses both.
 pub(crate) fn prepare(job: &Job, worktrees_dir: &Path, author: &str) -> Result<Workspace> {
     let repo =
@@ -26,6 +29,18 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path, author: &str) -> Result<W
             None => prepare(job, worktrees_dir, author),
         };
     }
+    add(&repo, job, worktrees_dir, branch)
+}
+
+/// Adds the Job's worktree on its `branch`, clearing what a killed tick left of it.
+fn add(
+    repo: &Repository,
+    job: &Job,
+    worktrees_dir: &Path,
+    branch: git2::Branch,
+) -> Result<Workspace> {
+    let path = worktree_path(worktrees_dir, &job.id);
+    let branch_name = job.branch();
     let name = worktree_name(&job.id);
     // A worktree whose folder was deleted by hand is still registered: prune it first.
     if let Ok(stale) = repo.find_worktree(&name) {
@@ -46,6 +61,19 @@ pub(crate) fn prepare(job: &Job, worktrees_dir: &Path, author: &str) -> Result<W
         remove_entry(&registration)?;
     }
     create_private_dir(worktrees_dir)?;
+    // One add at a time among this state dir's ticks: while another Job's worktree is being
+    // added, libgit2 can list its registration and fail to read it, and takes that failure
+    // for this Job's branch being checked out (`git_repository_foreach_worktree` keeps
+    // `lookup(...) < 0`, that is 1, as its answer): "reference … is already checked out".
+    // CI saw it with sixteen ticks at once. An add takes milliseconds.
+    let lock = worktrees_dir.with_file_name("worktrees.lock");
+    let _adding = crate::lock::within(&lock, ADD_WAIT)?.with_context(|| {
+        format!(
+            "another tick held {} for {} s while adding a worktree",
+            lock.display(),
+            ADD_WAIT.as_secs()
+        )
+    })?;
     // libgit2 makes `.git/worktrees` with an exclusive mkdir and fails when it exists by
     // the time it makes it: two ticks adding their first worktrees of one repository side
     // by side would race there. Made beforehand, it is always there.
