@@ -197,3 +197,66 @@ fn e2e_the_metrics_file_passes_promtool() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_file_reads_whole_while_runs_start_and_end_on_three_accounts() {
+    let env = TestEnv::new();
+    let file = env.dir.path().join("owl.prom");
+    let accounts = env.accounts_block(&["work", "two", "three"]);
+    env.write_config(&format!("metricsFile: {}\n{accounts}", file.display()));
+    env.script(&crate::support::done_script("success.jsonl", 0));
+    for i in 0..6 {
+        env.add(&format!("Job {i}"));
+    }
+    let mut ticks: Vec<std::process::Child> = (0..6).map(|_| env.spawn_tick()).collect();
+    let mut reads = 0;
+    while ticks.iter_mut().any(|t| t.try_wait().unwrap().is_none()) {
+        if let Ok(text) = std::fs::read_to_string(&file) {
+            samples(&text);
+            reads += 1;
+        }
+    }
+    for tick in ticks {
+        let _ = tick.wait_with_output();
+    }
+    let m = samples(&std::fs::read_to_string(&file).unwrap());
+    let ran: f64 = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("owl_runs_total{"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(ran >= 3.0, "{m:?}");
+    assert!(reads > 0, "the file was never there while the ticks ran");
+}
+
+#[test]
+#[ignore = "needs promtool (Debian's prometheus package)"]
+fn e2e_the_readmes_alert_rule_is_one_prometheus_reads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("- alert: OwlStopped")
+        .expect("the alert in README");
+    let rule = &readme[start..start + readme[start..].find("```").unwrap()];
+    let rules = format!(
+        "groups:\n  - name: owl\n    rules:\n{}",
+        rule.lines()
+            .map(|l| format!("      {l}\n"))
+            .collect::<String>()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("owl.rules.yml");
+    std::fs::write(&path, &rules).unwrap();
+    let promtool = std::env::var_os("OWL_E2E_PROMTOOL").expect("OWL_E2E_PROMTOOL");
+    let out = std::process::Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{rules}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
