@@ -255,6 +255,20 @@ fn live_scratch() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     LIVE_SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Removes a scratch directory whose writers were just sent SIGKILL: one that has not died
+/// yet can still make a file in it while it is removed (CI saw a directory left so), so the
+/// removal is tried again, the writers killed again, until it is gone (at most 2 s).
+fn remove_after_its_writers(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::fs::remove_dir_all(dir).is_err()
+        && dir.exists()
+        && std::time::Instant::now() < deadline
+    {
+        crate::supervise::kill_descendants();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Makes a stop signal (Ctrl-C, SIGTERM, SIGHUP) during the check end it at once and clean:
 /// every CLI it started is killed, then every scratch directory removed, then owl exits
 /// 128 + the signal, as a process killed by it would.
@@ -271,7 +285,7 @@ pub(crate) fn end_cleanly_on_stop() -> std::io::Result<()> {
         // Held until owl exits: no scenario makes another scratch directory meanwhile.
         let mut live = live_scratch();
         for dir in live.drain(..) {
-            let _ = std::fs::remove_dir_all(dir);
+            remove_after_its_writers(&dir);
         }
         crate::supervise::kill_descendants();
         errln!("owl: the conformance check was stopped by a signal; nothing of it is left");
