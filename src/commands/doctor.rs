@@ -370,6 +370,15 @@ fn examine_state(ctx: &Ctx, found: &mut Findings) {
                     store.location()
                 ),
             );
+            // A certificate checked is a check passed; anything less is the posture the
+            // URL asked for (a plain loopback, `require`, `disable`), said as a note.
+            match store.reach() {
+                Some(reach) if reach.verified() => {
+                    found.check(true, format!("database: reached {reach}"))
+                }
+                Some(reach) => found.note(format!("database: reached {reach}")),
+                None => {}
+            }
             match store.check_writable() {
                 Ok(()) => found.check(true, "database: opens read-write".into()),
                 Err(e) => found.check(false, format!("database: cannot be written: {e:#}")),

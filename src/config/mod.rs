@@ -28,6 +28,7 @@ mod codex_config;
 mod drivers;
 mod limits;
 mod store;
+pub(crate) mod tls;
 pub(crate) use drivers::*;
 pub(crate) use limits::{LearnedReserve, Limits};
 pub(crate) use repos::RepoDefaults;

@@ -1,4 +1,4 @@
-//! The `store:` key: a PostgreSQL URL, checked on its line, that never carries a password.
+//! The `store:` key: a PostgreSQL URL, checked on its line, that never carries a password, and how it is reached (TLS).
 
 use std::str::FromStr;
 
@@ -6,6 +6,8 @@ use std::str::FromStr;
 #[derive(Debug, Clone)]
 pub(crate) struct PgUrl {
     config: postgres::Config,
+    /// TLS as libpq's settings say, checked against where the store is.
+    tls: super::tls::Tls,
     /// The URL as owl prints it: host, port, database and role, never a password.
     shown: String,
 }
@@ -27,7 +29,8 @@ impl PgUrl {
                  password)"
             ));
         }
-        let config = postgres::Config::from_str(text).map_err(|e| {
+        let split = super::tls::split(text).map_err(|e| e.to_string())?;
+        let config = postgres::Config::from_str(&split.rest).map_err(|e| {
             format!(
                 "store: '{HIDDEN}' is not a URL owl can read ({})",
                 why_unreadable(&e)
@@ -45,7 +48,17 @@ impl PgUrl {
                 "store: {shown} names no role: write it before the host (postgres://ROLE@HOST/DB)"
             ));
         }
-        Ok(PgUrl { config, shown })
+        let local = config.get_hosts().iter().all(super::tls::is_local)
+            && config.get_hostaddrs().iter().all(|a| a.is_loopback());
+        let tls = split
+            .tls(local, &super::tls::Places::of_process())
+            .map_err(|e| e.to_string())?;
+        Ok(PgUrl { config, tls, shown })
+    }
+
+    /// How the store is reached: TLS as its settings say.
+    pub(crate) fn tls(&self) -> &super::tls::Tls {
+        &self.tls
     }
 
     /// The driver's own form, to connect with.

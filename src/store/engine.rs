@@ -254,6 +254,8 @@ pub(crate) struct Pg {
     statements: std::collections::HashMap<String, postgres::Statement>,
     /// Where it connects again when the server dropped the connection.
     url: super::postgres::PgUrl,
+    /// How the connection reached the server (TLS, and what of its certificate was checked).
+    reach: super::postgres::Reach,
     /// Inside a transaction a lost connection is the transaction's failure: it is made
     /// again only between transactions.
     in_transaction: bool,
@@ -274,7 +276,7 @@ impl Pg {
             "the connection to the store {} was lost; connecting again",
             self.url
         );
-        self.client = super::postgres::connect(&self.url, self.lock_wait)?;
+        (self.client, self.reach) = super::postgres::connect(&self.url, self.lock_wait)?;
         self.statements.clear();
         Ok(())
     }
@@ -431,9 +433,14 @@ impl Db {
         Db::Sqlite(conn)
     }
 
-    pub(super) fn postgres(client: postgres::Client, url: super::postgres::PgUrl) -> Db {
+    pub(super) fn postgres(
+        client: postgres::Client,
+        reach: super::postgres::Reach,
+        url: super::postgres::PgUrl,
+    ) -> Db {
         Db::Postgres(Box::new(std::cell::RefCell::new(Pg {
             client,
+            reach,
             statements: Default::default(),
             url,
             in_transaction: false,
@@ -453,6 +460,14 @@ impl Db {
     /// Whether this is PostgreSQL: for the few statements its dialect says otherwise.
     pub(crate) fn is_postgres(&self) -> bool {
         matches!(self, Db::Postgres(_))
+    }
+
+    /// How the connection to PostgreSQL reached the server; `None` for SQLite.
+    pub(super) fn reach(&self) -> Option<super::postgres::Reach> {
+        match self {
+            Db::Sqlite(_) => None,
+            Db::Postgres(pg) => Some(pg.borrow().reach.clone()),
+        }
     }
 
     /// The SQLite connection, for what only SQLite has (pragmas, its file).

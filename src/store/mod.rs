@@ -19,6 +19,7 @@ mod snapshots;
 mod suite;
 #[cfg(test)]
 pub(crate) mod testing;
+mod tls;
 mod user_use;
 mod verdicts;
 
@@ -110,11 +111,11 @@ impl Store {
 
     /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
     pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
-        let mut client = postgres::connect(url, BUSY_TIMEOUT)?;
+        let (mut client, reach) = postgres::connect(url, BUSY_TIMEOUT)?;
         let was = postgres::migrate(&mut client, url, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;
         let mut store = Store {
-            db: Db::postgres(client, url.clone()),
+            db: Db::postgres(client, reach, url.clone()),
             location: Location::Postgres(Box::new(url.clone())),
             machine: None,
         };
@@ -191,6 +192,11 @@ impl Store {
     /// Where the state is kept.
     pub(crate) fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// How the connection reached a PostgreSQL store (`doctor` says it); `None` for SQLite.
+    pub(crate) fn reach(&self) -> Option<postgres::Reach> {
+        self.db.reach()
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+pub(crate) use super::tls::Reach;
+use crate::config::tls::SslMode;
 pub(crate) use crate::config::PgUrl;
 
 /// How long a connection may take, whole (TCP, startup, authentication), before owl gives
@@ -101,10 +103,11 @@ const MIGRATIONS: &[&str] = &[
     super::migrations::USER_LIMITED,
 ];
 
-/// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, its session
-/// given `lock_wait` for another's lock (and the statement bound that follows); an error
-/// names the host and role, never the password.
-pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<postgres::Client> {
+/// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, over TLS as the
+/// URL's settings say, its session given `lock_wait` for another's lock (and the statement
+/// bound that follows); an error names the host and role, never the password. With it, how
+/// the store was reached.
+pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<(postgres::Client, Reach)> {
     let mut config = url.config().clone();
     // The session's bounds go with the startup packet: no round trip of their own.
     config.options(&format!(
@@ -127,12 +130,74 @@ pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<postgres::Clie
     if let Some(password) = &found.password {
         config.password(password);
     }
+    let tls = url.tls();
+    let seen = super::tls::Seen::default();
+    let connector = super::tls::connector(tls, &seen)
+        .with_context(|| format!("connecting to the store {url} ({})", tls.mode_words()))?;
     let step = "connecting: TCP, startup and authentication";
-    crate::watchdog::bounded(url, step, CONNECT_TIMEOUT, || {
-        config.connect(postgres::NoTls)
-    })
-    .map_err(|e| anyhow::anyhow!("{}", super::pgpass::connect_error(&e, &config, &found)))
-    .with_context(|| format!("connecting to the store {url}"))
+    let attempt = |config: &postgres::Config| {
+        crate::watchdog::bounded(url, step, CONNECT_TIMEOUT, || {
+            config.connect(connector.clone())
+        })
+    };
+    config.ssl_mode(super::tls::driver_mode(tls.mode));
+    let mut connected = attempt(&config);
+    // libpq's `allow`: plain first, TLS when the server refuses a plain connection.
+    if tls.mode == SslMode::Allow && is_refused_plain(&connected) {
+        config.ssl_mode(postgres::config::SslMode::Require);
+        connected = attempt(&config);
+    }
+    let socket = matches!(
+        config.get_hosts().first(),
+        Some(postgres::config::Host::Unix(_))
+    );
+    match connected {
+        Ok(client) => Ok((client, Reach::of(tls, &seen, socket))),
+        Err(e) => Err(not_connected(&e, url, &config, &found, &seen)),
+    }
+}
+
+/// Whether the server refused a connection for its lack of encryption (`hostssl` only).
+fn is_refused_plain(connected: &Result<postgres::Client, postgres::Error>) -> bool {
+    matches!(connected, Err(e) if e.code() == Some(&postgres::error::SqlState::INVALID_AUTHORIZATION_SPECIFICATION))
+}
+
+/// Why a connection failed, in words: a certificate refused (nothing was sent past the
+/// handshake), a server without TLS where TLS is asked for (bad config: exit 2), or what
+/// the network and the server said.
+fn not_connected(
+    e: &postgres::Error,
+    url: &PgUrl,
+    config: &postgres::Config,
+    found: &super::pgpass::Found,
+    seen: &super::tls::Seen,
+) -> anyhow::Error {
+    let tls = url.tls();
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(name)) => name.clone(),
+        _ => "localhost".into(),
+    };
+    if let Some(refused) = seen.refused() {
+        return anyhow::anyhow!(
+            "connecting to the store {url}: its certificate is refused ({}): {}; nothing \
+             was sent to it, no password",
+            tls.mode_words(),
+            super::tls::refusal_words(&refused, tls, &host)
+        );
+    }
+    // The driver's own words for a server that answered the TLS request with `N`.
+    if describe(e).contains("server does not support TLS") {
+        return crate::error::Error::bad_input(format!(
+            "the store {url} does not offer TLS ({}): owl sends its password to a host \
+             other than loopback only encrypted. Turn ssl on in the server's \
+             postgresql.conf; or write sslmode=disable in the store's URL to say a plain \
+             connection is meant",
+            tls.mode_words()
+        ))
+        .into();
+    }
+    anyhow::anyhow!("{}", super::pgpass::connect_error(e, config, found))
+        .context(format!("connecting to the store {url}"))
 }
 
 /// A driver error in words: the server's own message when it sent one.

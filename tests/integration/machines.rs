@@ -539,7 +539,7 @@ fn a_store_that_cannot_be_reached_or_logged_in_to_says_why_in_words() {
         crate::support::stderr_of(&out)
     };
     let port = crate::support::pg_server::port();
-    let name = db.url().rsplit('/').next().unwrap().to_string();
+    let name = db.name.clone();
     // No password anywhere: each place looked in is named.
     let said = status(&db.url(), None);
     assert!(

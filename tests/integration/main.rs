@@ -32,6 +32,7 @@ mod sandbox;
 mod several;
 mod shell;
 mod snapshots;
+mod store_tls;
 mod support;
 mod three_drivers;
 mod tick_basics;

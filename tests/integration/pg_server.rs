@@ -24,6 +24,27 @@ pub fn port() -> u16 {
     })
 }
 
+/// The CA that signed the test server's certificate (for 127.0.0.1 and localhost).
+pub fn ca() -> std::path::PathBuf {
+    port();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/postgres");
+    let out = std::process::Command::new(script)
+        .arg("dir")
+        .output()
+        .unwrap();
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    std::path::Path::new(&dir).join("tls/ca.crt")
+}
+
+/// What the suite's `store:` URLs add: `sslmode=verify-full` with the test CA when the
+/// suite runs over TLS (`OWL_TEST_PG_TLS=verify-full`, as CI runs it), else nothing.
+pub fn tls_query() -> String {
+    match std::env::var("OWL_TEST_PG_TLS").as_deref() {
+        Ok("verify-full") => format!("?sslmode=verify-full&sslrootcert={}", ca().display()),
+        _ => String::new(),
+    }
+}
+
 /// A database of its own, owned by the role `owl`; dropped with it.
 pub struct Database {
     pub name: String,
@@ -49,7 +70,12 @@ impl Database {
 
     /// The `store:` URL: the role and no password.
     pub fn url(&self) -> String {
-        format!("postgres://owl@127.0.0.1:{}/{}", port(), self.name)
+        format!(
+            "postgres://owl@127.0.0.1:{}/{}{}",
+            port(),
+            self.name,
+            tls_query()
+        )
     }
 
     /// A connection as the superuser, to look at what owl wrote or to break things.
@@ -218,7 +244,7 @@ impl OwnServer {
         &self.dir
     }
 
-    fn admin(&self) -> postgres::Client {
+    pub fn admin(&self) -> postgres::Client {
         postgres::Client::connect(
             &format!(
                 "host=127.0.0.1 port={} user=postgres dbname=postgres",
