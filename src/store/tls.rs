@@ -172,15 +172,46 @@ pub(super) fn connector(
         .dangerous()
         .with_custom_certificate_verifier(verifier);
     let config = match &tls.client {
-        Some((cert, key)) => {
+        Some((cert, key)) if tls.mode != SslMode::Disable => {
             let (certs, key) = client_identity(cert, key)?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .with_context(|| format!("the client certificate {} (sslcert)", cert.display()))?
+            let signer = provider_key(&key).with_context(|| {
+                format!(
+                    "the client certificate's key (sslkey) for {}",
+                    cert.display()
+                )
+            })?;
+            let identity = Arc::new(rustls::sign::CertifiedKey::new(certs, signer));
+            builder.with_client_cert_resolver(Arc::new(ClientIdentity(identity)))
         }
-        None => builder.with_no_client_auth(),
+        _ => builder.with_no_client_auth(),
     };
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// The client certificate's key as ring signs with it.
+fn provider_key(key: &PrivateKeyDer<'static>) -> Result<Arc<dyn rustls::sign::SigningKey>> {
+    Ok(rustls::crypto::ring::sign::any_supported_type(key)?)
+}
+
+/// The client certificate, offered whatever the server asks: given as it is, so a version 1
+/// certificate (what `openssl x509 -req` makes without extensions, as PostgreSQL's own
+/// documentation has it made) is sent as libpq sends it; rustls's own
+/// `with_client_auth_cert` parses it and refuses it.
+#[derive(Debug)]
+struct ClientIdentity(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for ClientIdentity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 fn root_store(roots: &Roots) -> Result<rustls::RootCertStore> {

@@ -365,3 +365,109 @@ fn a_host_off_this_machine_gets_no_plain_connection_unless_disable_is_said() {
     let out = run(&at("?sslmode=disable"));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
+
+/// A client certificate for the role `owl`, signed by `ca`, with its key (mode 600).
+fn make_client_cert(dir: &Path, ca: &(PathBuf, PathBuf)) -> (PathBuf, PathBuf) {
+    let (crt, key, csr) = (
+        dir.join("owl.crt"),
+        dir.join("owl.key"),
+        dir.join("owl.csr"),
+    );
+    openssl(&[
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key.to_string_lossy(),
+        "-out",
+        &csr.to_string_lossy(),
+        "-subj",
+        "/CN=owl",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        &csr.to_string_lossy(),
+        "-CA",
+        &ca.0.to_string_lossy(),
+        "-CAkey",
+        &ca.1.to_string_lossy(),
+        "-CAcreateserial",
+        "-out",
+        &crt.to_string_lossy(),
+        "-days",
+        "30",
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (crt, key)
+}
+
+#[test]
+fn a_client_certificate_logs_in_without_a_password_and_a_key_others_can_read_is_refused() {
+    // A server that takes the role owl by its certificate alone, over TLS.
+    let server = OwnServer::start();
+    let tls = server.dir().join("tls");
+    let ca = (tls.join("ca.crt"), tls.join("ca.key"));
+    let mut admin = server.admin();
+    admin
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET ssl_ca_file = '{}'",
+            ca.0.display()
+        ))
+        .unwrap();
+    let hba = server.dir().join("data/pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("hostssl all owl 127.0.0.1/32 cert\n{rules}")).unwrap();
+    server.ctl("stop");
+    server.ctl("start");
+    let made = tempfile::tempdir().unwrap();
+    let (crt, key) = make_client_cert(made.path(), &ca);
+    let db = Arc::new(Database::new());
+    let env = TestEnv::machine(&db, "alpha", &["work"], "");
+    let url = format!(
+        "postgres://owl@127.0.0.1:{}/owl?sslmode=verify-full&sslrootcert={}&sslcert={}&sslkey={}",
+        server.port,
+        ca.0.display(),
+        crt.display(),
+        key.display()
+    );
+    let status = || {
+        let mut cmd = owl_at(&env, &db, &url);
+        cmd.env_remove("PGPASSWORD")
+            .env("PGPASSFILE", made.path().join("no-such-pgpass"));
+        cmd.arg("status").output().unwrap()
+    };
+    let out = status();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // A key others can read is refused before it is used, as libpq refuses it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = status();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "the client certificate's key {} (sslkey) can be read by others (mode 644): chmod 600 it",
+            key.display()
+        )),
+        "{}",
+        stderr_of(&out)
+    );
+    // Without the certificate, the server refuses the role (and no password is asked for).
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = owl_at(
+        &env,
+        &db,
+        &url.split("&sslcert").next().unwrap().to_string(),
+    )
+    .env_remove("PGPASSWORD")
+    .arg("status")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+}
