@@ -92,40 +92,30 @@ impl rusqlite::ToSql for Param<'_> {
 }
 
 impl postgres::types::ToSql for Param<'_> {
-    /// A value in the type the statement asks for: a count bound where PostgreSQL inferred
-    /// text, say, is sent as its digits, as SQLite would read it.
+    /// A value as its text: its type is left to the server (see [`unspecified`]), which
+    /// reads a count bound where it inferred text as its digits, as SQLite would.
     fn to_sql(
         &self,
-        ty: &postgres::types::Type,
+        _: &postgres::types::Type,
         out: &mut bytes::BytesMut,
     ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
     {
-        use postgres::types::Type;
+        use std::fmt::Write;
         match *self {
-            Param::Null => Ok(postgres::types::IsNull::Yes),
-            Param::Int(i) => match *ty {
-                Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
-                Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
-                Type::FLOAT8 => (i as f64).to_sql(ty, out),
-                Type::FLOAT4 => (i as f32).to_sql(ty, out),
-                Type::BOOL => (i != 0).to_sql(ty, out),
-                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => i.to_string().to_sql(ty, out),
-                _ => i.to_sql(ty, out),
-            },
-            Param::Real(r) => match *ty {
-                Type::FLOAT4 => (r as f32).to_sql(ty, out),
-                Type::TEXT | Type::VARCHAR | Type::UNKNOWN => r.to_string().to_sql(ty, out),
-                _ => r.to_sql(ty, out),
-            },
-            Param::Text(t) => match *ty {
-                Type::INT8 => t.parse::<i64>()?.to_sql(ty, out),
-                _ => t.to_sql(ty, out),
-            },
+            Param::Null => return Ok(postgres::types::IsNull::Yes),
+            Param::Int(i) => write!(out, "{i}")?,
+            Param::Real(r) => write!(out, "{r}")?,
+            Param::Text(t) => out.extend_from_slice(t.as_bytes()),
         }
+        Ok(postgres::types::IsNull::No)
     }
 
     fn accepts(_: &postgres::types::Type) -> bool {
         true
+    }
+
+    fn encode_format(&self, _: &postgres::types::Type) -> postgres::types::Format {
+        postgres::types::Format::Text
     }
 
     postgres::types::to_sql_checked!();
@@ -248,10 +238,12 @@ pub(crate) enum Db {
     Postgres(Box<std::cell::RefCell<Pg>>),
 }
 
-/// A PostgreSQL connection and the statements it has prepared, each prepared once.
+/// A PostgreSQL connection, kept free of session state: each statement is sent whole
+/// (parsed, bound and run in one round trip, no name of its own), and the bounds on its
+/// waits come with the connection's startup or its transaction, so a pooler in transaction
+/// mode (PgBouncer) can give each transaction another server connection.
 pub(crate) struct Pg {
     client: postgres::Client,
-    statements: std::collections::HashMap<String, postgres::Statement>,
     /// Where it connects again when the server dropped the connection.
     url: super::postgres::PgUrl,
     /// How the connection reached the server (TLS, and what of its certificate was checked).
@@ -259,25 +251,45 @@ pub(crate) struct Pg {
     /// Inside a transaction a lost connection is the transaction's failure: it is made
     /// again only between transactions.
     in_transaction: bool,
-    /// How long a statement may wait for another's lock (the session's `lock_timeout`):
-    /// its bound on the server and in the watchdog follow from it.
+    /// How long a statement may wait for another's lock (`lock_timeout`): its bound on the
+    /// server and in the watchdog follow from it.
     lock_wait: std::time::Duration,
+    /// The lock wait the connection's startup gave every statement; `None` through a
+    /// pooler that refuses startup settings.
+    session_wait: Option<std::time::Duration>,
 }
 
 impl Pg {
+    fn new(connected: super::postgres::Connected, url: super::postgres::PgUrl) -> Pg {
+        Pg {
+            client: connected.client,
+            url,
+            reach: connected.reach,
+            in_transaction: false,
+            lock_wait: super::BUSY_TIMEOUT,
+            session_wait: connected.session_wait,
+        }
+    }
+
     /// Connects again when the connection was dropped (a server restart, a terminated
     /// backend), outside a transaction: the statement about to run is the first of the
-    /// new connection. The prepared statements went with the old one.
+    /// new connection.
     fn ready(&mut self) -> Result<()> {
         if !self.client.is_closed() || self.in_transaction {
             return Ok(());
         }
+        self.reconnect()
+    }
+
+    fn reconnect(&mut self) -> Result<()> {
         tracing::warn!(
             "the connection to the store {} was lost; connecting again",
             self.url
         );
-        (self.client, self.reach) = super::postgres::connect(&self.url, self.lock_wait)?;
-        self.statements.clear();
+        let connected = super::postgres::connect(&self.url, self.lock_wait)?;
+        self.client = connected.client;
+        self.reach = connected.reach;
+        self.session_wait = connected.session_wait;
         Ok(())
     }
 
@@ -288,64 +300,151 @@ impl Pg {
         crate::watchdog::bounded(&self.url, &step, bound, || exchange(&mut self.client))
     }
 
-    /// Sets how long a statement waits for another's lock, and the server's bound on a
-    /// statement with it.
-    fn set_lock_wait(&mut self, wait: std::time::Duration) -> Result<()> {
-        self.batch(&super::postgres::session_timeouts(wait))?;
+    /// Sets how long a statement waits for another's lock: the transactions that follow
+    /// carry it (see [`Pg::bounds_are_local`]).
+    fn set_lock_wait(&mut self, wait: std::time::Duration) {
         self.lock_wait = wait;
-        Ok(())
     }
 
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
-        self.ready()?;
-        if let Some(stmt) = self.statements.get(sql) {
-            return Ok(stmt.clone());
+    /// Whether a transaction must set its own bounds: the connection's startup gave none,
+    /// or other ones.
+    fn bounds_are_local(&self) -> bool {
+        self.session_wait != Some(self.lock_wait)
+    }
+
+    /// Runs a statement that changes rows in a transaction of its own that carries its
+    /// bounds, when the connection's are not its own: a lock wait past the wanted one would
+    /// reach the watchdog's bound instead of failing as a statement. A `SELECT` waits for no
+    /// row's lock, and a statement in a transaction has the transaction's bounds.
+    fn alone<T>(&mut self, sql: &str, run: impl FnOnce(&mut Pg) -> Result<T>) -> Result<T> {
+        if self.in_transaction || reads(sql) || !self.bounds_are_local() {
+            return run(self);
         }
-        let stmt = self
-            .bounded(sql, |client| client.prepare(&dollar_parameters(sql)))
-            .map_err(pg_error)
-            .with_context(|| format!("preparing: {sql}"))?;
-        self.statements.insert(sql.to_string(), stmt.clone());
-        Ok(stmt)
+        self.batch("BEGIN")?;
+        trace("BEGIN", 0);
+        match run(self) {
+            Ok(out) => {
+                self.batch("COMMIT")?;
+                trace("COMMIT", 0);
+                Ok(out)
+            }
+            Err(e) => {
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
     }
 
     fn query(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<Vec<postgres::Row>> {
-        let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        self.bounded(sql, |client| client.query(&stmt, &pg_params(&values)))
-            .map_err(pg_error)
-            .with_context(|| format!("running: {sql}"))
+        let dollars = dollar_parameters(sql);
+        self.again_if_lost(sql, |pg| {
+            pg.alone(sql, |pg| {
+                pg.bounded(sql, |client| client.query_typed(&dollars, &typed(&values)))
+                    .map_err(pg_error)
+                    .with_context(|| format!("running: {sql}"))
+            })
+        })
     }
 
     fn execute(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
-        let stmt = self.statement(sql)?;
         let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let n = self
-            .bounded(sql, |client| client.execute(&stmt, &pg_params(&values)))
-            .map_err(pg_error)
-            .with_context(|| format!("running: {sql}"))?;
+        let dollars = dollar_parameters(sql);
+        let n = self.again_if_lost(sql, |pg| {
+            pg.alone(sql, |pg| {
+                pg.bounded(sql, |client| {
+                    client.execute_typed(&dollars, &typed(&values))
+                })
+                .map_err(pg_error)
+                .with_context(|| format!("running: {sql}"))
+            })
+        })?;
         Ok(n as usize)
+    }
+
+    /// Runs a statement outside a transaction once more on a new connection when the one
+    /// it was sent on had ended: the server said it was shutting down (it ran nothing
+    /// after), or the connection closed under a `SELECT` (which changes nothing). A write
+    /// whose connection closed under it may have landed, and is not sent twice.
+    fn again_if_lost<T>(
+        &mut self,
+        sql: &str,
+        mut run: impl FnMut(&mut Pg) -> Result<T>,
+    ) -> Result<T> {
+        self.ready()?;
+        let in_transaction = self.in_transaction;
+        match run(self) {
+            Err(e)
+                if !in_transaction
+                    && (is_shutdown(&e) || (self.client.is_closed() && reads(sql))) =>
+            {
+                self.reconnect()?;
+                run(self)
+            }
+            done => done,
+        }
     }
 
     fn batch(&mut self, sql: &str) -> Result<()> {
         self.ready()?;
+        // A transaction begun where the connection's bounds are not its own sets them, in
+        // the same round trip.
+        let sql = match sql {
+            "BEGIN" if self.bounds_are_local() => {
+                format!("BEGIN; {}", super::postgres::local_timeouts(self.lock_wait))
+            }
+            _ => sql.to_string(),
+        };
         let done = self
-            .bounded(sql, |client| client.batch_execute(sql))
+            .bounded(&sql, |client| client.batch_execute(&sql))
             .map_err(pg_error);
-        match sql {
-            "BEGIN" => self.in_transaction = done.is_ok(),
-            "COMMIT" | "ROLLBACK" => self.in_transaction = false,
+        match sql.split(';').next() {
+            Some("BEGIN") => self.in_transaction = done.is_ok(),
+            Some("COMMIT" | "ROLLBACK") => self.in_transaction = false,
             _ => {}
         }
         done
     }
 }
 
-/// Values as the driver takes them.
-fn pg_params<'v>(values: &'v [Param<'_>]) -> Vec<&'v (dyn postgres::types::ToSql + Sync)> {
+/// Whether a statement only reads: a `SELECT`.
+fn reads(sql: &str) -> bool {
+    sql.trim_start()
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
+}
+
+/// Whether the server ended the connection as it shut down or restarted (`57P01`,
+/// `57P02`): sent before anything after it ran.
+fn is_shutdown(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<PgError>()
+            .is_some_and(|pg| matches!(pg.code.as_deref(), Some("57P01" | "57P02")))
+    })
+}
+
+/// The type a parameter is sent with: none (OID 0), so the server infers it from the
+/// statement as it would for a prepared one, and the value is read from its text.
+fn unspecified() -> postgres::types::Type {
+    postgres::types::Type::new(
+        "unspecified".into(),
+        0,
+        postgres::types::Kind::Pseudo,
+        "pg_catalog".into(),
+    )
+}
+
+/// Values as the driver takes them, each with its (unspecified) type.
+fn typed<'v>(
+    values: &'v [Param<'_>],
+) -> Vec<(
+    &'v (dyn postgres::types::ToSql + Sync),
+    postgres::types::Type,
+)> {
     values
         .iter()
-        .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+        .map(|v| (v as &(dyn postgres::types::ToSql + Sync), unspecified()))
         .collect()
 }
 
@@ -434,18 +533,10 @@ impl Db {
     }
 
     pub(super) fn postgres(
-        client: postgres::Client,
-        reach: super::postgres::Reach,
+        connected: super::postgres::Connected,
         url: super::postgres::PgUrl,
     ) -> Db {
-        Db::Postgres(Box::new(std::cell::RefCell::new(Pg {
-            client,
-            reach,
-            statements: Default::default(),
-            url,
-            in_transaction: false,
-            lock_wait: super::BUSY_TIMEOUT,
-        })))
+        Db::Postgres(Box::new(std::cell::RefCell::new(Pg::new(connected, url))))
     }
 
     /// How long one statement may wait for another's lock: SQLite's busy timeout, or
@@ -453,7 +544,10 @@ impl Db {
     pub(super) fn wait_at_most(&self, timeout: std::time::Duration) -> Result<()> {
         match self {
             Db::Sqlite(conn) => Ok(conn.busy_timeout(timeout)?),
-            Db::Postgres(pg) => pg.borrow_mut().set_lock_wait(timeout),
+            Db::Postgres(pg) => {
+                pg.borrow_mut().set_lock_wait(timeout);
+                Ok(())
+            }
         }
     }
 

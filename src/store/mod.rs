@@ -111,11 +111,11 @@ impl Store {
 
     /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
     pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
-        let (mut client, reach) = postgres::connect(url, BUSY_TIMEOUT)?;
-        let was = postgres::migrate(&mut client, url, migrations::SCHEMA_VERSION)
+        let mut connected = postgres::connect(url, BUSY_TIMEOUT)?;
+        let was = postgres::migrate(&mut connected.client, url, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;
         let mut store = Store {
-            db: Db::postgres(client, reach, url.clone()),
+            db: Db::postgres(connected, url.clone()),
             location: Location::Postgres(Box::new(url.clone())),
             machine: None,
         };

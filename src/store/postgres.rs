@@ -34,13 +34,24 @@ pub(crate) fn client_bound(lock_wait: Duration) -> Duration {
     statement_timeout(lock_wait) + NETWORK_TIMEOUT
 }
 
-/// The `SET`s that give a session its waits: for another's lock, and for one statement.
-pub(crate) fn session_timeouts(lock_wait: Duration) -> String {
+/// The `SET LOCAL`s that give one transaction its waits: for another's lock, and for one
+/// statement. Never a session's `SET`: through a pooler in transaction mode a session's
+/// setting stays on the server connection for whichever client gets it next.
+pub(crate) fn local_timeouts(lock_wait: Duration) -> String {
     format!(
-        "SET lock_timeout = {}; SET statement_timeout = {}",
+        "SET LOCAL lock_timeout = {}; SET LOCAL statement_timeout = {}",
         lock_wait.as_millis(),
         statement_timeout(lock_wait).as_millis()
     )
+}
+
+/// A connection made, how it reached the server, and the lock wait its startup gave every
+/// statement: `None` through a pooler that refuses startup settings (PgBouncer), where each
+/// transaction sets its own.
+pub(crate) struct Connected {
+    pub(crate) client: postgres::Client,
+    pub(crate) reach: Reach,
+    pub(crate) session_wait: Option<Duration>,
 }
 
 /// A statement as the line that gives up on it names it: its first words.
@@ -107,14 +118,8 @@ const MIGRATIONS: &[&str] = &[
 /// URL's settings say, its session given `lock_wait` for another's lock (and the statement
 /// bound that follows); an error names the host and role, never the password. With it, how
 /// the store was reached.
-pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<(postgres::Client, Reach)> {
+pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<Connected> {
     let mut config = url.config().clone();
-    // The session's bounds go with the startup packet: no round trip of their own.
-    config.options(&format!(
-        "-c lock_timeout={} -c statement_timeout={}",
-        lock_wait.as_millis(),
-        statement_timeout(lock_wait).as_millis()
-    ));
     // A statement on a cut network fails within seconds instead of the kernel's
     // retransmission minutes: a supervisor must be able to stop its Run before its lease
     // expires, never wait on the network past it.
@@ -141,10 +146,24 @@ pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<(postgres::Cli
         })
     };
     config.ssl_mode(super::tls::driver_mode(tls.mode));
+    // The session's bounds go with the startup packet: no round trip of their own.
+    let without_bounds = config.clone();
+    config.options(&format!(
+        "-c lock_timeout={} -c statement_timeout={}",
+        lock_wait.as_millis(),
+        statement_timeout(lock_wait).as_millis()
+    ));
     let mut connected = attempt(&config);
     // libpq's `allow`: plain first, TLS when the server refuses a plain connection.
     if tls.mode == SslMode::Allow && is_refused_plain(&connected) {
         config.ssl_mode(postgres::config::SslMode::Require);
+        connected = attempt(&config);
+    }
+    // PgBouncer refuses startup settings: without them, each transaction sets its own.
+    let mut session_wait = Some(lock_wait);
+    if is_refused_options(&connected) {
+        config = without_bounds;
+        session_wait = None;
         connected = attempt(&config);
     }
     let socket = matches!(
@@ -152,9 +171,19 @@ pub(crate) fn connect(url: &PgUrl, lock_wait: Duration) -> Result<(postgres::Cli
         Some(postgres::config::Host::Unix(_))
     );
     match connected {
-        Ok(client) => Ok((client, Reach::of(tls, &seen, socket))),
+        Ok(client) => Ok(Connected {
+            client,
+            reach: Reach::of(tls, &seen, socket),
+            session_wait,
+        }),
         Err(e) => Err(not_connected(&e, url, &config, &found, &seen)),
     }
+}
+
+/// Whether a pooler refused the startup packet's `options`: PgBouncer's words, which come
+/// with no SQLSTATE of their own to tell them by.
+fn is_refused_options(connected: &Result<postgres::Client, postgres::Error>) -> bool {
+    matches!(connected, Err(e) if describe(e).contains("unsupported startup parameter: options"))
 }
 
 /// Whether the server refused a connection for its lack of encryption (`hostssl` only).
@@ -228,13 +257,17 @@ pub(super) fn migrate(
 
 fn migrate_within(client: &mut postgres::Client, version: i64) -> Result<Option<i64>> {
     let mut tx = client.transaction()?;
-    tx.batch_execute(
-        "SELECT pg_advisory_xact_lock(7270617);
+    tx.batch_execute(&format!(
+        "{};
+         SELECT pg_advisory_xact_lock(7270617);
          CREATE TABLE IF NOT EXISTS owl_schema (version BIGINT NOT NULL)",
-    )
+        local_timeouts(super::BUSY_TIMEOUT)
+    ))
     .map_err(|e| anyhow::anyhow!("{}", describe(&e)))?;
+    // Statements without a name of their own: through a pooler in transaction mode a named
+    // one could meet another client's of the same name on the server connection.
     let found: Option<i64> = tx
-        .query_opt("SELECT version FROM owl_schema", &[])?
+        .query_typed_opt("SELECT version FROM owl_schema", &[])?
         .map(|r| r.get(0));
     match found {
         Some(v) if v > version => anyhow::bail!(
@@ -246,9 +279,9 @@ fn migrate_within(client: &mut postgres::Client, version: i64) -> Result<Option<
             tx.batch_execute(SCHEMA)
                 .map_err(|e| anyhow::anyhow!("{}", describe(&e)))
                 .context("making owl's tables")?;
-            tx.execute(
+            tx.execute_typed(
                 "INSERT INTO owl_schema (version) VALUES ($1)",
-                &[&SCHEMA_BASE],
+                &[(&SCHEMA_BASE, postgres::types::Type::INT8)],
             )?;
         }
     }
@@ -266,7 +299,10 @@ fn migrate_within(client: &mut postgres::Client, version: i64) -> Result<Option<
         tx.batch_execute(migration)
             .map_err(|e| anyhow::anyhow!("{}", describe(&e)))
             .with_context(|| format!("migrating to schema version {to}"))?;
-        tx.execute("UPDATE owl_schema SET version = $1", &[&to])?;
+        tx.execute_typed(
+            "UPDATE owl_schema SET version = $1",
+            &[(&to, postgres::types::Type::INT8)],
+        )?;
     }
     tx.commit()?;
     Ok(found)
@@ -281,8 +317,8 @@ mod tests {
         let lock_wait = Duration::from_millis(250);
         assert_eq!(client_bound(lock_wait), Duration::from_millis(10_250));
         assert_eq!(
-            session_timeouts(lock_wait),
-            "SET lock_timeout = 250; SET statement_timeout = 5250"
+            local_timeouts(lock_wait),
+            "SET LOCAL lock_timeout = 250; SET LOCAL statement_timeout = 5250"
         );
         assert_eq!(
             statement_name("UPDATE runs SET lease_until = now() WHERE id = ?1"),

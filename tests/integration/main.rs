@@ -27,6 +27,7 @@ mod night;
 mod notify;
 mod output;
 mod planted;
+mod pooler;
 mod report;
 mod sandbox;
 mod several;

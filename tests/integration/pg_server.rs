@@ -24,6 +24,46 @@ pub fn port() -> u16 {
     })
 }
 
+/// The port of a PgBouncer in `pool_mode` `mode` in front of the test server
+/// (`.ci/pgbouncer`, started by the first test that asks): the suite's URLs go through it
+/// when `OWL_TEST_PG_BOUNCER` names a mode, as CI runs the machines' tests.
+pub fn bouncer(mode: &str) -> u16 {
+    bouncer_of(mode, 40)
+}
+
+/// The port of a PgBouncer in `pool_mode` `mode` with `pool` server connections per
+/// database and role.
+pub fn bouncer_of(mode: &str, pool: usize) -> u16 {
+    static PORTS: std::sync::Mutex<Vec<(String, u16)>> = std::sync::Mutex::new(Vec::new());
+    let mut ports = PORTS.lock().unwrap_or_else(|p| p.into_inner());
+    let key = format!("{mode}-{pool}");
+    if let Some((_, port)) = ports.iter().find(|(m, _)| *m == key) {
+        return *port;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/pgbouncer");
+    let out = std::process::Command::new(script)
+        .args([mode, &pool.to_string()])
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} could not start PgBouncer: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    ports.push((key, port));
+    port
+}
+
+/// The port the suite's `store:` URLs name: PgBouncer's when the suite runs through it
+/// (`OWL_TEST_PG_BOUNCER`), else the server's.
+pub fn store_port() -> u16 {
+    match std::env::var("OWL_TEST_PG_BOUNCER") {
+        Ok(mode) => bouncer(&mode),
+        Err(_) => port(),
+    }
+}
+
 /// The CA that signed the test server's certificate (for 127.0.0.1 and localhost).
 pub fn ca() -> std::path::PathBuf {
     port();
@@ -72,7 +112,7 @@ impl Database {
     pub fn url(&self) -> String {
         format!(
             "postgres://owl@127.0.0.1:{}/{}{}",
-            port(),
+            store_port(),
             self.name,
             tls_query()
         )
@@ -136,7 +176,7 @@ impl Proxy {
                 if cut_seen.load(Ordering::SeqCst) {
                     continue; // dropped: the connection is closed at once
                 }
-                let Ok(server) = TcpStream::connect(("127.0.0.1", self::port())) else {
+                let Ok(server) = TcpStream::connect(("127.0.0.1", self::store_port())) else {
                     continue;
                 };
                 let mut kept = kept.lock().unwrap();
