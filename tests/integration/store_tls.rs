@@ -460,14 +460,10 @@ fn a_client_certificate_logs_in_without_a_password_and_a_key_others_can_read_is_
     );
     // Without the certificate, the server refuses the role (and no password is asked for).
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let out = owl_at(
-        &env,
-        &db,
-        &url.split("&sslcert").next().unwrap().to_string(),
-    )
-    .env_remove("PGPASSWORD")
-    .arg("status")
-    .output()
-    .unwrap();
+    let out = owl_at(&env, &db, url.split("&sslcert").next().unwrap())
+        .env_remove("PGPASSWORD")
+        .arg("status")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
 }
