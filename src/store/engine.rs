@@ -7,6 +7,8 @@
 
 use anyhow::{Context, Result};
 
+use super::pg_conn::{Pg, PgError};
+
 /// A value bound to one of a statement's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Param<'a> {
@@ -89,36 +91,6 @@ impl rusqlite::ToSql for Param<'_> {
             Param::Text(t) => ValueRef::Text(t.as_bytes()),
         }))
     }
-}
-
-impl postgres::types::ToSql for Param<'_> {
-    /// A value as its text: its type is left to the server (see [`unspecified`]), which
-    /// reads a count bound where it inferred text as its digits, as SQLite would.
-    fn to_sql(
-        &self,
-        _: &postgres::types::Type,
-        out: &mut bytes::BytesMut,
-    ) -> std::result::Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>>
-    {
-        use std::fmt::Write;
-        match *self {
-            Param::Null => return Ok(postgres::types::IsNull::Yes),
-            Param::Int(i) => write!(out, "{i}")?,
-            Param::Real(r) => write!(out, "{r}")?,
-            Param::Text(t) => out.extend_from_slice(t.as_bytes()),
-        }
-        Ok(postgres::types::IsNull::No)
-    }
-
-    fn accepts(_: &postgres::types::Type) -> bool {
-        true
-    }
-
-    fn encode_format(&self, _: &postgres::types::Type) -> postgres::types::Format {
-        postgres::types::Format::Text
-    }
-
-    postgres::types::to_sql_checked!();
 }
 
 /// One row of a result, as the engine gave it.
@@ -238,232 +210,6 @@ pub(crate) enum Db {
     Postgres(Box<std::cell::RefCell<Pg>>),
 }
 
-/// A PostgreSQL connection, kept free of session state: each statement is sent whole
-/// (parsed, bound and run in one round trip, no name of its own), and the bounds on its
-/// waits come with the connection's startup or its transaction, so a pooler in transaction
-/// mode (PgBouncer) can give each transaction another server connection.
-pub(crate) struct Pg {
-    client: postgres::Client,
-    /// Where it connects again when the server dropped the connection.
-    url: super::postgres::PgUrl,
-    /// How the connection reached the server (TLS, and what of its certificate was checked).
-    reach: super::postgres::Reach,
-    /// Inside a transaction a lost connection is the transaction's failure: it is made
-    /// again only between transactions.
-    in_transaction: bool,
-    /// How long a statement may wait for another's lock (`lock_timeout`): its bound on the
-    /// server and in the watchdog follow from it.
-    lock_wait: std::time::Duration,
-    /// The lock wait the connection's startup gave every statement; `None` through a
-    /// pooler that refuses startup settings.
-    session_wait: Option<std::time::Duration>,
-}
-
-impl Pg {
-    fn new(connected: super::postgres::Connected, url: super::postgres::PgUrl) -> Pg {
-        Pg {
-            client: connected.client,
-            url,
-            reach: connected.reach,
-            in_transaction: false,
-            lock_wait: super::BUSY_TIMEOUT,
-            session_wait: connected.session_wait,
-        }
-    }
-
-    /// Connects again when the connection was dropped (a server restart, a terminated
-    /// backend), outside a transaction: the statement about to run is the first of the
-    /// new connection.
-    fn ready(&mut self) -> Result<()> {
-        if !self.client.is_closed() || self.in_transaction {
-            return Ok(());
-        }
-        self.reconnect()
-    }
-
-    fn reconnect(&mut self) -> Result<()> {
-        tracing::warn!(
-            "the connection to the store {} was lost; connecting again",
-            self.url
-        );
-        let connected = super::postgres::connect(&self.url, self.lock_wait)?;
-        self.client = connected.client;
-        self.reach = connected.reach;
-        self.session_wait = connected.session_wait;
-        Ok(())
-    }
-
-    /// One exchange with the server, under the watchdog's bound (see `crate::watchdog`).
-    fn bounded<T>(&mut self, sql: &str, exchange: impl FnOnce(&mut postgres::Client) -> T) -> T {
-        let step = format!("running {}", super::postgres::statement_name(sql));
-        let bound = super::postgres::client_bound(self.lock_wait);
-        crate::watchdog::bounded(&self.url, &step, bound, || exchange(&mut self.client))
-    }
-
-    /// Sets how long a statement waits for another's lock: the transactions that follow
-    /// carry it (see [`Pg::bounds_are_local`]).
-    fn set_lock_wait(&mut self, wait: std::time::Duration) {
-        self.lock_wait = wait;
-    }
-
-    /// Whether a transaction must set its own bounds: the connection's startup gave none,
-    /// or other ones.
-    fn bounds_are_local(&self) -> bool {
-        self.session_wait != Some(self.lock_wait)
-    }
-
-    /// Runs a statement that changes rows in a transaction of its own that carries its
-    /// bounds, when the connection's are not its own: a lock wait past the wanted one would
-    /// reach the watchdog's bound instead of failing as a statement. A `SELECT` waits for no
-    /// row's lock, and a statement in a transaction has the transaction's bounds.
-    fn alone<T>(&mut self, sql: &str, run: impl FnOnce(&mut Pg) -> Result<T>) -> Result<T> {
-        if self.in_transaction || reads(sql) || !self.bounds_are_local() {
-            return run(self);
-        }
-        self.batch("BEGIN")?;
-        trace("BEGIN", 0);
-        match run(self) {
-            Ok(out) => {
-                self.batch("COMMIT")?;
-                trace("COMMIT", 0);
-                Ok(out)
-            }
-            Err(e) => {
-                let _ = self.batch("ROLLBACK");
-                Err(e)
-            }
-        }
-    }
-
-    fn query(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<Vec<postgres::Row>> {
-        let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let dollars = dollar_parameters(sql);
-        self.again_if_lost(sql, |pg| {
-            pg.alone(sql, |pg| {
-                pg.bounded(sql, |client| client.query_typed(&dollars, &typed(&values)))
-                    .map_err(pg_error)
-                    .with_context(|| format!("running: {sql}"))
-            })
-        })
-    }
-
-    fn execute(&mut self, sql: &str, params: &[&dyn ToParam]) -> Result<usize> {
-        let values: Vec<Param<'_>> = params.iter().map(|p| p.to_param()).collect();
-        let dollars = dollar_parameters(sql);
-        let n = self.again_if_lost(sql, |pg| {
-            pg.alone(sql, |pg| {
-                pg.bounded(sql, |client| {
-                    client.execute_typed(&dollars, &typed(&values))
-                })
-                .map_err(pg_error)
-                .with_context(|| format!("running: {sql}"))
-            })
-        })?;
-        Ok(n as usize)
-    }
-
-    /// Runs a statement outside a transaction once more on a new connection when the one
-    /// it was sent on had ended: the server said it was shutting down (it ran nothing
-    /// after), or the connection closed under a `SELECT` (which changes nothing). A write
-    /// whose connection closed under it may have landed, and is not sent twice.
-    fn again_if_lost<T>(
-        &mut self,
-        sql: &str,
-        mut run: impl FnMut(&mut Pg) -> Result<T>,
-    ) -> Result<T> {
-        self.ready()?;
-        let in_transaction = self.in_transaction;
-        match run(self) {
-            Err(e)
-                if !in_transaction
-                    && (is_shutdown(&e) || (self.client.is_closed() && reads(sql))) =>
-            {
-                self.reconnect()?;
-                run(self)
-            }
-            done => done,
-        }
-    }
-
-    fn batch(&mut self, sql: &str) -> Result<()> {
-        self.ready()?;
-        // A transaction begun where the connection's bounds are not its own sets them, in
-        // the same round trip.
-        let sql = match sql {
-            "BEGIN" if self.bounds_are_local() => {
-                format!("BEGIN; {}", super::postgres::local_timeouts(self.lock_wait))
-            }
-            _ => sql.to_string(),
-        };
-        let done = self
-            .bounded(&sql, |client| client.batch_execute(&sql))
-            .map_err(pg_error);
-        match sql.split(';').next() {
-            Some("BEGIN") => self.in_transaction = done.is_ok(),
-            Some("COMMIT" | "ROLLBACK") => self.in_transaction = false,
-            _ => {}
-        }
-        done
-    }
-}
-
-/// Whether a statement only reads: a `SELECT`.
-fn reads(sql: &str) -> bool {
-    sql.trim_start()
-        .get(..6)
-        .is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
-}
-
-/// Whether the server ended the connection as it shut down or restarted (`57P01`,
-/// `57P02`): sent before anything after it ran.
-fn is_shutdown(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        cause
-            .downcast_ref::<PgError>()
-            .is_some_and(|pg| matches!(pg.code.as_deref(), Some("57P01" | "57P02")))
-    })
-}
-
-/// The type a parameter is sent with: none (OID 0), so the server infers it from the
-/// statement as it would for a prepared one, and the value is read from its text.
-fn unspecified() -> postgres::types::Type {
-    postgres::types::Type::new(
-        "unspecified".into(),
-        0,
-        postgres::types::Kind::Pseudo,
-        "pg_catalog".into(),
-    )
-}
-
-/// Values as the driver takes them, each with its (unspecified) type.
-fn typed<'v>(
-    values: &'v [Param<'_>],
-) -> Vec<(
-    &'v (dyn postgres::types::ToSql + Sync),
-    postgres::types::Type,
-)> {
-    values
-        .iter()
-        .map(|v| (v as &(dyn postgres::types::ToSql + Sync), unspecified()))
-        .collect()
-}
-
-/// A PostgreSQL error in the server's words, with its SQLSTATE kept for the callers that
-/// tell one kind from another (a unique violation: another machine took the Account).
-#[derive(Debug, thiserror::Error)]
-#[error("{text}")]
-pub(crate) struct PgError {
-    text: String,
-    code: Option<String>,
-}
-
-pub(crate) fn pg_error(e: postgres::Error) -> anyhow::Error {
-    anyhow::Error::new(PgError {
-        text: super::postgres::describe(&e),
-        code: e.code().map(|c| c.code().to_string()),
-    })
-}
-
 /// Whether `e` is a unique constraint refusing a row: in either engine.
 pub(crate) fn is_unique_violation(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
@@ -495,31 +241,11 @@ fn sqlite_rows<T>(
 /// Tells a statement and the rows it returned (or changed), under
 /// `OWL_LOG=owl::sql=debug`: how a command's queries grow with the state is seen, and the
 /// tests bound them. Costs one check of the filter when it is off.
-fn trace(sql: &str, rows: usize) {
+pub(super) fn trace(sql: &str, rows: usize) {
     if tracing::enabled!(target: "owl::sql", tracing::Level::DEBUG) {
         let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
         tracing::debug!(target: "owl::sql", rows, "sql: {sql}");
     }
-}
-
-/// `?N` parameters as PostgreSQL writes them (`$N`), leaving quoted text alone.
-fn dollar_parameters(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut quote: Option<char> = None;
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '?') if chars.peek().is_some_and(char::is_ascii_digit) => {
-                out.push('$');
-                continue;
-            }
-            _ => {}
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// How many prepared statements a connection keeps: every statement the store has, so a
@@ -670,10 +396,13 @@ impl Db {
     /// Runs statements that take no parameters and return nothing.
     pub(crate) fn execute_batch(&self, sql: &str) -> Result<()> {
         match self {
-            Db::Sqlite(conn) => conn.execute_batch(sql)?,
+            Db::Sqlite(conn) => {
+                conn.execute_batch(sql)?;
+                trace(sql, 0);
+            }
+            // Traced as sent: a `BEGIN` goes with the transaction's first statement.
             Db::Postgres(pg) => pg.borrow_mut().batch(sql)?,
         }
-        trace(sql, 0);
         Ok(())
     }
 
@@ -722,18 +451,5 @@ impl Db {
             Db::Sqlite(conn) => !conn.is_autocommit(),
             Db::Postgres(pg) => pg.borrow().in_transaction,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parameters_are_numbered_as_postgresql_writes_them_outside_quotes() {
-        assert_eq!(
-            dollar_parameters("SELECT '?1', \"a?2\" FROM t WHERE a = ?1 AND b IN (?12, ?)"),
-            "SELECT '?1', \"a?2\" FROM t WHERE a = $1 AND b IN ($12, ?)"
-        );
     }
 }

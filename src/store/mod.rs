@@ -8,6 +8,7 @@ mod machines;
 mod metrics;
 mod migrations;
 mod notes;
+mod pg_conn;
 mod pgpass;
 pub(crate) mod postgres;
 mod queue;
@@ -111,6 +112,14 @@ impl Store {
 
     /// Connects to PostgreSQL (within [`postgres::CONNECT_TIMEOUT`]) and migrates it.
     pub(crate) fn open_postgres(url: &postgres::PgUrl) -> Result<Store> {
+        // The process's last connection, its schema checked when it was made.
+        if let Some(connected) = pg_conn::unpark(url) {
+            return Ok(Store {
+                db: Db::postgres(connected, url.clone()),
+                location: Location::Postgres(Box::new(url.clone())),
+                machine: None,
+            });
+        }
         let mut connected = postgres::connect(url, BUSY_TIMEOUT)?;
         let was = postgres::migrate(&mut connected.client, url, migrations::SCHEMA_VERSION)
             .with_context(|| format!("migrating the store {url}"))?;

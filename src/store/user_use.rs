@@ -42,6 +42,12 @@ impl Store {
         let before = self.folded(account, window)?;
         let since = before.map_or(DateTime::<Utc>::UNIX_EPOCH, |f| f.at);
         let snapshots = self.snapshots_between(account, window, since, now)?;
+        if !snapshots
+            .iter()
+            .any(|s| before.is_none_or(|b| s.observed_at > b.at))
+        {
+            return Ok(0);
+        }
         let runs = self.run_spans(account, since)?;
         let figures: Vec<Figure> = snapshots
             .iter()

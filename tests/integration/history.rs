@@ -196,3 +196,48 @@ fn a_runs_tick_syncs_the_state_as_often_as_docs_performance_says() {
     // An idle tick flushes nothing: its heartbeat is not worth a flush.
     assert_eq!(state_syncs(&env, &["tick", "--json"]), Vec::<String>::new());
 }
+
+/// Statements sent, each with the rows it returned or changed.
+type Sent = Vec<(String, usize)>;
+
+/// The statements an idle tick behind a held Account and `status` send a PostgreSQL store
+/// with `queued` Jobs waiting: each one round trip.
+fn asked_of_postgres(queued: usize) -> (Sent, Sent) {
+    let db = std::sync::Arc::new(crate::support::pg_server::Database::new());
+    let env = TestEnv::machine(&db, "alpha", &["work"], "    limits: {fiveHourMax: 60}\n");
+    env.five_hour(&[65.0], "2026-11-30T05:00:00.000Z");
+    queue(&env, queued, "");
+    // The first tick probes the Account and the next folds what it saw into the user's
+    // day: from then on each is what every tick behind the held Account is.
+    for _ in 0..2 {
+        assert_eq!(env.tick()["action"], "idle");
+    }
+    let (tick, ticked) = traced(&env, &["tick", "--json"]);
+    assert_eq!(tick["action"], "idle", "{tick}");
+    let (status, statused) = traced(&env, &["status", "--json"]);
+    let summary = status["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("({queued} Job")), "{summary}");
+    (ticked, statused)
+}
+
+#[test]
+fn an_idle_tick_and_status_on_postgresql_send_a_few_statements_however_long_the_queue() {
+    let (one, thousand) = (asked_of_postgres(1), asked_of_postgres(1000));
+    let sql = |s: &[(String, usize)]| s.iter().map(|(q, _)| q.clone()).collect::<Vec<_>>();
+    for (what, one, thousand, bound) in [
+        ("idle tick", &one.0, &thousand.0, 29),
+        ("status", &one.1, &thousand.1, 16),
+    ] {
+        assert_eq!(
+            sql(one),
+            sql(thousand),
+            "{what}: the same statements, whatever waits"
+        );
+        assert!(
+            thousand.len() <= bound,
+            "{what}: {} statements after the connection (at most {bound}): {:#?}",
+            thousand.len(),
+            sql(thousand)
+        );
+    }
+}
