@@ -43,6 +43,7 @@ fn main() {
 
     // A long history at three sizes, the clock running.
     let mut first = None;
+    let mut largest = None;
     for (queued, runs) in SIZES {
         let world = World::new(scratch.path(), &format!("history-{queued}"));
         let seeded = Instant::now();
@@ -78,11 +79,19 @@ fn main() {
         }
         if first.is_none() {
             first = Some((world, medians));
+        } else if queued == SIZES[SIZES.len() - 1].0 {
+            largest = Some((world, medians));
         }
     }
     let (big, medians) = first.unwrap();
     let sqlite = [medians[0], medians[1], medians[2]];
     on_postgres(scratch.path(), &empty, &big, sqlite, &ratio);
+    let (largest, largest_medians) = largest.unwrap();
+    flat_in_the_queue(
+        scratch.path(),
+        [(&big, &medians[..2]), (&largest, &largest_medians[..2])],
+        &ratio,
+    );
 
     // A Run whose agent prints only init and result (no ceiling: no probe before it). The
     // Job leaves no Handoff, so it is queued again: each timed tick is one more Run of a
@@ -240,6 +249,45 @@ fn on_postgres(
             "  on PostgreSQL: {what}: {t:?} = {r:.1}x /bin/true, {:.1}x SQLite's {sqlite:?} ({:.1}x)",
             t.as_secs_f64() / sqlite.as_secs_f64(),
             ratio(sqlite)
+        );
+    }
+}
+
+/// An idle tick and `status --json` at the smallest and the largest queue on both engines,
+/// each engine's largest against its smallest: whether the command stays flat in the
+/// queue's length. SQLite's figures are the loop's; PostgreSQL's are measured on copies.
+fn flat_in_the_queue(
+    scratch: &Path,
+    worlds: [(&World, &[Duration]); 2],
+    ratio: &dyn Fn(Duration) -> f64,
+) {
+    let mut on_pg = Vec::new();
+    for (i, (world, _)) in worlds.iter().enumerate() {
+        let db = support::pg_server::Database::new();
+        let out = world
+            .owl(&["store", "copy", "--to", &db.url()])
+            .env("PGPASSWORD", support::pg_server::PASSWORD)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let pg = world.on_store(scratch, &format!("flat-pg-{i}"), &db.url());
+        pg.owl(&["tick"]).output().unwrap();
+        let tick = paired(21, || time(pg.owl(&["tick"]))).0;
+        let status = paired(21, || time(pg.owl(&["status", "--json"]))).0;
+        on_pg.push(([tick, status], db));
+    }
+    let sizes = [SIZES[0].0, SIZES[SIZES.len() - 1].0];
+    for (i, what) in ["idle tick", "status --json"].iter().enumerate() {
+        let (small, large) = (worlds[0].1[i], worlds[1].1[i]);
+        let (pg_small, pg_large) = (on_pg[0].0[i], on_pg[1].0[i]);
+        println!(
+            "  {what}, {} vs {} queued: SQLite {small:?} vs {large:?} ({:.2}x); PostgreSQL \
+             {pg_small:?} ({:.1}x /bin/true) vs {pg_large:?} ({:.2}x)",
+            sizes[0],
+            sizes[1],
+            large.as_secs_f64() / small.as_secs_f64(),
+            ratio(pg_small),
+            pg_large.as_secs_f64() / pg_small.as_secs_f64(),
         );
     }
 }
