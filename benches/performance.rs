@@ -212,18 +212,8 @@ fn on_postgres(
          a connection's setup (TCP, login by SCRAM, the schema check) costs {:?}",
         t.saturating_sub(sqlite_empty)
     );
-    let db = support::pg_server::Database::new();
     let copied = Instant::now();
-    let out = big
-        .owl(&["store", "copy", "--to", &db.url()])
-        .env("PGPASSWORD", support::pg_server::PASSWORD)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "store copy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let db = copied_to_postgres(big);
     println!(
         "  (copied the year-old state into PostgreSQL in {:?})",
         copied.elapsed()
@@ -253,6 +243,23 @@ fn on_postgres(
     }
 }
 
+/// A database of its own on the test server, with `world`'s state copied in by `owl store
+/// copy`.
+fn copied_to_postgres(world: &World) -> support::pg_server::Database {
+    let db = support::pg_server::Database::new();
+    let out = world
+        .owl(&["store", "copy", "--to", &db.url()])
+        .env("PGPASSWORD", support::pg_server::PASSWORD)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "store copy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    db
+}
+
 /// An idle tick and `status --json` at the smallest and the largest queue on both engines,
 /// each engine's largest against its smallest: whether the command stays flat in the
 /// queue's length. SQLite's figures are the loop's; PostgreSQL's are measured on copies.
@@ -263,13 +270,7 @@ fn flat_in_the_queue(
 ) {
     let mut on_pg = Vec::new();
     for (i, (world, _)) in worlds.iter().enumerate() {
-        let db = support::pg_server::Database::new();
-        let out = world
-            .owl(&["store", "copy", "--to", &db.url()])
-            .env("PGPASSWORD", support::pg_server::PASSWORD)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let db = copied_to_postgres(world);
         let pg = world.on_store(scratch, &format!("flat-pg-{i}"), &db.url());
         pg.owl(&["tick"]).output().unwrap();
         let tick = paired(21, || time(pg.owl(&["tick"]))).0;

@@ -45,6 +45,8 @@ pub(super) fn copy(ctx: &Ctx, args: &StoreCopyArgs) -> Result<u8> {
             said.join(", ")
         }
     );
-    outln!("next: set `store: {url}` in this machine's config (and each other machine's)");
+    // The URL as given: its TLS settings go on with it (it holds no password: refused).
+    let given = args.to.trim();
+    outln!("next: set `store: {given}` in this machine's config (and each other machine's)");
     Ok(0)
 }

@@ -233,6 +233,12 @@ fn an_idle_tick_and_status_on_postgresql_send_a_few_statements_however_long_the_
             sql(thousand),
             "{what}: the same statements, whatever waits"
         );
+        // One connection for the whole command: its schema checked once.
+        let checks = thousand
+            .iter()
+            .filter(|(q, _)| q.contains("FROM owl_schema"))
+            .count();
+        assert_eq!(checks, 1, "{what}: {:#?}", sql(thousand));
         assert!(
             thousand.len() <= bound,
             "{what}: {} statements after the connection (at most {bound}): {:#?}",

@@ -1087,7 +1087,10 @@ fn ci_stops_the_postgresql_server_it_started() {
     // Stopping what is stopped is no error, and .ci/run asks for it on exit.
     assert!(stop().status.success());
     let run = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
-    let trap = run.lines().find(|l| l.starts_with("trap '")).unwrap_or_default();
+    let trap = run
+        .lines()
+        .find(|l| l.starts_with("trap '"))
+        .unwrap_or_default();
     assert!(
         trap.contains(".ci/postgres stop") && trap.contains(".ci/pgbouncer stop"),
         "{run}"

@@ -63,15 +63,8 @@ fn make_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (crt, key)
 }
 
-/// A server certificate for 127.0.0.1 and localhost signed by `ca`, valid `days` from now
-/// (negative: it expired that long ago), with its key beside it.
-fn make_server_cert(dir: &Path, ca: &(PathBuf, PathBuf), days: i32) -> (PathBuf, PathBuf) {
-    let (crt, key, csr, ext) = (
-        dir.join("server.crt"),
-        dir.join("server.key"),
-        dir.join("server.csr"),
-        dir.join("server.ext"),
-    );
+/// A new EC key at `key` and a request at `csr` for a certificate naming `cn`.
+fn key_and_request(key: &Path, csr: &Path, cn: &str) {
     openssl(&[
         "req",
         "-new",
@@ -85,8 +78,20 @@ fn make_server_cert(dir: &Path, ca: &(PathBuf, PathBuf), days: i32) -> (PathBuf,
         "-out",
         &csr.to_string_lossy(),
         "-subj",
-        "/CN=localhost",
+        &format!("/CN={cn}"),
     ]);
+}
+
+/// A server certificate for 127.0.0.1 and localhost signed by `ca`, valid `days` from now
+/// (negative: it expired that long ago), with its key beside it.
+fn make_server_cert(dir: &Path, ca: &(PathBuf, PathBuf), days: i32) -> (PathBuf, PathBuf) {
+    let (crt, key, csr, ext) = (
+        dir.join("server.crt"),
+        dir.join("server.key"),
+        dir.join("server.csr"),
+        dir.join("server.ext"),
+    );
+    key_and_request(&key, &csr, "localhost");
     std::fs::write(
         &ext,
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
@@ -373,21 +378,7 @@ fn make_client_cert(dir: &Path, ca: &(PathBuf, PathBuf)) -> (PathBuf, PathBuf) {
         dir.join("owl.key"),
         dir.join("owl.csr"),
     );
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        &key.to_string_lossy(),
-        "-out",
-        &csr.to_string_lossy(),
-        "-subj",
-        "/CN=owl",
-    ]);
+    key_and_request(&key, &csr, "owl");
     openssl(&[
         "x509",
         "-req",
@@ -466,4 +457,35 @@ fn a_client_certificate_logs_in_without_a_password_and_a_key_others_can_read_is_
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+}
+
+#[test]
+fn store_copy_over_verify_full_says_the_store_line_with_its_tls_settings() {
+    let mut env = TestEnv::new();
+    env.store = None;
+    env.machine = Some("laptop".into());
+    env.write_config(&env.accounts_block(&["work"]));
+    env.add("Before the move");
+    let db = Database::new();
+    let url = url_of(
+        &db,
+        "localhost",
+        &format!(
+            "sslmode=verify-full&sslrootcert={}",
+            pg_server::ca().display()
+        ),
+    );
+    let out = env
+        .owl()
+        .args(["store", "copy", "--to", &url])
+        .env("PGPASSWORD", pg_server::PASSWORD)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // The line to copy into the config keeps the settings it was reached with.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(&format!("next: set `store: {url}`")),
+        "{said}"
+    );
 }
