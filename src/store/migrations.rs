@@ -412,6 +412,9 @@ const MIGRATIONS: &[&str] = &[
     super::migrations::USER_USE,
     // 29: the Window instances the user was limited by after owl's Runs used them.
     super::migrations::USER_LIMITED,
+    // 30: nothing here: SQLite counts the open Jobs in `queue_tally` (migration 25);
+    // PostgreSQL's own count of them is its migration 30.
+    "SELECT 1",
 ];
 
 /// Migration 28, written alike for SQLite and PostgreSQL: the user's use of an Account's

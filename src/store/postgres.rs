@@ -112,6 +112,40 @@ const MIGRATIONS: &[&str] = &[
     // 28: the user's own use by hour (see SQLite's 28).
     super::migrations::USER_USE,
     super::migrations::USER_LIMITED,
+    // 30: the open Jobs counted without reading them. Not SQLite's tally (a row per group
+    // that every move updates, which would queue machines' writes behind each other and
+    // deadlock two moves in opposite directions): each move appends its -1 and +1, which
+    // takes no lock any other write waits for, and the count is their sum per group, the
+    // rows folded into one per group now and then (`Store::count_queue`).
+    r#"
+    CREATE TABLE queue_deltas (
+        account    TEXT,
+        state      TEXT NOT NULL,
+        not_before TEXT,
+        machine    TEXT,
+        delta      BIGINT NOT NULL
+    );
+    INSERT INTO queue_deltas
+        SELECT account, state, not_before, machine, COUNT(*) FROM jobs
+        WHERE state IN ('queued', 'waiting') GROUP BY account, state, not_before, machine;
+    CREATE FUNCTION owl_queue_delta() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' AND OLD.state IN ('queued', 'waiting') THEN
+            INSERT INTO queue_deltas VALUES (OLD.account, OLD.state, OLD.not_before, OLD.machine, -1);
+        END IF;
+        IF TG_OP <> 'DELETE' AND NEW.state IN ('queued', 'waiting') THEN
+            INSERT INTO queue_deltas VALUES (NEW.account, NEW.state, NEW.not_before, NEW.machine, 1);
+        END IF;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER jobs_queue_insert AFTER INSERT OR DELETE ON jobs
+        FOR EACH ROW EXECUTE FUNCTION owl_queue_delta();
+    CREATE TRIGGER jobs_queue_move AFTER UPDATE ON jobs
+        FOR EACH ROW
+        WHEN ((OLD.state, OLD.account, OLD.not_before, OLD.machine)
+              IS DISTINCT FROM (NEW.state, NEW.account, NEW.not_before, NEW.machine))
+        EXECUTE FUNCTION owl_queue_delta();
+    "#,
 ];
 
 /// Connects within [`CONNECT_TIMEOUT`], with the password libpq would use, over TLS as the

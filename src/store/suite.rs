@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, Utc};
 
+use super::engine::params;
 use super::{RunStart, Store};
 use crate::config::ExecutorKind;
 use crate::model::{
@@ -522,4 +523,22 @@ fn the_open_jobs_are_counted_as_the_plan_reads_them(store: &mut Store) {
     let (counted, _) = counted_and_read(store);
     let g = (None, "queued", None, false, true);
     assert_eq!(counted.get(&g), Some(&1), "{counted:?}");
+    // Many moves: PostgreSQL's count folds its rows as it reads them, and holds.
+    for _ in 0..150 {
+        store
+            .move_job("h", &queued, JobState::Waiting, None, now)
+            .unwrap();
+        store
+            .move_job("h", &waiting, JobState::Queued, None, now)
+            .unwrap();
+    }
+    same(store);
+    same(store);
+    if store.db.is_postgres() {
+        let rows: i64 = store
+            .db
+            .query_one("SELECT COUNT(*) FROM queue_deltas", params![], |r| r.get(0))
+            .unwrap();
+        assert!(rows <= 8, "{rows} rows of moves after the fold");
+    }
 }
