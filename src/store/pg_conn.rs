@@ -1,4 +1,4 @@
-//! One PostgreSQL connection kept free of session state, so that a pooler in transaction mode (PgBouncer) can give each transaction another server connection: statements sent whole, their waits with the startup or the transaction, a lost connection made again.
+//! One PostgreSQL connection kept free of session state, so that a pooler in transaction mode (PgBouncer) can give each transaction another server connection: statements sent whole, their waits with the startup or the transaction, a lost connection made again, and the connection kept for the process's next Store.
 
 use anyhow::{Context, Result};
 

@@ -290,19 +290,37 @@ pub(super) fn refusal_words(e: &rustls::Error, tls: &Tls, host: &str) -> String 
     };
     match why {
         CertificateError::UnknownIssuer => format!("it is not signed by {roots}"),
-        CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-            "it has expired".into()
+        CertificateError::ExpiredContext { not_after, .. } => {
+            format!("it has expired (on {})", day_of(*not_after))
         }
+        CertificateError::Expired => "it has expired".into(),
         CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
             "it is not valid yet".into()
         }
         CertificateError::NotValidForName => format!("it does not name {host}"),
-        CertificateError::NotValidForNameContext { presented, .. } => format!(
-            "it does not name {host} (it names {})",
-            presented.join(", ")
-        ),
+        CertificateError::NotValidForNameContext { presented, .. } => {
+            let names: Vec<&str> = presented.iter().map(|n| bare_name(n)).collect();
+            format!("it does not name {host} (it names {})", names.join(", "))
+        }
         other => format!("{other:?}"),
     }
+}
+
+/// A name as rustls presents it (`DnsName("db.example")`, `IpAddress(10.0.0.1)`), bare.
+fn bare_name(presented: &str) -> &str {
+    let inner = presented
+        .split_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or(presented);
+    inner.trim_matches('"')
+}
+
+/// A certificate's time as the day and time it names, in UTC.
+fn day_of(t: UnixTime) -> String {
+    let secs = i64::try_from(t.as_secs()).unwrap_or(i64::MAX);
+    chrono::DateTime::from_timestamp(secs, 0)
+        .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| format!("{secs} s after 1970"))
 }
 
 /// libpq's checks of the server's certificate over rustls's: the chain to a CA (and the
@@ -377,5 +395,23 @@ impl ServerCertVerifier for Verifier {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_times_of_a_refused_certificate_are_said_bare() {
+        assert_eq!(bare_name("DnsName(\"db.example\")"), "db.example");
+        assert_eq!(bare_name("IpAddress(10.0.0.1)"), "10.0.0.1");
+        assert_eq!(bare_name("plain"), "plain");
+        assert_eq!(
+            day_of(UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+                1_796_000_000
+            ))),
+            "2026-11-30 00:53 UTC"
+        );
     }
 }

@@ -185,7 +185,7 @@ fn a_certificate_that_does_not_verify_is_refused_naming_the_server_and_why() {
         said.contains(&format!(
             "connecting to the store postgres://owl@owl-wrong.example:{}/{}: its certificate is \
              refused (sslmode=verify-full): it does not name owl-wrong.example (it names \
-             DnsName(\"localhost\"), IpAddress(",
+             localhost, 127.0.0.1)",
             pg_server::port(),
             db.name
         )) && said.contains("nothing was sent to it, no password"),
