@@ -82,6 +82,35 @@ fn key_and_request(key: &Path, csr: &Path, cn: &str) {
     ]);
 }
 
+/// The certificate `crt` for the request `csr`, signed by `ca`, valid `days` from now
+/// (negative: it expired that long ago), with `more` arguments.
+fn sign(csr: &Path, ca: &(PathBuf, PathBuf), crt: &Path, days: i32, more: &[&str]) {
+    let (csr, ca_crt, ca_key, crt) = (
+        csr.to_string_lossy(),
+        ca.0.to_string_lossy(),
+        ca.1.to_string_lossy(),
+        crt.to_string_lossy(),
+    );
+    let days = days.to_string();
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_crt,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-out",
+        &crt,
+        "-days",
+        &days,
+    ];
+    args.extend_from_slice(more);
+    openssl(&args);
+}
+
 /// A server certificate for 127.0.0.1 and localhost signed by `ca`, valid `days` from now
 /// (negative: it expired that long ago), with its key beside it.
 fn make_server_cert(dir: &Path, ca: &(PathBuf, PathBuf), days: i32) -> (PathBuf, PathBuf) {
@@ -97,23 +126,7 @@ fn make_server_cert(dir: &Path, ca: &(PathBuf, PathBuf), days: i32) -> (PathBuf,
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
     )
     .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr.to_string_lossy(),
-        "-CA",
-        &ca.0.to_string_lossy(),
-        "-CAkey",
-        &ca.1.to_string_lossy(),
-        "-CAcreateserial",
-        "-out",
-        &crt.to_string_lossy(),
-        "-days",
-        &days.to_string(),
-        "-extfile",
-        &ext.to_string_lossy(),
-    ]);
+    sign(&csr, ca, &crt, days, &["-extfile", &ext.to_string_lossy()]);
     (crt, key)
 }
 
@@ -379,21 +392,8 @@ fn make_client_cert(dir: &Path, ca: &(PathBuf, PathBuf)) -> (PathBuf, PathBuf) {
         dir.join("owl.csr"),
     );
     key_and_request(&key, &csr, "owl");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &csr.to_string_lossy(),
-        "-CA",
-        &ca.0.to_string_lossy(),
-        "-CAkey",
-        &ca.1.to_string_lossy(),
-        "-CAcreateserial",
-        "-out",
-        &crt.to_string_lossy(),
-        "-days",
-        "30",
-    ]);
+    // No extensions: a version 1 certificate, as PostgreSQL's documentation makes one.
+    sign(&csr, ca, &crt, 30, &[]);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     (crt, key)
