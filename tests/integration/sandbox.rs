@@ -255,9 +255,13 @@ fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
     // The agent never answers the interrupt on stdin, so owl's stop goes on to SIGTERM
     // (after the interrupt and close waits), which bubblewrap would not pass on: owl's
     // init inside hands it to the agent.
-    env.script(
-        "read-prompt\nnote-sigterm\ndeaf-to-interrupt\nreplay success.jsonl 1 1\nsleep 60000\n",
-    );
+    // It says when it is deaf: an interrupt that came before would be answered with a
+    // result, and owl would end the Run at that answer, never sending SIGTERM (CI saw it).
+    let deaf = env.record.join("deaf");
+    env.script(&format!(
+        "read-prompt\nnote-sigterm\ndeaf-to-interrupt\nwrite {} yes\nreplay success.jsonl 1 1\nsleep 60000\n",
+        deaf.display()
+    ));
     let id = env.add("Stop me");
     // Each step of the stop in the tick's stderr, for a failure to show where it went.
     let tick = env
@@ -270,6 +274,9 @@ fn a_stop_signal_reaches_the_agent_inside_the_sandbox() {
         .unwrap();
     env.wait_running();
     let _ = env.agent_pid();
+    crate::support::wait_until("the agent never said it was deaf to the interrupt", || {
+        deaf.exists()
+    });
     unsafe { libc::kill(tick.id() as i32, libc::SIGTERM) };
     let out = tick.wait_with_output().unwrap();
     let tick: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
