@@ -36,50 +36,46 @@ fn openssl(args: &[&str]) {
     );
 }
 
+/// `openssl req -new` with a new P-256 key at `key`, written to `out` for `subject`, with
+/// `more` arguments (`-x509`: a self-signed certificate rather than a request).
+fn new_key(more: &[&str], key: &Path, out: &Path, subject: &str) {
+    let (key, out) = (key.to_string_lossy(), out.to_string_lossy());
+    let mut args = vec!["req", "-new"];
+    args.extend_from_slice(more);
+    args.extend_from_slice(&[
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &out,
+        "-subj",
+        subject,
+    ]);
+    openssl(&args);
+}
+
 /// A CA of the test's own in `dir`: its certificate and key.
 fn make_ca(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let (crt, key) = (
         dir.join(format!("{name}.crt")),
         dir.join(format!("{name}.key")),
     );
-    openssl(&[
-        "req",
-        "-x509",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        &key.to_string_lossy(),
-        "-out",
-        &crt.to_string_lossy(),
-        "-days",
-        "30",
-        "-subj",
+    new_key(
+        &["-x509", "-days", "30"],
+        &key,
+        &crt,
         &format!("/CN={name}"),
-    ]);
+    );
     (crt, key)
 }
 
 /// A new EC key at `key` and a request at `csr` for a certificate naming `cn`.
 fn key_and_request(key: &Path, csr: &Path, cn: &str) {
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-        "-keyout",
-        &key.to_string_lossy(),
-        "-out",
-        &csr.to_string_lossy(),
-        "-subj",
-        &format!("/CN={cn}"),
-    ]);
+    new_key(&[], key, csr, &format!("/CN={cn}"));
 }
 
 /// The certificate `crt` for the request `csr`, signed by `ca`, valid `days` from now
